@@ -1,0 +1,3 @@
+from openheim.cli import main
+
+main()

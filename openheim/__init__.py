@@ -1,0 +1,33 @@
+"""openheim: a multi-provider LLM agent runtime built around the Agent Client Protocol.
+
+Public names are resolved lazily so ``import openheim`` costs almost nothing.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "OpenheimClient": "openheim.client",
+    "SessionHandle": "openheim.client",
+    "ToolHandler": "openheim.tools.registry",
+    "ToolCapabilities": "openheim.tools.registry",
+    "LlmClient": "openheim.core.llm.base",
+    "PermissionGate": "openheim.core.permission",
+    "Decision": "openheim.core.permission",
+    "StreamEvent": "openheim.core.models",
+    "Message": "openheim.core.models",
+    "StopReason": "openheim.core.models",
+    "OpenheimError": "openheim.errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openheim' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,177 @@
+"""The `openheim` command line; the only place that turns errors into messages and exit codes."""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from openheim import __version__
+
+EXIT_CODE_HELP = """\b
+Exit codes:
+  0    the model finished (end_turn; also no_content, with a notice)
+  1    runtime or provider error (also: session locked or busy)
+  2    usage or configuration error
+  3    stopped at max_iterations
+  4    reply cut off at max_tokens
+  5    the model refused
+  130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
+"""
+
+
+class LazyGroup(click.Group):
+    """Subcommands named here are imported only when used, keeping `--version` light."""
+
+    lazy = {
+        "memory": "openheim.rag.cli:memory",
+        "acp": "openheim.transport.stdio:acp_command",
+        "stdio": "openheim.transport.stdio:stdio_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, attr = self.lazy[name].split(":")
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                return None
+        return super().get_command(ctx, name)
+
+
+def setup_logging() -> None:
+    level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
+                        format="openheim: %(levelname)s %(name)s: %(message)s")
+
+
+def fail(message: str, code: int) -> None:
+    """Print one line on stderr and exit."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def report_errors(func):
+    """Map openheim errors to one stderr line and the documented exit code."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+
+        try:
+            return func(*args, **kwargs)
+        except (ConfigError, InvalidArgument) as e:
+            fail(describe(e), 2)
+        except OpenheimError as e:
+            fail(describe(e), 1)
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+    return wrapper
+
+
+def describe(error: Exception) -> str:
+    """One line: what went wrong and, where we know it, what to do next."""
+    from openheim.errors import HttpError
+
+    text = " ".join(str(error).split())
+    if len(text) > 400:
+        text = text[:399] + "…"
+    if isinstance(error, HttpError):
+        if error.status in (401, 403):
+            text += " (check the provider's API key)"
+        elif error.status == 404:
+            text += " (check api_base and the model name)"
+        elif error.status == 429 or error.status >= 500:
+            text += " (the provider is busy or rate-limiting; try again later)"
+    return text
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True, epilog=EXIT_CODE_HELP,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="openheim")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
+              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml).")
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None) -> None:
+    """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible)."""
+    setup_logging()
+    ctx.ensure_object(dict)
+    ctx.obj["config_path"] = config_path
+    ctx.obj["ltm_factory"] = lambda: _long_term_memory(config_path)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+def _long_term_memory(config_path: str | None):
+    from openheim.config.load import data_dir, load_config
+    from openheim.rag.setup import long_term_memory
+
+    config = load_config(config_path)
+    return long_term_memory(config, data_dir(config))
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing config.toml (the old one is kept as .bak).")
+@click.pass_context
+@report_errors
+def init(ctx: click.Context, force: bool) -> None:
+    """Write a starter config.toml and system.md."""
+    from openheim.config.init import write_initial_files
+
+    config, system = write_initial_files(ctx.obj.get("config_path"), force)
+    click.echo(f"Config file created at {config}")
+    click.echo(f"Identity file at {system}")
+    click.echo("Edit the [providers] section and set the API key variables it names (e.g. OPENAI_API_KEY).")
+
+
+@main.command(epilog=EXIT_CODE_HELP)
+@click.argument("prompt", required=False)
+@click.option("-m", "--model", help="Model name (looked up across providers).")
+@click.option("-p", "--provider", help="Provider name from config.toml.")
+@click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
+@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="Session working directory (default: the current directory).")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
+              help="Which tool calls run: all, only read-only ones, or none.")
+@click.option("-s", "--session", "session_id", help="Resume this session id.")
+@click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
+@click.pass_context
+@report_errors
+def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
+        max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        resume_latest: bool, verbose: bool) -> None:
+    """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
+    from openheim.client import OpenheimClient
+    from openheim.transport.run import RunOptions, run_prompt
+
+    if session_id and resume_latest:
+        raise click.UsageError("use either --session or --continue, not both")
+    text = _prompt_text(prompt)
+    client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).provider(provider).model(model)
+              .max_iterations(max_iterations).build())
+    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
+    sys.exit(run_prompt(client, opts))
+
+
+def _prompt_text(prompt: str | None) -> str:
+    piped = None
+    if not sys.stdin.isatty():
+        piped = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if prompt and piped and piped.strip():
+        return f"{prompt}\n\n{piped}"
+    text = prompt or piped or ""
+    if not text.strip():
+        raise click.UsageError("no prompt given: pass PROMPT or pipe text on stdin")
+    return text
+

@@ -1,0 +1,37 @@
+"""AgentConfig: the resolved runtime settings of one provider + model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+PROVIDER_KINDS = ("openai", "anthropic", "gemini", "openai_compatible")
+
+
+def infer_kind(provider_name: str) -> str:
+    """`openai`, `anthropic` and `gemini` name their own kind; anything else is OpenAI-compatible."""
+    return provider_name if provider_name in ("openai", "anthropic", "gemini") else "openai_compatible"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    provider_name: str
+    kind: str
+    api_base: str
+    api_key: str
+    model: str
+    max_iterations: int = 10
+    timeout_secs: int = 120
+    max_tokens: int | None = None
+    context_window: int | None = None
+    thinking: bool = False
+
+    def with_(self, **changes: object) -> AgentConfig:
+        return replace(self, **changes)
+
+    def __repr__(self) -> str:  # never show the key
+        key = "<redacted>" if self.api_key else ""
+        return (f"AgentConfig(provider_name={self.provider_name!r}, kind={self.kind!r}, "
+                f"api_base={self.api_base!r}, api_key={key!r}, model={self.model!r}, "
+                f"max_iterations={self.max_iterations}, timeout_secs={self.timeout_secs}, "
+                f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking})")
+
+    __str__ = __repr__

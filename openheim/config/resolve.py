@@ -1,0 +1,101 @@
+"""Provider/model resolution and provider validation, producing an AgentConfig."""
+from __future__ import annotations
+
+import ipaddress
+import os
+from urllib.parse import urlsplit
+
+from openheim.config.agent_config import AgentConfig
+from openheim.config.schema import Config, ProviderConfig
+from openheim.errors import ConfigError
+
+
+def is_loopback_host(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_api_key(p: ProviderConfig) -> str:
+    """env var (when set and non-blank) > inline api_key > "" (a keyless endpoint).
+
+    A provider that names an env_var which is unset, and has no api_key, is an error naming that variable.
+    """
+    if p.env_var:
+        value = os.environ.get(p.env_var, "").strip()
+        if value:
+            return value
+        if p.api_key is None:
+            raise ConfigError(f"Provider '{p.name}' needs an API key: set the {p.env_var} environment variable "
+                              f"(or api_key in config.toml)")
+    return p.api_key or ""
+
+
+def validate_provider(p: ProviderConfig, api_key: str) -> None:
+    base = p.api_base.strip()
+    if not base:
+        raise ConfigError(f"Provider '{p.name}' has an empty api_base")
+    if not (base.startswith("http://") or base.startswith("https://")):
+        raise ConfigError(f"Provider '{p.name}' api_base '{base}' must start with http:// or https://")
+    if base.startswith("http://") and api_key and not is_loopback_host(urlsplit(base).hostname or ""):
+        raise ConfigError(f"Provider '{p.name}' uses http:// but has an API key configured; credentials must "
+                          "not be sent over an unencrypted connection (use https://, or a loopback address)")
+    if p.models and p.default_model not in p.models:
+        raise ConfigError(f"Provider '{p.name}' default_model '{p.default_model}' is not listed in models: "
+                          f"{p.models}")
+
+
+def _provider(config: Config, name: str) -> ProviderConfig:
+    p = config.providers.get(name)
+    if p is None:
+        available = ", ".join(config.providers) or "(none)"
+        raise ConfigError(f"Provider '{name}' not found in config. Available providers: {available}")
+    return p
+
+
+def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
+    key = resolve_api_key(p)
+    validate_provider(p, key)
+    return AgentConfig(provider_name=p.name, kind=p.kind, api_base=p.api_base.rstrip("/"), api_key=key,
+                       model=model, max_iterations=config.max_iterations, timeout_secs=p.timeout_secs,
+                       max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking)
+
+
+def resolve(config: Config, model: str | None = None) -> AgentConfig:
+    """No model: the default provider's default model; a model: the first provider (by name) listing it."""
+    if model is None:
+        return resolve_provider_default(config, config.default_provider)
+    for name in sorted(config.providers):
+        if model in config.providers[name].models:
+            return agent_config(config, config.providers[name], model)
+    raise ConfigError(f"Model '{model}' not found in any provider. Check the [providers] section in your config file.")
+
+
+def resolve_with_provider(config: Config, provider: str, model: str) -> AgentConfig:
+    p = _provider(config, provider)
+    if p.models and model not in p.models:
+        raise ConfigError(f"Model '{model}' is not allowed for provider '{provider}'. Allowed models: {p.models}")
+    return agent_config(config, p, model)
+
+
+def resolve_provider_default(config: Config, provider: str) -> AgentConfig:
+    p = _provider(config, provider)
+    return agent_config(config, p, p.default_model)
+
+
+def resolve_choice(config: Config, provider: str | None, model: str | None) -> AgentConfig:
+    """The CLI's --provider/--model combination."""
+    if provider and model:
+        return resolve_with_provider(config, provider, model)
+    if provider:
+        return resolve_provider_default(config, provider)
+    return resolve(config, model)
+
+
+def all_models(config: Config) -> list[tuple[str, str]]:
+    """(provider, model) pairs, sorted; a provider without a models list offers its default."""
+    pairs = {(name, m) for name, p in config.providers.items() for m in (p.models or [p.default_model])}
+    return sorted(pairs)

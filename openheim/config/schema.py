@@ -1,0 +1,246 @@
+"""The config file's shape: dataclasses parsed from the TOML dict with clear validation messages."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openheim.config.agent_config import PROVIDER_KINDS, infer_kind
+from openheim.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+THEMES = ("white", "gray", "blue", "cyan", "magenta", "green", "yellow", "red", "pink")
+
+
+@dataclass
+class ProviderConfig:
+    name: str
+    api_base: str
+    default_model: str
+    models: list[str]
+    kind: str
+    env_var: str | None = None
+    api_key: str | None = None
+    timeout_secs: int = 120
+    max_tokens: int | None = None
+    context_window: int | None = None
+    thinking: bool = False
+
+    def __repr__(self) -> str:
+        from openheim.config.secrecy import scrub_url
+
+        key = "<redacted>" if self.api_key else ""
+        return (f"ProviderConfig(name={self.name!r}, kind={self.kind!r}, api_base={scrub_url(self.api_base)!r}, "
+                f"default_model={self.default_model!r}, models={self.models!r}, env_var={self.env_var!r}, "
+                f"api_key={key!r}, timeout_secs={self.timeout_secs})")
+
+
+@dataclass
+class McpServerConfig:
+    name: str
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    tool_timeout_secs: int = 600
+
+    def __repr__(self) -> str:
+        from openheim.config.secrecy import scrub_url
+
+        return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
+                f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
+                f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs})")
+
+
+@dataclass
+class MemoryConfig:
+    embedding_provider: str | None = None
+    embedding_model: str | None = None
+    db_path: Path | None = None
+    top_k: int = 5
+
+
+@dataclass
+class Config:
+    default_provider: str
+    providers: dict[str, ProviderConfig]
+    max_iterations: int = 10
+    default_skills: list[str] = field(default_factory=list)
+    work_dir: Path | None = None
+    allow_shell: bool = False
+    data_dir: Path | None = None
+    theme_color: str | None = None
+    mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    memory: MemoryConfig | None = None
+    path: Path | None = None  # where it was loaded from
+
+
+# --- field readers -----------------------------------------------------------
+
+
+def _where(section: str, key: str) -> str:
+    return f"{section}.{key}" if section else key
+
+
+def _get_str(d: dict, key: str, section: str = "", required: bool = False) -> str | None:
+    value = d.get(key)
+    if value is None:
+        if required:
+            raise ConfigError(f"missing required key '{_where(section, key)}'; add it to config.toml")
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"'{_where(section, key)}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"'{_where(section, key)}' must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"'{_where(section, key)}' must be at least {minimum}, got {value}")
+    return value
+
+
+def _get_bool(d: dict, key: str, section: str = "", default: bool = False) -> bool:
+    value = d.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"'{_where(section, key)}' must be true or false, got {value!r}")
+    return value
+
+
+def _get_str_list(d: dict, key: str, section: str = "") -> list[str]:
+    value = d.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"'{_where(section, key)}' must be a list of strings")
+    return list(value)
+
+
+def _get_str_map(d: dict, key: str, section: str = "") -> dict[str, str]:
+    value = d.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"'{_where(section, key)}' must be a table of strings")
+    return dict(value)
+
+
+def _get_table(d: dict, key: str) -> dict:
+    value = d.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{key}' must be a table ([{key}])")
+    return value
+
+
+def _warn_unknown(d: dict, known: set[str], section: str) -> None:
+    for key in sorted(set(d) - known):
+        log.warning("config: unknown key '%s' ignored", _where(section, key))
+
+
+# --- sections ---------------------------------------------------------------
+
+_PROVIDER_KEYS = {"kind", "api_base", "default_model", "models", "env_var", "api_key", "timeout_secs",
+                  "max_tokens", "context_window", "thinking"}
+
+
+def parse_provider(name: str, d: dict) -> ProviderConfig:
+    if not isinstance(d, dict):
+        raise ConfigError(f"[providers.{name}] must be a table")
+    section = f"providers.{name}"
+    _warn_unknown(d, _PROVIDER_KEYS, section)
+    kind = _get_str(d, "kind", section) or infer_kind(name)
+    if kind not in PROVIDER_KINDS:
+        raise ConfigError(f"'{section}.kind' is '{kind}'; use one of: {', '.join(PROVIDER_KINDS)}")
+    thinking = d.get("thinking", "adaptive" if kind == "anthropic" else "off")
+    if thinking not in ("adaptive", "off"):
+        raise ConfigError(f"'{section}.thinking' must be \"adaptive\" or \"off\", got {thinking!r}")
+    return ProviderConfig(
+        name=name,
+        api_base=_get_str(d, "api_base", section, required=True) or "",
+        default_model=_get_str(d, "default_model", section, required=True) or "",
+        models=_get_str_list(d, "models", section),
+        kind=kind,
+        env_var=_get_str(d, "env_var", section),
+        api_key=_get_str(d, "api_key", section),
+        timeout_secs=_get_int(d, "timeout_secs", section, default=120) or 120,
+        max_tokens=_get_int(d, "max_tokens", section),
+        context_window=_get_int(d, "context_window", section),
+        thinking=thinking == "adaptive",
+    )
+
+
+_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs"}
+
+
+def parse_mcp_server(name: str, d: dict) -> McpServerConfig:
+    if not isinstance(d, dict):
+        raise ConfigError(f"[mcp_servers.{name}] must be a table")
+    section = f"mcp_servers.{name}"
+    _warn_unknown(d, _MCP_KEYS, section)
+    if d.get("tool_timeout_secs") == 0:
+        raise ConfigError(f"MCP server '{name}' has tool_timeout_secs = 0; it must be at least 1")
+    server = McpServerConfig(
+        name=name,
+        command=_get_str(d, "command", section),
+        args=_get_str_list(d, "args", section),
+        env=_get_str_map(d, "env", section),
+        url=_get_str(d, "url", section),
+        headers=_get_str_map(d, "headers", section),
+        tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600) or 600,
+    )
+    if not server.command and not server.url:
+        raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
+    if server.url and server.url.startswith("http://") and server.headers:
+        raise ConfigError(f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
+                          "unencrypted connection (use https://)")
+    for hname, hvalue in server.headers.items():
+        if not hname or any(c in hname for c in " :\r\n") or any(c in hvalue for c in "\r\n"):
+            raise ConfigError(f"MCP server '{name}' has an invalid header '{hname}'")
+    return server
+
+
+def parse_memory(d: dict) -> MemoryConfig:
+    _warn_unknown(d, {"embedding_provider", "embedding_model", "db_path", "top_k"}, "memory")
+    provider = _get_str(d, "embedding_provider", "memory")
+    model = _get_str(d, "embedding_model", "memory")
+    if model and model.strip() and not provider:
+        raise ConfigError("[memory] embedding_model is set but embedding_provider is not")
+    if provider and not (model and model.strip()):
+        raise ConfigError("[memory] embedding_model is required when embedding_provider is set")
+    db_path = _get_str(d, "db_path", "memory")
+    if db_path is not None and not Path(db_path).is_absolute():
+        raise ConfigError(f"[memory] db_path '{db_path}' must be an absolute path")
+    top_k = _get_int(d, "top_k", "memory", default=5, minimum=0) or 5
+    return MemoryConfig(provider, model, Path(db_path) if db_path else None, top_k)
+
+
+_TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
+             "tui", "providers", "mcp_servers", "memory", "theme_color"}
+
+
+def parse_config(d: dict, path: Path | None = None) -> Config:
+    """Build a Config from the parsed TOML dict; raises ConfigError naming the offending key."""
+    _warn_unknown(d, _TOP_KEYS, "")
+    providers = {name: parse_provider(name, p) for name, p in sorted(_get_table(d, "providers").items())}
+    default_provider = _get_str(d, "default_provider", required=True) or ""
+    tui = _get_table(d, "tui")
+    theme = _get_str(tui, "theme_color", "tui") or _get_str(d, "theme_color")
+    work_dir = _get_str(d, "work_dir")
+    data_dir = _get_str(d, "data_dir")
+    memory = d.get("memory")
+    return Config(
+        default_provider=default_provider,
+        providers=providers,
+        max_iterations=_get_int(d, "max_iterations", default=10) or 10,
+        default_skills=_get_str_list(d, "default_skills"),
+        work_dir=Path(work_dir).expanduser() if work_dir else None,
+        allow_shell=_get_bool(d, "allow_shell"),
+        data_dir=Path(data_dir).expanduser() if data_dir else None,
+        theme_color=theme,
+        mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
+        memory=parse_memory(memory) if isinstance(memory, dict) else None,
+        path=path,
+    )
+

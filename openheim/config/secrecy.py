@@ -1,0 +1,54 @@
+"""Secrecy rules: what of the config may appear in output, logs and views."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from openheim.config.schema import Config
+
+
+def scrub_url(url: str) -> str:
+    """Drop userinfo, query and fragment; an unparseable URL becomes ``<redacted>``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if not parts.scheme or not host:
+            return "<redacted>"
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<redacted>"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def public_view(config: Config, work_dir: str) -> dict:
+    """The config as it may be shown to clients: no keys, no data_dir, scrubbed URLs, MCP args omitted."""
+    view: dict = {
+        "default_provider": config.default_provider,
+        "max_iterations": config.max_iterations,
+        "work_dir": work_dir,
+        "allow_shell": config.allow_shell,
+        "tui": {"theme_color": config.theme_color} if config.theme_color else {},
+        "providers": {},
+        "mcp_servers": {},
+    }
+    for name, p in config.providers.items():
+        entry: dict = {"kind": p.kind, "api_base": scrub_url(p.api_base), "default_model": p.default_model,
+                       "models": p.models, "timeout_secs": p.timeout_secs}
+        for key in ("env_var", "max_tokens", "context_window"):
+            if getattr(p, key) is not None:
+                entry[key] = getattr(p, key)
+        view["providers"][name] = entry
+    for name, s in config.mcp_servers.items():
+        entry = {"tool_timeout_secs": s.tool_timeout_secs,
+                 "env": {k: "<redacted>" for k in s.env}, "headers": {k: "<redacted>" for k in s.headers}}
+        if s.command:
+            entry["command"] = s.command
+        if s.url:
+            entry["url"] = scrub_url(s.url)
+        view["mcp_servers"][name] = entry
+    if config.memory:
+        m = config.memory
+        view["memory"] = {k: v for k, v in (("embedding_provider", m.embedding_provider),
+                                             ("embedding_model", m.embedding_model), ("top_k", m.top_k)) if v}
+    return view

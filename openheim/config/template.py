@@ -1,0 +1,67 @@
+"""What `openheim init` writes: the config template and the default identity."""
+from __future__ import annotations
+
+DEFAULT_IDENTITY = "You are Openheim, a multipurpose, multiprovider LLM agent."
+
+CONFIG_TEMPLATE = '''\
+# openheim configuration. Docs: README.md ("Configuration").
+# Keys are read from the environment variable named by env_var (or api_key, which is less safe).
+
+default_provider = "openai"
+max_iterations = 10
+# default_skills = ["rust"]          # skills added to every new conversation
+# work_dir = "/path/to/project"      # sandbox root for file tools (default: the session's cwd)
+# allow_shell = false                # set true to give the model execute_command
+
+[tui]
+# theme_color = "gray"               # white, gray, blue, cyan, magenta, green, yellow, red, pink
+
+[providers.openai]
+api_base = "https://api.openai.com/v1"
+default_model = "gpt-4o"
+models = ["gpt-4o", "gpt-4.1", "gpt-4o-mini"]
+env_var = "OPENAI_API_KEY"
+
+[providers.anthropic]
+api_base = "https://api.anthropic.com/v1"
+default_model = "claude-sonnet-4-6"
+models = ["claude-sonnet-4-6", "claude-opus-4-7", "claude-haiku-4-5-20251001"]
+env_var = "ANTHROPIC_API_KEY"
+# thinking = "adaptive"              # or "off"
+
+[providers.gemini]
+api_base = "https://generativelanguage.googleapis.com/v1beta"
+default_model = "gemini-3.8-flash"
+models = ["gemini-3.8-flash", "gemini-2.5-pro"]
+env_var = "GEMINI_API_KEY"
+
+# Any OpenAI-compatible server (vLLM, llama.cpp, LM Studio, OpenRouter, ...):
+# [providers.openrouter]
+# kind = "openai_compatible"
+# api_base = "https://openrouter.ai/api/v1"
+# default_model = "deepseek/deepseek-chat"
+# models = []                        # empty: any model name is accepted
+# env_var = "OPENROUTER_API_KEY"
+# context_window = 128000            # enables proactive history trimming
+
+# A local Ollama server (no key):
+# [providers.ollama]
+# api_base = "http://localhost:11434/v1"
+# default_model = "llama3.1"
+# models = ["llama3.1", "qwen2.5-coder"]
+
+# Long-term memory with semantic search (keyword search works without this):
+# [memory]
+# embedding_provider = "openai"
+# embedding_model = "text-embedding-3-small"
+# top_k = 5
+
+# MCP servers (tools appear as server__tool):
+# [mcp_servers.files]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+#
+# [mcp_servers.remote]
+# url = "https://mcp.example.com/mcp"
+# headers = { Authorization = "Bearer ..." }
+'''

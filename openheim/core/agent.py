@@ -1,0 +1,152 @@
+"""The agent loop: fit → build → stream → run tools → repeat, until the model stops."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from openheim.core.llm.base import Chunk
+from openheim.core.models import (AgentResult, Choice, FinishReason, Message, StopReason, StreamEvent, Usage)
+from openheim.core.tool_calls import run_tool_calls
+from openheim.errors import Cancelled, ContextOverflow
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.context import ContextFitter, FitResult
+    from openheim.core.llm.base import LlmClient
+    from openheim.core.turn import TurnContext
+    from openheim.tools.registry import ToolExecutor
+
+log = logging.getLogger(__name__)
+
+OnEvent = Callable[[StreamEvent], None]
+NO_RESULT = "No result: the turn was interrupted before this tool call finished."
+
+
+@dataclass
+class _TurnState:
+    """What one turn accumulates across iterations."""
+
+    usage: Usage = field(default_factory=Usage)
+    last_usage: Usage | None = None
+    last_dropped: int = 0
+
+
+def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: list[Message],
+             ctx: TurnContext, on_event: OnEvent, system: Message | None = None,
+             fitter: ContextFitter | None = None) -> AgentResult:
+    """Run one user turn to a stop reason; appends every new message to ``history``."""
+    if fitter is None:
+        from openheim.core.context import ContextFitter
+
+        fitter = ContextFitter(cfg.context_window)
+    state = _TurnState()
+    tools = executor.definitions()
+    for iteration in range(1, cfg.max_iterations + 1):
+        if ctx.cancel.cancelled:
+            return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
+        on_event(StreamEvent.iteration_start(iteration))
+        try:
+            choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state)
+        except Cancelled:
+            return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
+        _append(history, choice.message, on_event)
+        if choice.usage is not None:
+            state.usage = state.usage + choice.usage
+            state.last_usage = choice.usage
+            on_event(StreamEvent.usage(choice.usage))
+        calls = choice.message.tool_calls()
+        if calls:
+            finished = run_tool_calls(executor, calls, ctx, on_event,
+                                      cut_off=choice.finish_reason == FinishReason.MAX_TOKENS)
+            for message in finished.messages:
+                _append(history, message, on_event)
+            if finished.cancelled:
+                return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
+            continue
+        if choice.finish_reason == FinishReason.PAUSED:
+            continue
+        text = choice.message.text()
+        return _finish(on_event, state, text, iteration, _stop_reason(choice, text))
+    return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
+
+
+def _stop_reason(choice: Choice, text: str | None) -> StopReason:
+    if choice.finish_reason == FinishReason.MAX_TOKENS:
+        return StopReason.MAX_TOKENS
+    if choice.finish_reason == FinishReason.REFUSAL:
+        return StopReason.REFUSAL
+    if not text:
+        return StopReason.NO_CONTENT
+    return StopReason.END_TURN
+
+
+def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], system: Message | None,
+                tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState) -> Choice:
+    """Fit, send and stream one model call; shrinks and resends on a context overflow."""
+    fitter.reset_call()
+    request = repair_missing_results(history)
+
+    def on_chunk(chunk: Chunk) -> None:
+        on_event(StreamEvent.llm_response(chunk.text) if chunk.kind == "text"
+                 else StreamEvent.thinking_content(chunk.text))
+
+    while True:
+        fit = fitter.fit(request, system, tools)
+        _report_trim(fit, on_event, state)
+        try:
+            choice = llm.stream(fit.messages, tools, on_chunk, ctx.cancel)
+        except ContextOverflow as e:
+            if ctx.cancel.cancelled:
+                raise Cancelled() from None
+            if fitter.on_overflow(fit):
+                log.info("context overflow at %d bytes; trimming and resending", fit.sent_bytes)
+                continue
+            raise ContextOverflow(
+                "the current turn alone does not fit in the model's context window; start a new session "
+                f"(provider said: {e.message})") from None
+        if ctx.cancel.cancelled:
+            raise Cancelled()
+        if choice.usage is not None:
+            fitter.calibrate(fit.sent_bytes, choice.usage)
+        return choice
+
+
+def _report_trim(fit: FitResult, on_event: OnEvent, state: _TurnState) -> None:
+    if fit.dropped > 0 and fit.dropped != state.last_dropped:
+        on_event(StreamEvent.context_trimmed(fit.dropped))
+    state.last_dropped = fit.dropped
+
+
+def _append(history: list[Message], message: Message, on_event: OnEvent) -> None:
+    history.append(message)
+    on_event(StreamEvent.message_appended(message))
+
+
+def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: int,
+            reason: StopReason) -> AgentResult:
+    on_event(StreamEvent.finished(text, iterations))
+    return AgentResult(text, iterations, reason, state.usage, state.last_usage)
+
+
+def repair_missing_results(history: list[Message]) -> list[Message]:
+    """A request copy in which every tool call has a result (interrupted calls get an error result)."""
+    out: list[Message] = []
+    i = 0
+    while i < len(history):
+        message = history[i]
+        out.append(message)
+        i += 1
+        calls = message.tool_calls() if message.role == "assistant" else []
+        if not calls:
+            continue
+        answered: set[str] = set()
+        while i < len(history) and history[i].role == "tool":
+            block = history[i].tool_result_block()
+            if block is not None:
+                answered.add(block.tool_call_id)
+            out.append(history[i])
+            i += 1
+        out.extend(Message.tool_result(c.id, c.name, NO_RESULT, True) for c in calls if c.id not in answered)
+    return out
+

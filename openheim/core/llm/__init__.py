@@ -1,0 +1,1 @@
+"""LLM providers: the LlmClient protocol and the wire clients (loaded lazily by kind)."""

@@ -1,0 +1,35 @@
+"""The LlmClient protocol: one streaming call per model request."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:
+    from openheim.core.models import Choice, Message, Tool
+    from openheim.core.turn import CancelToken
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A streamed fragment: ``kind`` is "text" or "thinking"."""
+
+    kind: str
+    text: str
+
+
+OnChunk = Callable[[Chunk], None]
+
+
+class LlmClient(Protocol):
+    """A model endpoint. ``stream`` blocks until the reply is complete, calling ``on_chunk``
+    for every text/thinking fragment as it arrives, and returns the assembled reply.
+
+    Raises ContextOverflow, HttpError, IncompleteResponse, TransportError, ApiError or
+    Cancelled (when ``cancel`` fires: the blocked read must return within 200 ms).
+    """
+
+    provider_name: str
+    model: str
+
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
+               cancel: CancelToken) -> Choice: ...

@@ -1,0 +1,250 @@
+"""The shared streaming POST: one checked, cancellable response per model request.
+
+Only provider modules import this, so importing ``requests`` at module level is fine here.
+"""
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+
+from openheim.errors import Cancelled, ContextOverflow, HttpError, OpenheimError, TransportError
+
+if TYPE_CHECKING:
+    from openheim.core.turn import CancelToken
+
+OVERFLOW_PHRASES = (
+    "context_length_exceeded", "maximum context length", "reduce the length of the messages",
+    "prompt is too long", "exceeds the maximum number of tokens", "exceeds the available context size",
+    "exceeds the context window", "exceed context limit", "input token count", "exceed_context_size_error",
+)
+_ERROR_BODY_LIMIT = 1 << 20
+_READ_SIZE = 65536
+_TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+
+
+def is_overflow(status: int, body: str) -> bool:
+    """Whether an error reply means the prompt did not fit the model's context window."""
+    if status == 413:
+        return True
+    low = body.lower()
+    if "exceed_context_size_error" in low:  # llama.cpp: trust the body, its status has varied
+        return True
+    return status == 400 and any(p in low for p in OVERFLOW_PHRASES)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds) or ``retry-after`` (HTTP date)."""
+    ms = _header(headers, "retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = _header(headers, "retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(when - (time.time() if now is None else now), 0.0)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value.strip()
+    return None
+
+
+def error_for_status(status: int, body: str, headers: Mapping[str, str]) -> OpenheimError:
+    """The exception for a non-2xx reply."""
+    if is_overflow(status, body):
+        return ContextOverflow(body)
+    return HttpError(status, body, parse_retry_after(headers))
+
+
+def read_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive: ``read1`` returns whatever is ready, chunked or not."""
+    read1 = resp.raw.read1
+    while True:
+        data = read1(_READ_SIZE, decode_content=True)
+        if not data:
+            return
+        yield data
+
+
+def _read_error_body(resp: requests.Response) -> str:
+    try:
+        data = bytearray()
+        for chunk in read_chunks(resp):
+            data += chunk
+            if len(data) >= _ERROR_BODY_LIMIT:
+                break
+        return data.decode("utf-8", errors="replace")
+    except Exception:
+        return "<failed to read error body>"
+
+
+def _shutdown(resp: requests.Response) -> None:
+    """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action)."""
+    sock = None
+    try:
+        sock = resp.raw.connection.sock
+    except AttributeError:
+        pass
+    if sock is None:
+        try:
+            sock = resp.raw._fp.fp.raw._sock
+        except AttributeError:
+            pass
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            resp.close()
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def describe_transport_error(exc: BaseException, url: str, timeout: float) -> str:
+    """A one-line account of a failed connection or read."""
+    host = urlsplit(url).netloc or url
+    text = str(exc)
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"timed out connecting to {host} after {timeout:g} s; check api_base and the network"
+    if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError)) or "timed out" in text:
+        return f"no data from {host} for {timeout:g} s (timeout_secs); the provider stopped responding"
+    if "NewConnectionError" in text or "refused" in text:
+        return f"could not connect to {host}: connection refused; check api_base and that the server is up"
+    if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError,
+                        http.client.IncompleteRead)):
+        return f"the connection to {host} closed mid-response ({_short(text)}); try again"
+    return f"{type(exc).__name__} talking to {host}: {_short(text)}"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+class _Pending:
+    """A POST running in a helper thread, so that waiting for the response head can be cancelled."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.resp: requests.Response | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+
+
+class HttpTransport:
+    """POSTs JSON and hands back a checked streaming response; safe to share between threads."""
+
+    def __init__(self, timeout_secs: float) -> None:
+        self.timeout = float(timeout_secs)
+        self._lock = threading.Lock()
+        self._idle: list[requests.Session] = []
+
+    def _acquire(self) -> requests.Session:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return requests.Session()
+
+    def _release(self, session: requests.Session) -> None:
+        with self._lock:
+            if len(self._idle) < 4:
+                self._idle.append(session)
+                return
+        session.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for s in idle:
+            s.close()
+
+    @contextmanager
+    def stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
+               cancel: CancelToken) -> Iterator[requests.Response]:
+        """POST ``body``; yield the 2xx response; map failures to openheim errors; close at exit."""
+        if cancel.cancelled:
+            raise Cancelled()
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        resp, session = self._open(url, data, headers, cancel)
+        remove = cancel.on_cancel(lambda: _shutdown(resp))
+        try:
+            if not 200 <= resp.status_code < 300:
+                raise self._status_error(resp)
+            yield resp
+        except Exception as exc:
+            if cancel.cancelled:
+                raise Cancelled() from None
+            if isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, OpenheimError):
+                raise TransportError(describe_transport_error(exc, url, self.timeout)) from None
+            raise
+        finally:
+            remove()
+            resp.close()
+            self._release(session)
+
+    def _status_error(self, resp: requests.Response) -> OpenheimError:
+        if 300 <= resp.status_code < 400:
+            where = resp.headers.get("location", "?")
+            return HttpError(resp.status_code, f"redirect to {where} refused; set api_base to the final URL")
+        return error_for_status(resp.status_code, _read_error_body(resp), resp.headers)
+
+    def _open(self, url: str, data: bytes, headers: dict[str, str],
+              cancel: CancelToken) -> tuple[requests.Response, requests.Session]:
+        session = self._acquire()
+        pending = _Pending()
+        worker = threading.Thread(target=self._post, args=(session, url, data, headers, pending),
+                                  name="openheim-http", daemon=True)
+        worker.start()
+        remove = cancel.on_cancel(pending.done.set)
+        pending.done.wait()
+        remove()
+        with pending.lock:
+            if pending.resp is None and pending.error is None:  # cancelled while waiting
+                pending.abandoned = True
+                raise Cancelled()
+        if pending.error is not None:
+            self._release(session)
+            if cancel.cancelled:
+                raise Cancelled()
+            raise TransportError(describe_transport_error(pending.error, url, self.timeout)) from None
+        assert pending.resp is not None
+        return pending.resp, session
+
+    def _post(self, session: requests.Session, url: str, data: bytes, headers: dict[str, str],
+              pending: _Pending) -> None:
+        resp = error = None
+        try:
+            resp = session.post(url, data=data, headers=headers, stream=True, allow_redirects=False,
+                                timeout=(self.timeout, self.timeout))
+        except BaseException as exc:  # handed to the waiting thread
+            error = exc
+        with pending.lock:
+            pending.resp, pending.error = resp, error
+            abandoned = pending.abandoned
+        pending.done.set()
+        if abandoned:
+            if resp is not None:
+                resp.close()
+            self._release(session)

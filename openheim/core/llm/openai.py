@@ -1,0 +1,263 @@
+"""OpenAI Chat Completions client, for OpenAI itself (kind "openai") and OpenAI-compatible servers."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from openheim.core.llm.base import Chunk
+from openheim.core.llm.convert import arguments_text, json_text, new_call_id
+from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
+from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.models import (
+    Choice, FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage,
+)
+from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.base import OnChunk
+    from openheim.core.models import Tool
+    from openheim.core.turn import CancelToken
+
+log = logging.getLogger(__name__)
+
+_FINISH = {"stop": FinishReason.STOP, "tool_calls": FinishReason.TOOL_CALLS,
+           "function_call": FinishReason.TOOL_CALLS, "length": FinishReason.MAX_TOKENS,
+           "content_filter": FinishReason.REFUSAL}
+_TRANSIENT = ("overload", "rate", "unavailable", "timeout", "timed out", "server_error", "internal", "busy",
+              "try again")
+_NO_CHUNKS: list[Chunk] = []
+EMPTY_STREAM = ("the server sent an empty stream (no content and no finish_reason); the prompt may exceed the "
+                "context length loaded on the server: raise it there or shorten the conversation")
+CUT_STREAM = "OpenAI stream ended before a finish_reason or [DONE]"
+
+
+# --- request -------------------------------------------------------------------
+
+
+def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
+                  *, stream_options: bool = True) -> dict[str, Any]:
+    """The Chat Completions request body for ``messages`` and ``tools``."""
+    body: dict[str, Any] = {"model": cfg.model, "messages": [d for m in messages for d in _message(m)]}
+    if tools:
+        body["tools"] = [t.to_dict() for t in tools]
+    if cfg.max_tokens:
+        body["max_completion_tokens" if cfg.kind == "openai" else "max_tokens"] = cfg.max_tokens
+    body["stream"] = True
+    if stream_options:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _message(m: Message) -> list[dict[str, Any]]:
+    if m.role == "system":
+        return [{"role": "system", "content": m.text() or ""}]
+    if m.role == "user":
+        return [_user(m)]
+    if m.role == "tool":
+        return [{"role": "tool", "content": b.content, "tool_call_id": b.tool_call_id}
+                for b in m.content if isinstance(b, ToolResultBlock)]
+    return _assistant(m)
+
+
+def _user(m: Message) -> dict[str, Any]:
+    if not any(isinstance(b, ImageBlock) for b in m.content):
+        return {"role": "user", "content": m.text() or ""}
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextBlock):
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{b.mime_type};base64,{b.data}"}})
+    return {"role": "user", "content": parts}
+
+
+def _assistant(m: Message) -> list[dict[str, Any]]:
+    d: dict[str, Any] = {"role": "assistant"}
+    text = m.text()
+    if text:
+        d["content"] = text
+    calls = m.tool_calls()
+    if calls:
+        d["tool_calls"] = [{"id": c.id, "type": "function",
+                            "function": {"name": c.name, "arguments": arguments_text(c.arguments)}}
+                           for c in calls]
+    return [d] if len(d) > 1 else []  # thinking is never sent back
+
+
+# --- stream parsing ----------------------------------------------------------------
+
+
+class _Call:
+    __slots__ = ("id", "name", "args")
+
+    def __init__(self, call_id: str | None) -> None:
+        self.id = call_id
+        self.name = ""
+        self.args: list[str] = []
+
+
+def parse_usage(u: dict[str, Any]) -> Usage:
+    """Chat Completions usage: cached prompt tokens are split out of the input count."""
+    prompt = int(u.get("prompt_tokens") or 0)
+    details = u.get("prompt_tokens_details") or {}
+    cached = int((details.get("cached_tokens") if isinstance(details, dict) else 0)
+                 or u.get("prompt_cache_hit_tokens") or 0)
+    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(u.get("completion_tokens") or 0),
+                 cache_read_tokens=cached)
+
+
+def stream_error(payload: dict[str, Any], forwarded: bool) -> Exception:
+    """The exception for an in-stream ``{"error": ...}`` (or flat ``"object": "error"``) payload."""
+    err = payload.get("error")
+    if not isinstance(err, dict):
+        err = payload if payload.get("object") == "error" else {"message": str(err)}
+    message = str(err.get("message") or err.get("type") or "unknown streaming error")
+    facts = f"{message} {err.get('type', '')} {err.get('code', '')} {err.get('status', '')}".lower()
+    if is_overflow(400, facts):
+        return ContextOverflow(message)
+    code = err.get("code")
+    transient = any(w in facts for w in _TRANSIENT) or (isinstance(code, int) and (code >= 500 or code in (408, 429)))
+    return ApiError(f"OpenAI streaming error: {message}", retryable=transient and not forwarded)
+
+
+class ChatStreamParser:
+    """Accumulates Chat Completions stream payloads into a Choice; ``feed`` returns the chunks to show."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[_Call] = []
+        self._by_index: dict[Any, _Call] = {}
+        self.finish_reason: str | None = None
+        self.done = False
+        self.usage: Usage | None = None
+
+    def feed(self, payload: dict[str, Any]) -> list[Chunk]:
+        if "error" in payload or payload.get("object") == "error":
+            raise stream_error(payload, bool(self.text or self.thinking))
+        usage = payload.get("usage") or (payload.get("x_groq") or {}).get("usage")
+        if usage:
+            self.usage = parse_usage(usage)
+        choices = payload.get("choices")
+        if not choices:
+            return _NO_CHUNKS
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        return self._delta(delta) if delta else _NO_CHUNKS
+
+    def _delta(self, delta: dict[str, Any]) -> list[Chunk]:
+        out = []
+        thinking = delta.get("reasoning_content") or delta.get("reasoning")
+        if thinking and isinstance(thinking, str):
+            self.thinking.append(thinking)
+            out.append(Chunk("thinking", thinking))
+        for key in ("content", "refusal"):
+            text = delta.get(key)
+            if text and isinstance(text, str):
+                self.text.append(text)
+                out.append(Chunk("text", text))
+        if delta.get("tool_calls"):
+            self._tool_calls(delta["tool_calls"])
+        return out
+
+    def _tool_calls(self, fragments: list[dict[str, Any]]) -> None:
+        for frag in fragments:
+            index, call_id = frag.get("index"), frag.get("id")
+            call = self._by_index.get(index) if index is not None else (self.calls[-1] if self.calls else None)
+            if call is None or (call_id and call.id and call_id != call.id):
+                call = _Call(call_id)
+                self.calls.append(call)
+                self._by_index[index] = call
+            elif call_id and not call.id:
+                call.id = call_id
+            fn = frag.get("function") or {}
+            name = fn.get("name")
+            if name and name != call.name:
+                call.name += name
+            args = fn.get("arguments")
+            if args:
+                call.args.append(args if isinstance(args, str) else json_text(args))
+
+    def feed_done(self) -> None:
+        self.done = True
+
+    @property
+    def complete(self) -> bool:
+        return self.done or self.finish_reason is not None
+
+    def finish(self) -> Choice:
+        """The assembled reply; IncompleteResponse when the stream never finished."""
+        if not self.complete:
+            empty = not (self.text or self.thinking or self.calls)
+            raise IncompleteResponse(EMPTY_STREAM if empty else CUT_STREAM)
+        content: list = []
+        thinking, text = "".join(self.thinking), "".join(self.text)
+        if thinking:
+            content.append(ThinkingBlock(thinking))
+        if text:
+            content.append(TextBlock(text))
+        for c in self.calls:
+            if not c.name:
+                log.warning("dropping a streamed tool call without a name (id %s)", c.id)
+                continue
+            args = "".join(c.args)
+            content.append(ToolUseBlock(c.id or new_call_id(), c.name, args if args.strip() else "{}"))
+        reason, detail = self._reason(any(isinstance(b, ToolUseBlock) for b in content))
+        return Choice(Message("assistant", content), reason, detail, self.usage)
+
+    def _reason(self, has_calls: bool) -> tuple[FinishReason | None, str | None]:
+        raw = self.finish_reason
+        reason = _FINISH.get(raw, FinishReason.OTHER) if raw else None
+        if has_calls and reason in (None, FinishReason.STOP):
+            return FinishReason.TOOL_CALLS, None
+        if not has_calls and reason is FinishReason.TOOL_CALLS:
+            return FinishReason.STOP, None
+        return reason, (raw if reason is FinishReason.OTHER else None)
+
+
+# --- client ------------------------------------------------------------------------
+
+
+class OpenAIClient:
+    """Streams Chat Completions from ``{api_base}/chat/completions``."""
+
+    def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
+        self.cfg = cfg
+        self.provider_name = cfg.provider_name
+        self.model = cfg.model
+        self.url = cfg.api_base.rstrip("/") + "/chat/completions"
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "Accept-Encoding": "identity"}
+        if cfg.api_key:
+            self.headers["Authorization"] = f"Bearer {cfg.api_key}"
+        self._http = transport or HttpTransport(cfg.timeout_secs)
+        self._stream_options = True
+
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
+               cancel: CancelToken) -> Choice:
+        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options)
+        try:
+            return self._once(body, on_chunk, cancel)
+        except HttpError as e:
+            if e.status != 400 or "stream_options" not in e.body.lower() or "stream_options" not in body:
+                raise
+        log.info("%s rejected stream_options; retrying without it (usage may be missing)", self.provider_name)
+        self._stream_options = False
+        body.pop("stream_options")
+        return self._once(body, on_chunk, cancel)
+
+    def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
+        parser = ChatStreamParser()
+        with self._http.stream(self.url, body, self.headers, cancel) as resp:
+            for _event, data in iter_sse(read_chunks(resp)):
+                if data[:6] == "[DONE]":
+                    parser.feed_done()
+                    break
+                payload = parse_json(data)
+                if isinstance(payload, dict):
+                    for chunk in parser.feed(payload):
+                        on_chunk(chunk)
+            return parser.finish()

@@ -1,0 +1,342 @@
+"""The shared data model: messages, content blocks, tools, replies, usage and stream events.
+
+The JSON shapes (``to_dict``/``from_dict``) are the on-disk history format.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Union
+
+# --- content blocks --------------------------------------------------------
+
+
+@dataclass
+class TextBlock:
+    text: str
+    type: str = field(default="text", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"type": "text", "text": self.text}
+
+
+@dataclass
+class ThinkingBlock:
+    thinking: str
+    signature: str | None = None
+    type: str = field(default="thinking", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {"type": "thinking", "thinking": self.thinking}
+        if self.signature is not None:
+            d["signature"] = self.signature
+        return d
+
+
+@dataclass
+class RedactedThinkingBlock:
+    data: str
+    type: str = field(default="redacted_thinking", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"type": "redacted_thinking", "data": self.data}
+
+
+@dataclass
+class ImageBlock:
+    data: str  # base64
+    mime_type: str
+    type: str = field(default="image", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"type": "image", "data": self.data, "mime_type": self.mime_type}
+
+
+@dataclass
+class ToolUseBlock:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as the model produced it
+    signature: str | None = None
+    type: str = field(default="tool_use", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {"type": "tool_use", "id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.signature is not None:
+            d["signature"] = self.signature
+        return d
+
+
+@dataclass
+class ToolResultBlock:
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    type: str = field(default="tool_result", init=False, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {"type": "tool_result", "tool_call_id": self.tool_call_id,
+             "tool_name": self.tool_name, "content": self.content}
+        if self.is_error:
+            d["is_error"] = True
+        return d
+
+
+ContentBlock = Union[TextBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock]
+
+_BLOCK_TYPES: dict[str, type] = {
+    "text": TextBlock,
+    "thinking": ThinkingBlock,
+    "redacted_thinking": RedactedThinkingBlock,
+    "image": ImageBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+}
+
+
+def block_from_dict(d: dict) -> ContentBlock:
+    """Rebuild a content block from its JSON shape; unknown types raise ValueError."""
+    kind = d.get("type")
+    cls = _BLOCK_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown content block type {kind!r}")
+    fields = {k: v for k, v in d.items() if k != "type"}
+    try:
+        return cls(**fields)
+    except TypeError as e:
+        raise ValueError(f"bad {kind} block: {e}") from None
+
+
+# --- messages ---------------------------------------------------------------
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class Message:
+    role: str
+    content: list[ContentBlock] = field(default_factory=list)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls("system", [TextBlock(text)])
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", [TextBlock(text)] if text else [])
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", [TextBlock(text)] if text else [])
+
+    @classmethod
+    def tool_result(cls, tool_call_id: str, tool_name: str, content: str, is_error: bool = False) -> Message:
+        return cls("tool", [ToolResultBlock(tool_call_id, tool_name, content, is_error)])
+
+    def text(self) -> str | None:
+        """All text blocks joined; None when there are none or they are empty."""
+        joined = "".join(b.text for b in self.content if isinstance(b, TextBlock))
+        return joined or None
+
+    def tool_calls(self) -> list[ToolUseBlock]:
+        return [b for b in self.content if isinstance(b, ToolUseBlock)]
+
+    def tool_result_block(self) -> ToolResultBlock | None:
+        return next((b for b in self.content if isinstance(b, ToolResultBlock)), None)
+
+    def to_dict(self) -> dict:
+        return {"role": self.role, "content": [b.to_dict() for b in self.content]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Message:
+        role = d.get("role")
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}")
+        content = d.get("content") or []
+        if isinstance(content, str):  # tolerate the plain-string shape
+            content = [{"type": "text", "text": content}]
+        return cls(role, [block_from_dict(b) for b in content])
+
+
+def transcript(messages: list[Message]) -> list[tuple[str, ContentBlock]]:
+    """The displayable (role, block) entries of a conversation, in stored order."""
+    out: list[tuple[str, ContentBlock]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        for b in m.content:
+            if isinstance(b, RedactedThinkingBlock):
+                continue
+            if isinstance(b, TextBlock) and not b.text:
+                continue
+            if isinstance(b, ThinkingBlock) and not b.thinking:
+                continue
+            out.append((m.role, b))
+    return out
+
+
+# --- tools, replies, usage ------------------------------------------------
+
+
+@dataclass
+class Tool:
+    """A tool definition as offered to the model."""
+
+    name: str
+    description: str
+    parameters: dict
+
+    def to_dict(self) -> dict:
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+class FinishReason(str, Enum):
+    STOP = "stop"
+    TOOL_CALLS = "tool_calls"
+    MAX_TOKENS = "max_tokens"
+    REFUSAL = "refusal"
+    PAUSED = "paused"
+    OTHER = "other"
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_creation_tokens + self.cache_read_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the model read: fresh input plus cache traffic."""
+        return self.input_tokens + self.cache_creation_tokens + self.cache_read_tokens
+
+    def to_dict(self) -> dict:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_creation_tokens": self.cache_creation_tokens, "cache_read_tokens": self.cache_read_tokens}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Usage | None:
+        if not d:
+            return None
+        return cls(**{k: int(d.get(k) or 0) for k in
+                      ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")})
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.cache_creation_tokens + other.cache_creation_tokens,
+                     self.cache_read_tokens + other.cache_read_tokens)
+
+
+@dataclass
+class Choice:
+    """One complete model reply."""
+
+    message: Message
+    finish_reason: FinishReason | None = None
+    finish_detail: str | None = None  # the raw provider reason when finish_reason is OTHER
+    usage: Usage | None = None
+
+
+class StopReason(str, Enum):
+    END_TURN = "end_turn"
+    MAX_ITERATIONS = "max_iterations"
+    MAX_TOKENS = "max_tokens"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+    NO_CONTENT = "no_content"
+
+    @property
+    def notice(self) -> str | None:
+        """The one-line user-facing explanation, if this stop needs one."""
+        return _STOP_NOTICES.get(self)
+
+
+_STOP_NOTICES = {
+    StopReason.MAX_ITERATIONS: "stopped at the iteration limit (max_iterations) before finishing",
+    StopReason.MAX_TOKENS: "the response was cut off at the output token limit (max_tokens)",
+    StopReason.REFUSAL: "the model declined to respond",
+    StopReason.NO_CONTENT: "the model returned an empty response",
+}
+
+
+@dataclass
+class AgentResult:
+    final_response: str | None
+    iterations_used: int
+    stop_reason: StopReason
+    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
+    context_usage: Usage | None = None  # the last call's usage: what the context holds
+
+
+# --- stream events ------------------------------------------------------------
+
+
+@dataclass
+class StreamEvent:
+    """One thing that happened during a turn; ``kind`` is the event name."""
+
+    kind: str
+    data: dict = field(default_factory=dict)
+
+    KINDS = ("iteration_start", "tool_call", "tool_result", "llm_response", "thinking_content",
+             "usage", "context_trimmed", "finished", "message_appended")
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["data"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_dict(self) -> dict:
+        """JSON shape: ``{"event_type": kind, ...fields}`` with nested objects as dicts."""
+        out: dict[str, Any] = {"event_type": self.kind}
+        for k, v in self.data.items():
+            out[k] = v.to_dict() if hasattr(v, "to_dict") else v
+        return out
+
+    @staticmethod
+    def iteration_start(iteration: int) -> StreamEvent:
+        return StreamEvent("iteration_start", {"iteration": iteration})
+
+    @staticmethod
+    def tool_call(id: str, tool_name: str, arguments: str) -> StreamEvent:
+        return StreamEvent("tool_call", {"id": id, "tool_name": tool_name, "arguments": arguments})
+
+    @staticmethod
+    def tool_result(id: str, tool_name: str, result: str, is_error: bool) -> StreamEvent:
+        return StreamEvent("tool_result", {"id": id, "tool_name": tool_name, "result": result, "is_error": is_error})
+
+    @staticmethod
+    def llm_response(content: str) -> StreamEvent:
+        return StreamEvent("llm_response", {"content": content})
+
+    @staticmethod
+    def thinking_content(content: str) -> StreamEvent:
+        return StreamEvent("thinking_content", {"content": content})
+
+    @staticmethod
+    def usage(usage: Usage) -> StreamEvent:
+        return StreamEvent("usage", {"usage": usage})
+
+    @staticmethod
+    def context_trimmed(dropped: int) -> StreamEvent:
+        return StreamEvent("context_trimmed", {"dropped": dropped})
+
+    @staticmethod
+    def finished(final_response: str | None, iterations: int) -> StreamEvent:
+        return StreamEvent("finished", {"final_response": final_response, "iterations": iterations})
+
+    @staticmethod
+    def message_appended(message: Message) -> StreamEvent:
+        return StreamEvent("message_appended", {"message": message})

@@ -1,0 +1,93 @@
+"""Turning builder options into a ready AgentState: config, data dir, work_dir, tools."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from openheim.config.load import data_dir as resolve_data_dir
+from openheim.config.load import load_config
+from openheim.config.schema import Config, ProviderConfig
+from openheim.core.runtime.state import AgentState, RuntimeSettings
+from openheim.errors import ConfigError
+from openheim.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.base import LlmClient
+    from openheim.tools.registry import ToolHandler
+
+log = logging.getLogger(__name__)
+
+_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window")
+
+
+def programmatic_config(opts: dict) -> Config:
+    """A one-provider config from builder options (no config file)."""
+    from openheim.client import BUILTIN_PROVIDERS
+
+    name = opts.get("provider") or "openai"
+    base, model = BUILTIN_PROVIDERS.get(name, BUILTIN_PROVIDERS["openai"])
+    model = opts.get("model") or model
+    provider = ProviderConfig(name=name, api_base=opts.get("api_base") or base, default_model=model,
+                              models=[model], kind=name if name in BUILTIN_PROVIDERS else "openai_compatible",
+                              api_key=opts.get("api_key") or "", thinking=name == "anthropic")
+    return Config(default_provider=name, providers={name: provider})
+
+
+def canonical_work_dir(path: str | Path | None) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    try:
+        resolved = Path(os.path.abspath(p)).resolve(strict=True)
+    except OSError as e:
+        raise ConfigError(f"work_dir '{p}' is inaccessible: {e.strerror or e}") from None
+    if not resolved.is_dir():
+        raise ConfigError(f"work_dir '{p}' is not a directory")
+    return resolved
+
+
+def build_state(opts: dict, tools: list[ToolHandler],
+                llm_factory: Callable[[AgentConfig], LlmClient] | None) -> AgentState:
+    programmatic = bool(opts.get("api_key") or opts.get("api_base"))
+    config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
+    if opts.get("default_skills"):
+        config.default_skills = opts["default_skills"]
+    if opts.get("allow_shell") is not None:
+        config.allow_shell = bool(opts["allow_shell"])
+    overrides = {k: opts[k] for k in _OVERRIDES if opts.get(k) is not None}
+    settings = RuntimeSettings(
+        config=config,
+        data_dir=resolve_data_dir(config, opts.get("data_dir")),
+        work_dir=canonical_work_dir(opts.get("work_dir") or config.work_dir),
+        overrides=overrides,
+        secret_env_vars=frozenset(p.env_var for p in config.providers.values() if p.env_var),
+        default_provider=opts.get("provider"),
+        default_model=opts.get("model"),
+    )
+    registry = _build_registry(config, settings.data_dir, tools)
+    state = AgentState(settings, registry, llm_factory)
+    state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
+    return state
+
+
+def _build_registry(config: Config, data_dir: Path, custom: list[ToolHandler]) -> ToolRegistry:
+    from openheim.tools.builtins import register_builtins
+
+    registry = ToolRegistry()
+    register_builtins(registry, allow_shell=config.allow_shell)
+    for handler in _memory_tools(config, data_dir):
+        registry.register(handler)
+    for handler in custom:
+        registry.register(handler)
+    return registry
+
+
+def _memory_tools(config: Config, data_dir: Path) -> list[ToolHandler]:
+    """The four long-term memory tools over a database opened on first use."""
+    from openheim.rag.setup import long_term_memory
+    from openheim.rag.tools import memory_tools
+
+    return memory_tools(long_term_memory(config, data_dir))

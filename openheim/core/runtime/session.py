@@ -1,0 +1,87 @@
+"""Live sessions: per-session state and the bounded map that holds them."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openheim.core.turn import CancelToken
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+
+IDLE_LIMIT_SECS = 7 * 24 * 3600
+MAX_LIVE_SESSIONS = 512
+
+
+@dataclass
+class SessionState:
+    id: str
+    config: AgentConfig
+    cwd: Path
+    skills: list[str] = field(default_factory=list)
+    mode: str = "code"
+    approvals: dict = field(default_factory=dict)
+    prompt_lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: CancelToken = field(default_factory=CancelToken)
+    last_active: float = field(default_factory=time.monotonic)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.prompt_lock.locked()
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+
+class SessionMap:
+    """Thread-safe map of live sessions; evicts idle ones, never one mid-prompt."""
+
+    def __init__(self, idle_limit: float = IDLE_LIMIT_SECS, capacity: int = MAX_LIVE_SESSIONS) -> None:
+        self._sessions: dict[str, SessionState] = {}
+        self._lock = threading.Lock()
+        self.idle_limit = idle_limit
+        self.capacity = capacity
+
+    def get(self, session_id: str) -> SessionState | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session:
+            session.touch()
+        return session
+
+    def insert(self, session: SessionState) -> SessionState:
+        """Add a session, or return the live one with that id (its state wins)."""
+        with self._lock:
+            live = self._sessions.get(session.id)
+            if live is not None:
+                live.touch()
+                return live
+            self._sessions[session.id] = session
+            self._evict()
+            return session
+
+    def remove(self, session_id: str) -> SessionState | None:
+        with self._lock:
+            return self._sessions.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    def _evict(self) -> None:
+        now = time.monotonic()
+        for sid, s in list(self._sessions.items()):
+            if now - s.last_active > self.idle_limit and not s.in_flight:
+                del self._sessions[sid]
+        if len(self._sessions) <= self.capacity:
+            return
+        for s in sorted(self._sessions.values(), key=lambda s: s.last_active):
+            if len(self._sessions) <= self.capacity:
+                break
+            if not s.in_flight:
+                del self._sessions[s.id]

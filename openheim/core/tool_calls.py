@@ -1,0 +1,121 @@
+"""Running one reply's tool calls: argument check, permission, concurrent execution, capping."""
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from openheim.core.models import Message, StreamEvent, ToolUseBlock
+from openheim.core.permission import PermissionRequest
+from openheim.errors import OpenheimError
+
+if TYPE_CHECKING:
+    from openheim.core.turn import TurnContext
+    from openheim.tools.registry import ToolExecutor
+
+log = logging.getLogger(__name__)
+
+RESULT_CAP = 128 * 1024
+DENIED_BY_USER = "Permission denied by user."
+CANCELLED_BY_USER = "Cancelled by user."
+BAD_ARGUMENTS = "Error: the arguments are not a valid JSON object, so the call was not run."
+CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writing them; retry with smaller "
+                  "arguments, splitting the work across several calls.")
+
+
+@dataclass
+class ToolOutcome:
+    content: str
+    is_error: bool
+
+
+@dataclass
+class FinishedCalls:
+    messages: list[Message]
+    cancelled: bool
+
+
+def cap_result(text: str, cap: int = RESULT_CAP) -> str:
+    """Cut at a UTF-8 boundary and say how much was kept."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= cap:
+        return text
+    kept = raw[:cap].decode("utf-8", "ignore")
+    kept_bytes = len(kept.encode("utf-8"))
+    return f"{kept}\n[tool output truncated: showing the first {kept_bytes} of {len(raw)} bytes]"
+
+
+def arguments_usable(arguments: str) -> bool:
+    """Blank or a JSON object: anything else is not run."""
+    if not arguments.strip():
+        return True
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
+
+
+def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> ToolOutcome | None:
+    """None when the call may run, else the denial outcome."""
+    gate = ctx.gate
+    if gate is None:
+        return None
+    if executor.capabilities(call.name).read_only and not getattr(gate, "checks_read_only", False):
+        return None
+    decision = gate.request(PermissionRequest(call.id, call.name, call.arguments), ctx.cancel)
+    if decision.allowed:
+        return None
+    message = getattr(gate, "denial_message", None)
+    return ToolOutcome(message(call.name) if callable(message) else DENIED_BY_USER, True)
+
+
+def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:
+    """Check, ask, run: every failure becomes an error result the model reads."""
+    if not arguments_usable(call.arguments):
+        return ToolOutcome(BAD_ARGUMENTS + (CUT_OFF_ADVICE if cut_off else ""), True)
+    try:
+        denied = _permitted(executor, call, ctx)
+        if denied is not None:
+            return denied
+        if ctx.cancel.cancelled:
+            return ToolOutcome(CANCELLED_BY_USER, True)
+        return ToolOutcome(cap_result(executor.execute(call.name, call.arguments, ctx)), False)
+    except OpenheimError as e:
+        return ToolOutcome(cap_result(f"Error: {e}"), True)
+    except Exception as e:  # a buggy tool must not take the turn down
+        log.exception("tool %s crashed", call.name)
+        return ToolOutcome(f"Error: {type(e).__name__}: {e}", True)
+
+
+def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext,
+                   on_event: Callable[[StreamEvent], None], cut_off: bool = False) -> FinishedCalls:
+    """Run calls concurrently; events in completion order, result messages in call order."""
+    for call in calls:
+        on_event(StreamEvent.tool_call(call.id, call.name, call.arguments))
+    done: queue.Queue[tuple[int, ToolOutcome]] = queue.Queue()
+    for index, call in enumerate(calls):
+        worker = threading.Thread(target=lambda i=index, c=call: done.put((i, execute_one(executor, c, ctx, cut_off))),
+                                  name=f"tool-{call.name}", daemon=True)
+        worker.start()
+    outcomes: dict[int, ToolOutcome] = {}
+    wake = ctx.cancel.on_cancel(lambda: done.put((-1, ToolOutcome("", True))))
+    try:
+        while len(outcomes) < len(calls) and not ctx.cancel.cancelled:
+            index, outcome = done.get()
+            if index < 0:
+                break
+            outcomes[index] = outcome
+            on_event(StreamEvent.tool_result(calls[index].id, calls[index].name, outcome.content, outcome.is_error))
+    finally:
+        wake()
+    cancelled = ctx.cancel.cancelled
+    for index, call in enumerate(calls):
+        if index not in outcomes:
+            outcomes[index] = ToolOutcome(CANCELLED_BY_USER, True)
+            on_event(StreamEvent.tool_result(call.id, call.name, CANCELLED_BY_USER, True))
+    messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error)
+                for i, c in enumerate(calls)]
+    return FinishedCalls(messages, cancelled)

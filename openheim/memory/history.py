@@ -1,0 +1,432 @@
+"""Conversation persistence: ``{id}.json`` metadata (atomic rewrite) and ``{id}.jsonl`` message log (append-only).
+
+The two files are split so that a finished message costs one appended line, never a rewrite: the log is
+append-first and fsync'd per line, the small metadata file is replaced atomically (temp file, fsync, rename).
+A crash can tear at most the last line of the log; reading drops such a line with a warning and the next
+append cuts it off before writing.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import re
+import tempfile
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from openheim.core.models import Message, Usage
+from openheim.errors import HistoryDiverged, InvalidArgument, NotFound, ParseError
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 80
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def now_rfc3339() -> str:
+    """The current UTC time as RFC 3339 with microseconds and a ``Z`` suffix."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text: str | None) -> datetime:
+    """An RFC 3339 timestamp as an aware datetime; the epoch when missing or malformed."""
+    try:
+        parsed = datetime.fromisoformat(text or "")
+    except ValueError:
+        return _EPOCH
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def title_from(messages: Iterable[Message]) -> str | None:
+    """The first 80 characters of the first user message that has text."""
+    for m in messages:
+        if m.role == "user":
+            text = m.text()
+            if text:
+                return text[:TITLE_CHARS]
+    return None
+
+
+def validate_id(conversation_id: str) -> str:
+    """Reject ids that are not a single safe file-name component."""
+    if not isinstance(conversation_id, str) or not _ID_RE.match(conversation_id):
+        raise InvalidArgument("invalid session id format")
+    return conversation_id
+
+
+@dataclass
+class ConversationMeta:
+    """The ``meta`` object of ``{id}.json``."""
+
+    id: str
+    created_at: str = field(default_factory=now_rfc3339)
+    updated_at: str = ""
+    model: str | None = None
+    provider: str | None = None
+    title: str | None = None
+    skills: list[str] = field(default_factory=list)
+    cwd: str | None = None
+    context_usage: Usage | None = None
+    mode: str = "code"
+
+    def __post_init__(self) -> None:
+        if not self.updated_at:
+            self.updated_at = self.created_at
+
+    @property
+    def updated(self) -> datetime:
+        """``updated_at`` parsed (the epoch when malformed)."""
+        return _parse_time(self.updated_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "created_at": self.created_at, "updated_at": self.updated_at}
+        for key in ("model", "provider", "title"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        d["skills"] = list(self.skills)
+        if self.cwd is not None:
+            d["cwd"] = self.cwd
+        if self.context_usage is not None:
+            d["context_usage"] = self.context_usage.to_dict()
+        d["mode"] = self.mode
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ConversationMeta:
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str):
+            raise ValueError("metadata has no string 'id'")
+        skills = d.get("skills") or []
+        if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
+            raise ValueError("'skills' must be a list of strings")
+        created = d.get("created_at") or now_rfc3339()
+        return cls(id=d["id"], created_at=created, updated_at=d.get("updated_at") or created,
+                   model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
+                   skills=list(skills), cwd=d.get("cwd"),
+                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code")
+
+
+@dataclass
+class Conversation:
+    """A conversation in memory: metadata, messages, and how much of the log is known to be on disk."""
+
+    meta: ConversationMeta
+    messages: list[Message] = field(default_factory=list)
+    persisted: int = 0  # messages known to be in the log, in order
+    log_size: int = field(default=0, repr=False)  # byte length of those lines on disk
+    log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
+
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+
+@dataclass
+class _LogRead:
+    """What reading a log file found."""
+
+    messages: list[Message]
+    size: int  # bytes up to the end of the last good line
+    needs_newline: bool
+    torn: bool
+
+
+class HistoryManager:
+    """Reads and writes conversations under one history directory."""
+
+    def __init__(self, history_dir: Path | str) -> None:
+        self.dir = Path(history_dir)
+
+    # --- paths ---------------------------------------------------------------
+
+    def meta_path(self, conversation_id: str) -> Path:
+        return self.dir / f"{validate_id(conversation_id)}.json"
+
+    def log_path(self, conversation_id: str) -> Path:
+        return self.dir / f"{validate_id(conversation_id)}.jsonl"
+
+    def lock_path(self, conversation_id: str) -> Path:
+        return self.dir / f"{validate_id(conversation_id)}.lock"
+
+    # --- public API ------------------------------------------------------------
+
+    def exists(self, conversation_id: str) -> bool:
+        """Whether the conversation's metadata file exists."""
+        return self.meta_path(conversation_id).is_file()
+
+    def create(self, id: str | None = None, *, model: str | None = None, provider: str | None = None,
+               skills: Iterable[str] = (), cwd: str | None = None, mode: str = "code") -> Conversation:
+        """Start a conversation (a new uuid4 unless ``id`` is given) and save its metadata at once."""
+        conversation_id = validate_id(id) if id is not None else str(uuid.uuid4())
+        if self.exists(conversation_id):
+            raise InvalidArgument(f"conversation {conversation_id} already exists; load it instead")
+        meta = ConversationMeta(id=conversation_id, model=model, provider=provider,
+                                skills=_dedupe(skills), cwd=cwd, mode=mode)
+        conv = Conversation(meta)
+        self.save_meta(conv)
+        return conv
+
+    def load(self, conversation_id: str) -> Conversation:
+        """Read a conversation's metadata and log; NotFound when it does not exist."""
+        path = self.meta_path(conversation_id)
+        meta = self._read_meta(path, conversation_id)
+        read = self._read_log(self.log_path(conversation_id))
+        if meta.title is None:
+            meta.title = title_from(read.messages)
+        return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
+                            log_needs_newline=read.needs_newline)
+
+    def list(self) -> list[ConversationMeta]:
+        """Every readable conversation's metadata, most recently updated first (logs are not read)."""
+        metas: list[ConversationMeta] = []
+        if not self.dir.is_dir():
+            return metas
+        for path in self.dir.glob("*.json"):
+            try:
+                metas.append(_parse_meta(path.read_bytes()))
+            except (OSError, ValueError) as e:
+                log.warning("skipping unreadable conversation metadata %s: %s", path, e)
+        metas.sort(key=lambda m: m.updated, reverse=True)
+        return metas
+
+    def delete(self, conversation_id: str) -> None:
+        """Remove a conversation's metadata, log and lock; NotFound when it does not exist."""
+        meta = self.meta_path(conversation_id)
+        if not meta.is_file():
+            raise NotFound(f"Conversation {conversation_id} not found")
+        for path in (meta, self.log_path(conversation_id), self.lock_path(conversation_id)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def save_meta(self, conv: Conversation) -> None:
+        """Bump ``updated_at``, fill the title, and atomically rewrite ``{id}.json``."""
+        if conv.meta.title is None:
+            conv.meta.title = title_from(conv.messages)
+        conv.meta.updated_at = now_rfc3339()
+        body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
+        _atomic_write(self.meta_path(conv.id), body.encode("utf-8"))
+
+    def append_message(self, conv: Conversation, message: Message) -> None:
+        """Append one message to the log as a compact JSON line, flushed and fsync'd.
+
+        The caller keeps ``conv.messages`` (the agent loop has already added ``message``); this only
+        writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
+        last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
+        """
+        line = message.to_json().encode("utf-8") + b"\n"
+        if conv.log_needs_newline:
+            line = b"\n" + line
+        path = self.log_path(conv.id)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._check_tail(fd, conv)
+            os.lseek(fd, conv.log_size, os.SEEK_SET)
+            _write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        conv.persisted += 1
+        conv.log_size += len(line)
+        conv.log_needs_newline = False
+        if conv.meta.title is None and message.role == "user" and message.text():
+            conv.meta.title = message.text()[:TITLE_CHARS]  # type: ignore[index]
+
+    def save_conversation(self, conv: Conversation) -> None:
+        """Atomically rewrite the whole log from memory, then the metadata.
+
+        Raises HistoryDiverged when the log on disk is not a prefix of ``conv.messages``.
+        """
+        path = self.log_path(conv.id)
+        on_disk = self._read_log(path).messages
+        if len(on_disk) > len(conv.messages) or any(
+                a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
+            raise HistoryDiverged(conv.id)
+        body = b"".join(m.to_json().encode("utf-8") + b"\n" for m in conv.messages)
+        _atomic_write(path, body)
+        conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
+        self.save_meta(conv)
+
+    # --- reading ---------------------------------------------------------------
+
+    def _read_meta(self, path: Path, conversation_id: str) -> ConversationMeta:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"Conversation {conversation_id} not found at {path}") from None
+        try:
+            meta = _parse_meta(data)
+        except ValueError as e:
+            raise ParseError(f"conversation metadata {path} is unreadable ({e}); "
+                             f"restore or delete the file") from None
+        meta.id = conversation_id
+        return meta
+
+    def _read_log(self, path: Path) -> _LogRead:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return _LogRead([], 0, False, False)
+        return parse_log(data, str(path))
+
+    def _check_tail(self, fd: int, conv: Conversation) -> None:
+        """Make sure the file holds exactly our known lines, dropping a torn tail if there is one."""
+        size = os.fstat(fd).st_size
+        if size == conv.log_size:
+            return
+        if size < conv.log_size:
+            raise HistoryDiverged(conv.id)
+        tail = _read_range(fd, conv.log_size, size - conv.log_size)
+        body = tail[1:] if conv.log_needs_newline and tail.startswith(b"\n") else tail
+        if b"\n" in body.strip() or _is_message(body):
+            raise HistoryDiverged(conv.id)
+        log.warning("cutting a torn last line (%d bytes) off %s", len(tail), self.log_path(conv.id))
+        os.ftruncate(fd, conv.log_size)
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+def parse_log(data: bytes, where: str = "log") -> _LogRead:
+    """Parse a message log: blank lines skipped, a torn last line dropped, any other bad line an error."""
+    lines = data.split(b"\n")
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    with _gc_paused():
+        messages = _parse_all_at_once(lines[:last + 1])
+        if messages is None:
+            return _parse_line_by_line(data, lines[:last + 1], where)
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+
+
+def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
+    """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
+    present = [raw for raw in lines if raw.strip()]
+    try:
+        docs = json.loads(b"[" + b",".join(present) + b"]")
+        if len(docs) != len(present):
+            return None
+        return [Message.from_dict(doc) for doc in docs]
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str) -> _LogRead:
+    """The slow path that names the bad line, or drops it when it is the last one."""
+    messages: list[Message] = []
+    last = len(lines) - 1
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            messages.append(Message.from_dict(json.loads(raw)))
+        except (ValueError, TypeError, AttributeError) as e:
+            if index != last:
+                raise ParseError(f"line {index + 1} of {where} is not a valid message ({e}); "
+                                 f"the conversation log is corrupt") from None
+            log.warning("dropping a torn last line of %s: %s", where, e)
+            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+
+
+def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:
+    """Byte offset just past line ``last`` (with its newline when present), and whether that newline is missing."""
+    if last < 0:
+        return 0, False
+    end = min(sum(len(raw) + 1 for raw in lines[:last + 1]), len(data))
+    return end, data[end - 1:end] != b"\n"
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building many small objects (it would rescan them repeatedly)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _is_message(raw: bytes) -> bool:
+    try:
+        Message.from_dict(json.loads(raw))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _parse_meta(data: bytes) -> ConversationMeta:
+    doc = json.loads(data)
+    if not isinstance(doc, dict):
+        raise ValueError("expected a JSON object")
+    return ConversationMeta.from_dict(doc.get("meta", doc))
+
+
+def _dedupe(names: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for name in names:
+        seen.setdefault(name, None)
+    return list(seen)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_range(fd: int, offset: int, length: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while length > 0:
+        chunk = os.read(fd, length)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        length -= len(chunk)
+    return b"".join(chunks)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,225 @@
+"""The cross-process write lease of a conversation: ``{id}.lock`` naming the pid and host that own it.
+
+Semantics (the reference's): the first claim is an exclusive create; our own lease (same pid and host) is
+refreshed, so acquiring is re-entrant; on the same host a lease whose process is gone (dead pid, or a pid
+recycled by another process, told apart by its start time) is taken over; across hosts a lease is stale 30
+minutes after the file was last written; an unreadable lock file is treated as being written for 10 seconds,
+then taken over. Refreshes and takeovers write a unique temp file and rename it into place. Releasing deletes
+the file only if it still names us. The lease is held for one prompt turn; loading and listing never take it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from openheim.errors import SessionLocked
+from openheim.memory.history import validate_id
+
+log = logging.getLogger(__name__)
+
+STALE_AFTER_SECS = 30 * 60
+CORRUPT_GRACE_SECS = 10.0
+_ATTEMPTS = 8
+
+
+def hostname() -> str:
+    """This machine's host name, or "unknown-host"."""
+    try:
+        return socket.gethostname() or "unknown-host"
+    except OSError:
+        return "unknown-host"
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (Linux /proc), or None where unavailable."""
+    stat = _proc_stat(pid)
+    if stat is None:
+        return None
+    try:
+        return int(stat[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Whether ``pid`` runs (and, when ``started`` is known, is still the same process, not a zombie)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    if stat[0] == "Z":
+        return False
+    return started is None or process_start(pid) in (None, started)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    close = raw.rfind(")")
+    return raw[close + 2:].split() if close >= 0 else None
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The lock file's contents."""
+
+    pid: int
+    hostname: str
+    acquired_at: str
+    process_start: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"pid": self.pid, "hostname": self.hostname, "acquired_at": self.acquired_at,
+                           "process_start": self.process_start}, indent=2) + "\n"
+
+    @classmethod
+    def parse(cls, data: bytes) -> LeaseRecord | None:
+        """The record in ``data``, or None when it is not a valid lock file."""
+        try:
+            d = json.loads(data)
+            pid, host = d["pid"], d["hostname"]
+            start = d.get("process_start")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        if not isinstance(pid, int) or not isinstance(host, str) or not (start is None or isinstance(start, int)):
+            return None
+        return cls(pid, host, str(d.get("acquired_at", "")), start)
+
+
+@dataclass
+class LeasePolicy:
+    """Who we are and the clock and thresholds we judge other holders by (injectable for tests)."""
+
+    pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=hostname)
+    clock: Callable[[], float] = time.time
+    stale_after: float = STALE_AFTER_SECS
+    corrupt_grace: float = CORRUPT_GRACE_SECS
+    is_alive: Callable[[int, int | None], bool] = pid_alive
+
+
+class Lease:
+    """A held lease; use as a context manager or call ``release()``."""
+
+    def __init__(self, path: Path, session_id: str, record: LeaseRecord) -> None:
+        self.path, self.session_id, self.record = path, session_id, record
+        self._held = True
+
+    @classmethod
+    def acquire(cls, history_dir: Path | str, session_id: str, policy: LeasePolicy | None = None) -> Lease:
+        """Take the lease of ``session_id`` or raise SessionLocked naming the holder."""
+        policy = policy or LeasePolicy()
+        path = Path(history_dir) / f"{validate_id(session_id)}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mine = _record_for(policy)
+        for _ in range(_ATTEMPTS):
+            if _create_exclusive(path, mine):
+                return cls(path, session_id, mine)
+            if _claim_existing(path, session_id, mine, policy):
+                return cls(path, session_id, mine)
+        raise SessionLocked(session_id, 0, "unknown")
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def release(self) -> None:
+        """Delete the lock file if it still names us; safe to call twice."""
+        if not self._held:
+            return
+        self._held = False
+        try:
+            current = LeaseRecord.parse(self.path.read_bytes())
+            if current == self.record:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("could not release the lease %s: %s", self.path, e)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _record_for(policy: LeasePolicy) -> LeaseRecord:
+    stamp = datetime.fromtimestamp(policy.clock(), timezone.utc).isoformat(timespec="microseconds")
+    start = process_start(policy.pid) if policy.pid == os.getpid() else None
+    return LeaseRecord(policy.pid, policy.host, stamp.replace("+00:00", "Z"), start)
+
+
+def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
+    """The first claim: create the file only if nobody has one; False when it exists."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, record.to_json().encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _claim_existing(path: Path, session_id: str, mine: LeaseRecord, policy: LeasePolicy) -> bool:
+    """Decide about an existing lock file: True once it names us, False to retry, else SessionLocked."""
+    try:
+        data = path.read_bytes()
+        age = policy.clock() - path.stat().st_mtime
+    except FileNotFoundError:
+        return False  # released meanwhile: try the exclusive create again
+    holder = LeaseRecord.parse(data)
+    if holder is None:
+        if age < policy.corrupt_grace:
+            raise SessionLocked(session_id, 0, "unknown")
+        log.warning("taking over the unreadable lock file %s", path)
+    elif holder.hostname == mine.hostname:
+        if holder.pid != mine.pid and policy.is_alive(holder.pid, holder.process_start):
+            raise SessionLocked(session_id, holder.pid, holder.hostname)
+    elif age < policy.stale_after:
+        raise SessionLocked(session_id, holder.pid, holder.hostname)
+    _replace(path, mine)
+    try:
+        return LeaseRecord.parse(path.read_bytes()) == mine
+    except FileNotFoundError:
+        return False
+
+
+def _replace(path: Path, record: LeaseRecord) -> None:
+    """Refresh or take over: write a unique temp file and rename it over the lock file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(record.to_json().encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass

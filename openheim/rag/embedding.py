@@ -1,0 +1,161 @@
+"""Embedding clients: OpenAI-compatible `/embeddings` and Gemini `batchEmbedContents`."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from openheim.errors import ApiError, ConfigError, HttpError, ParseError, TransportError
+
+OPENAI_BATCH = 64
+GEMINI_BATCH = 100
+
+
+class EmbeddingClient(Protocol):
+    """Turns texts into vectors, one per text, in input order."""
+
+    model: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def batches(texts: list[str], size: int) -> list[list[str]]:
+    return [texts[i:i + size] for i in range(0, len(texts), size)]
+
+
+def _check_count(vectors: list[Any], expected: int) -> None:
+    if len(vectors) != expected:
+        raise ApiError(f"embeddings provider returned {len(vectors)} vectors for {expected} inputs")
+
+
+def _vector(value: Any) -> list[float]:
+    if not isinstance(value, list) or not value:
+        raise ApiError("embeddings provider returned no vector")
+    try:
+        return [float(x) for x in value]
+    except (TypeError, ValueError):
+        raise ApiError("embeddings provider returned a vector that is not a list of numbers") from None
+
+
+def openai_request(model: str, texts: list[str]) -> dict:
+    """The body of `POST {api_base}/embeddings`."""
+    return {"model": model, "input": list(texts), "encoding_format": "float"}
+
+
+def parse_openai_response(body: Any, expected: int) -> list[list[float]]:
+    """`data[].embedding`, ordered by `data[].index`."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise ApiError("embeddings provider returned no `data` list")
+    _check_count(data, expected)
+    items = sorted(data, key=lambda d: d.get("index", 0) if isinstance(d, dict) else 0)
+    return [_vector(d.get("embedding") if isinstance(d, dict) else None) for d in items]
+
+
+def gemini_model_name(model: str) -> str:
+    """`models/{model}`, prefixed once."""
+    return model if model.startswith("models/") else f"models/{model}"
+
+
+def gemini_request(model: str, texts: list[str]) -> dict:
+    """The body of `POST {api_base}/models/{model}:batchEmbedContents`."""
+    name = gemini_model_name(model)
+    return {"requests": [{"model": name, "content": {"parts": [{"text": t}]}} for t in texts]}
+
+
+def parse_gemini_response(body: Any, expected: int) -> list[list[float]]:
+    """`embeddings[].values`, in request order."""
+    items = body.get("embeddings") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise ApiError("embeddings provider returned no `embeddings` list")
+    _check_count(items, expected)
+    return [_vector(e.get("values") if isinstance(e, dict) else None) for e in items]
+
+
+class _Transport:
+    """One lazily created requests session: JSON in and out, errors mapped to openheim's."""
+
+    def __init__(self, api_base: str, timeout: float) -> None:
+        self.api_base = api_base.rstrip("/")
+        self.timeout = timeout
+        self._session: Any = None
+        self._lock = threading.Lock()
+
+    def post(self, path: str, body: dict, headers: dict[str, str]) -> Any:
+        import requests
+
+        with self._lock:
+            if self._session is None:
+                self._session = requests.Session()
+            session = self._session
+        try:
+            response = session.post(f"{self.api_base}{path}", json=body, headers=headers,
+                                    timeout=(self.timeout, self.timeout))
+        except requests.RequestException as e:
+            raise TransportError(f"embeddings request to {self.api_base} failed: {e}") from None
+        if not 200 <= response.status_code < 300:
+            raise HttpError(response.status_code, response.text[:2000])
+        try:
+            return response.json()
+        except ValueError:
+            raise ParseError("embeddings provider returned a body that is not JSON") from None
+
+
+class OpenAIEmbeddings:
+    """`POST {api_base}/embeddings`, Bearer auth only when a key is set."""
+
+    batch_size = OPENAI_BATCH
+
+    def __init__(self, api_base: str, api_key: str, model: str, timeout: float = 120) -> None:
+        self.model = model
+        self._key = api_key or ""
+        self._http = _Transport(api_base, timeout)
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbeddings(api_base={self._http.api_base!r}, model={self.model!r})"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for ``texts``, in order (one request per 64 texts)."""
+        return [v for chunk in batches(list(texts), self.batch_size) for v in self._embed_batch(chunk)]
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        body = self._http.post("/embeddings", openai_request(self.model, texts), headers)
+        return parse_openai_response(body, len(texts))
+
+
+class GeminiEmbeddings:
+    """`POST {api_base}/models/{model}:batchEmbedContents` with the key in `x-goog-api-key`."""
+
+    batch_size = GEMINI_BATCH
+
+    def __init__(self, api_base: str, api_key: str, model: str, timeout: float = 120) -> None:
+        self.model = model
+        self._key = api_key or ""
+        self._http = _Transport(api_base, timeout)
+
+    def __repr__(self) -> str:
+        return f"GeminiEmbeddings(api_base={self._http.api_base!r}, model={self.model!r})"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for ``texts``, in order (one request per 100 texts)."""
+        return [v for chunk in batches(list(texts), self.batch_size) for v in self._embed_batch(chunk)]
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        headers = {"x-goog-api-key": self._key} if self._key else {}
+        path = f"/{gemini_model_name(self.model)}:batchEmbedContents"
+        body = self._http.post(path, gemini_request(self.model, texts), headers)
+        return parse_gemini_response(body, len(texts))
+
+
+def embedding_client_for(kind: str, api_base: str, api_key: str, model: str, timeout: float = 120,
+                         provider_name: str = "") -> EmbeddingClient:
+    """The embeddings client for a provider kind; Anthropic has none."""
+    if kind == "anthropic":
+        name = provider_name or "anthropic"
+        raise ConfigError(f"[memory] embedding_provider '{name}' is an Anthropic provider, which has no "
+                          "embeddings API; use an OpenAI-compatible or Gemini provider")
+    if not model.strip():
+        raise ConfigError("[memory] embedding_model is required when embedding_provider is set")
+    cls = GeminiEmbeddings if kind == "gemini" else OpenAIEmbeddings
+    return cls(api_base, api_key, model, timeout)
+

@@ -1,0 +1,182 @@
+"""The memory tools the model calls: remember, search_memory, edit_memory, forget."""
+from __future__ import annotations
+
+from datetime import timezone
+from typing import TYPE_CHECKING, Any
+
+from openheim.errors import OpenheimError, ToolExecutionError
+from openheim.tools.registry import ToolCapabilities
+
+if TYPE_CHECKING:
+    from openheim.core.turn import TurnContext
+    from openheim.rag.memory import LongTermMemory
+    from openheim.rag.store import Hit
+    from openheim.tools.registry import ToolHandler
+
+MAX_NOTE_CHARS = 4000
+MAX_TOP_K = 20
+EMPTY_STORE = "Long-term memory is empty; nothing has been remembered yet."
+NO_HITS = "No relevant memories found."
+
+_ID = {"type": "integer", "description": "The memory's id, as shown by search_memory (e.g. 3 for [#3])."}
+_CONTENT = {"type": "string", "description": f"The note: one self-contained fact, at most {MAX_NOTE_CHARS} characters."}
+
+
+def _arg_error(detail: str) -> ToolExecutionError:
+    return ToolExecutionError(f"failed to parse arguments: {detail}")
+
+
+def text_arg(args: dict, key: str) -> str:
+    """A required string argument, trimmed and non-empty."""
+    value = args.get(key)
+    if value is None:
+        raise _arg_error(f"missing field `{key}`")
+    if not isinstance(value, str):
+        raise _arg_error(f"invalid type for `{key}`: expected a string")
+    value = value.strip()
+    if not value:
+        raise ToolExecutionError("expected non-empty text, got an empty string")
+    return value
+
+
+def note_arg(args: dict, key: str = "content") -> str:
+    """A note's text: trimmed, non-empty, at most 4,000 characters."""
+    value = text_arg(args, key)
+    if len(value) > MAX_NOTE_CHARS:
+        raise ToolExecutionError(f"note is longer than {MAX_NOTE_CHARS} characters; split it into smaller notes")
+    return value
+
+
+def optional_int_arg(args: dict, key: str) -> int | None:
+    """An optional integer argument (integral numbers and digit strings accepted)."""
+    value: Any = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _arg_error(f"invalid type for `{key}`: expected an integer")
+    return value
+
+
+def int_arg(args: dict, key: str) -> int:
+    """A required integer argument."""
+    value = optional_int_arg(args, key)
+    if value is None:
+        raise _arg_error(f"missing field `{key}`")
+    return value
+
+
+def clamp_top_k(value: int | None, default: int) -> int:
+    """top_k within 1..20; the configured default when unset."""
+    return max(1, min(MAX_TOP_K, default if value is None else value))
+
+
+def format_hit(hit: Hit) -> str:
+    """`[#id] YYYY-MM-DD (similarity 0.000)` or `(rank 0.00)`, then the note's text."""
+    day = hit.created_at.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    score = f"similarity {hit.score:.3f}" if hit.kind == "similarity" else f"rank {hit.score:.2f}"
+    return f"[#{hit.id}] {day} ({score})\n{hit.content.strip()}"
+
+
+def format_hits(hits: list[Hit]) -> str:
+    """The search_memory reply for a non-empty store."""
+    if not hits:
+        return NO_HITS
+    noun = "memory" if len(hits) == 1 else "memories"
+    return f"Found {len(hits)} {noun}:" + "".join(f"\n\n{format_hit(h)}" for h in hits)
+
+
+class _MemoryTool:
+    name = ""
+    description = ""
+    parameters: dict = {}
+    capabilities = ToolCapabilities()
+
+    def __init__(self, ltm: LongTermMemory) -> None:
+        self.ltm = ltm
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        try:
+            return self.run(args)
+        except ToolExecutionError:
+            raise
+        except OpenheimError as e:
+            raise ToolExecutionError(str(e)) from e
+
+    def run(self, args: dict) -> str:
+        return ""
+
+
+class RememberTool(_MemoryTool):
+    name = "remember"
+    description = ("Save a note to long-term memory so later sessions can find it: facts about the user, "
+                   "their preferences, decisions about the project. One self-contained fact per note, "
+                   f"at most {MAX_NOTE_CHARS} characters. Returns the new note's id.")
+    parameters = {"type": "object", "properties": {"content": _CONTENT}, "required": ["content"]}
+    capabilities = ToolCapabilities(read_only=False, kind="think")
+
+    def run(self, args: dict) -> str:
+        return f"Remembered as memory #{self.ltm.remember(note_arg(args))}."
+
+
+class SearchMemoryTool(_MemoryTool):
+    name = "search_memory"
+    parameters = {"type": "object", "properties": {
+        "query": {"type": "string", "description": "What to look for."},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K,
+                  "description": f"How many notes to return (1-{MAX_TOP_K})."}}, "required": ["query"]}
+    capabilities = ToolCapabilities(read_only=True, kind="search")
+
+    def __init__(self, ltm: LongTermMemory) -> None:
+        super().__init__(ltm)
+        if ltm.semantic_configured:
+            how = ("Matches by meaning (semantic search over embeddings), so a paraphrase finds a note; "
+                   "notes not embedded yet are matched by keyword.")
+        else:
+            how = ("Matches by keyword (full-text search for any of the query's words), so use words the "
+                   "note itself would contain.")
+        self.description = ("Search long-term memory for notes saved in earlier sessions. " + how +
+                            " Returns each note's id, date, score and text.")
+
+    def run(self, args: dict) -> str:
+        query = text_arg(args, "query")
+        k = clamp_top_k(optional_int_arg(args, "top_k"), self.ltm.top_k)
+        if self.ltm.count() == 0:
+            return EMPTY_STORE
+        return format_hits(self.ltm.search(query, k))
+
+
+class EditMemoryTool(_MemoryTool):
+    name = "edit_memory"
+    description = ("Replace the text of a long-term memory note, keeping its id and date. "
+                   "Find the id with search_memory first.")
+    parameters = {"type": "object", "properties": {"id": _ID, "content": _CONTENT}, "required": ["id", "content"]}
+    capabilities = ToolCapabilities(read_only=False, kind="edit")
+
+    def run(self, args: dict) -> str:
+        memory_id, content = int_arg(args, "id"), note_arg(args)
+        if self.ltm.edit(memory_id, content):
+            return f"Updated memory #{memory_id}."
+        return f"No memory #{memory_id} exists; nothing to edit."
+
+
+class ForgetTool(_MemoryTool):
+    name = "forget"
+    description = ("Delete a long-term memory note that is wrong or no longer true. "
+                   "Find the id with search_memory first.")
+    parameters = {"type": "object", "properties": {"id": _ID}, "required": ["id"]}
+    capabilities = ToolCapabilities(read_only=False, kind="delete")
+
+    def run(self, args: dict) -> str:
+        memory_id = int_arg(args, "id")
+        if self.ltm.forget(memory_id):
+            return f"Forgot memory #{memory_id}."
+        return f"No memory #{memory_id} exists; nothing to forget."
+
+
+def memory_tools(ltm: LongTermMemory) -> list[ToolHandler]:
+    """The four memory tools over ``ltm`` (building them does not open the database)."""
+    return [RememberTool(ltm), SearchMemoryTool(ltm), EditMemoryTool(ltm), ForgetTool(ltm)]

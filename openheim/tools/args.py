@@ -1,0 +1,86 @@
+"""Typed decoding of a tool's JSON arguments, with serde-like messages the model can act on."""
+from __future__ import annotations
+
+import json
+
+from openheim.errors import ParseError
+
+_PREFIX = "failed to parse arguments: "
+
+
+def _describe(value: object) -> str:
+    """The JSON value as serde names it in an 'invalid type' message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value)}"
+    if isinstance(value, list):
+        return "sequence"
+    return "map"
+
+
+def _invalid_type(name: str, value: object, expected: str) -> ParseError:
+    return ParseError(f"{_PREFIX}invalid type: {_describe(value)}, expected {expected} (field `{name}`)")
+
+
+def _missing(name: str) -> ParseError:
+    return ParseError(f"{_PREFIX}missing field `{name}`")
+
+
+def require_text(args: dict, name: str) -> str:
+    """A required string that may be empty (file content, replacement text)."""
+    if name not in args:
+        raise _missing(name)
+    value = args[name]
+    if not isinstance(value, str):
+        raise _invalid_type(name, value, "a string")
+    return value
+
+
+def require_str(args: dict, name: str) -> str:
+    """A required string that must not be blank."""
+    value = require_text(args, name)
+    if not value.strip():
+        raise ParseError(f"{_PREFIX}expected non-empty text, got an empty string (field `{name}`)")
+    return value
+
+
+def optional_str(args: dict, name: str) -> str | None:
+    """An optional string; absent or null means unset, blank means unset too."""
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid_type(name, value, "a string")
+    return value if value.strip() else None
+
+
+def optional_int(args: dict, name: str, minimum: int | None = None) -> int | None:
+    """An optional integer (null = unset); integral floats such as 3.0 are accepted."""
+    value = args.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid_type(name, value, "an integer")
+    if minimum is not None and value < minimum:
+        raise ParseError(f"{_PREFIX}invalid value: integer `{value}`, expected an integer of at least "
+                         f"{minimum} (field `{name}`)")
+    return value
+
+
+def optional_bool(args: dict, name: str, default: bool = False) -> bool:
+    """An optional boolean (null = default)."""
+    value = args.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _invalid_type(name, value, "a boolean")
+    return value

@@ -1,0 +1,65 @@
+"""edit_file: replace an exact, unique piece of text in a file."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from openheim.errors import ToolExecutionError
+from openheim.tools.args import optional_bool, require_str, require_text
+from openheim.tools.read_file import read_whole_text
+from openheim.tools.registry import ToolCapabilities
+from openheim.tools.sandbox import validate_path
+from openheim.tools.write_file import write_text
+
+if TYPE_CHECKING:
+    from openheim.core.turn import TurnContext
+
+
+def check_strings(old: str, new: str) -> None:
+    """Refuse edits that cannot do anything, before the file is touched."""
+    if not old:
+        raise ToolExecutionError("old_string must not be empty; use write_file to create a new file")
+    if old == new:
+        raise ToolExecutionError("old_string and new_string are identical; nothing to edit")
+
+
+def apply_edit(text: str, old: str, new: str, replace_all: bool) -> tuple[str, int]:
+    """The edited text and the number of replacements, or a ToolExecutionError (pure)."""
+    check_strings(old, new)
+    count = text.count(old)
+    if count == 0:
+        raise ToolExecutionError("old_string not found in file")
+    if count > 1 and not replace_all:
+        raise ToolExecutionError(f"old_string appears {count} times in the file; provide more surrounding "
+                                 "context to make it unique, or set replace_all to true")
+    return text.replace(old, new), count
+
+
+class EditFileTool:
+    """Replace text in an existing file."""
+
+    name = "edit_file"
+    description = ("Replace old_string with new_string in a file. old_string must match the file exactly "
+                   "(including whitespace) and be unique unless replace_all is true.")
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
+            "old_string": {"type": "string", "description": "The exact text to replace"},
+            "new_string": {"type": "string", "description": "The replacement text"},
+            "replace_all": {"type": ["boolean", "null"], "description": "Replace every occurrence (default false)"},
+        },
+        "required": ["path", "old_string", "new_string"],
+    }
+    capabilities = ToolCapabilities(read_only=False, kind="edit")
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        requested = require_str(args, "path")
+        old = require_text(args, "old_string")
+        new = require_text(args, "new_string")
+        replace_all = optional_bool(args, "replace_all")
+        check_strings(old, new)
+        path = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
+        edited, count = apply_edit(read_whole_text(path, ctx), old, new, replace_all)
+        write_text(path, edited, ctx)
+        noun = "replacement" if count == 1 else "replacements"
+        return f"Successfully edited {path} ({count} {noun})"

@@ -1,0 +1,66 @@
+"""list_dir: the entries of one directory, sorted by raw name."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from openheim.errors import ToolExecutionError
+from openheim.tools.args import optional_str
+from openheim.tools.registry import ToolCapabilities
+from openheim.tools.sandbox import validate_path
+
+if TYPE_CHECKING:
+    from openheim.core.turn import TurnContext
+
+MAX_ENTRIES = 500
+
+
+def describe_entry(entry: os.DirEntry) -> str:
+    """``name/`` for a directory, ``name -> target`` for a symlink, else the name."""
+    if entry.is_symlink():
+        try:
+            return f"{entry.name} -> {os.readlink(entry.path)}"
+        except OSError:
+            return f"{entry.name} -> ?"
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name + "/"
+    return entry.name
+
+
+def format_listing(lines: list[str]) -> str:
+    """Cap and join already-sorted entry lines (pure)."""
+    if not lines:
+        return "(empty directory)"
+    shown = lines[:MAX_ENTRIES]
+    if len(lines) > MAX_ENTRIES:
+        shown.append(f"... [{len(lines) - MAX_ENTRIES} more entries omitted]")
+    return "\n".join(shown)
+
+
+class ListDirTool:
+    """List one directory (not recursive)."""
+
+    name = "list_dir"
+    description = ("List the entries of a directory (not recursive). Directories end with '/', symlinks show "
+                   "'name -> target'. At most 500 entries are shown. Defaults to the working directory.")
+    parameters = {
+        "type": "object",
+        "properties": {
+            "path": {"type": ["string", "null"], "description": "Directory path (default: the working directory)"},
+        },
+    }
+    capabilities = ToolCapabilities(read_only=True, kind="read")
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        requested = optional_str(args, "path") or "."
+        path = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(it, key=lambda e: os.fsencode(e.name))
+                return format_listing([describe_entry(e) for e in entries])
+        except FileNotFoundError:
+            raise ToolExecutionError(f"directory '{requested}' does not exist") from None
+        except NotADirectoryError:
+            raise ToolExecutionError(f"'{requested}' is not a directory; use read_file to read a file") from None
+        except OSError as e:
+            raise ToolExecutionError(f"cannot list '{requested}': {e.strerror or e}") from None

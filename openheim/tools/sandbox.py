@@ -1,0 +1,160 @@
+"""Path validation: every file tool resolves its paths here so nothing escapes the session's work_dir.
+
+Order of checks: refuse NUL bytes and over-long paths, normalise lexically (so ``x/../../y`` cannot
+escape through a prefix that does not exist yet), then resolve symlinks and require containment in
+the canonical work_dir.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from openheim.errors import InvalidArgument, ToolExecutionError
+
+PATH_MAX = 4096
+NAME_MAX = 255
+
+
+def _shown(path: str) -> str:
+    """The path as quoted in a message: long ones are shortened."""
+    return path if len(path) <= 200 else path[:200] + "…"
+
+
+def normalize(requested: str, base: str) -> str:
+    """Join ``requested`` onto absolute ``base`` and drop ``.``/``..`` lexically (pure)."""
+    joined = requested if requested.startswith("/") else f"{base}/{requested}"
+    parts: list[str] = []
+    for comp in joined.split("/"):
+        if comp in ("", "."):
+            continue
+        if comp == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(comp)
+    return "/" + "/".join(parts)
+
+
+def is_inside(path: str, root: str) -> bool:
+    """Component-wise containment: ``/wd2`` is not inside ``/wd``."""
+    if root == "/":
+        return path.startswith("/")
+    return path == root or path.startswith(root + "/")
+
+
+def check_text(requested: str) -> None:
+    """Refuse paths the OS would reject or mangle before touching the disk."""
+    if "\0" in requested:
+        raise ToolExecutionError("path contains a NUL byte; pass the path without it")
+    size = len(os.fsencode(requested))
+    if size > PATH_MAX:
+        raise ToolExecutionError(f"path is too long ({size} bytes; the limit is {PATH_MAX})")
+    for comp in requested.split("/"):
+        if len(os.fsencode(comp)) > NAME_MAX:
+            raise ToolExecutionError(f"path '{_shown(requested)}' has a component longer than {NAME_MAX} bytes")
+
+
+def canonical_root(work_dir: str | os.PathLike) -> str:
+    """The work dir with symlinks resolved; it must exist and be a directory."""
+    try:
+        real = os.path.realpath(work_dir, strict=True)
+    except (OSError, ValueError):
+        raise ToolExecutionError(f"directory '{os.fspath(work_dir)}' is inaccessible") from None
+    if not os.path.isdir(real):
+        raise ToolExecutionError(f"directory '{os.fspath(work_dir)}' is inaccessible")
+    return real
+
+
+def _base(root: str, cwd: str | os.PathLike | None) -> str:
+    """The directory relative paths start from: the cwd when inside the root, else the root."""
+    if cwd is None:
+        return root
+    try:
+        real = os.path.realpath(cwd, strict=True)
+    except (OSError, ValueError):
+        return root
+    return real if is_inside(real, root) else root
+
+
+def _outside(requested: str, root: str) -> ToolExecutionError:
+    return ToolExecutionError(f"path '{_shown(requested)}' is outside the work directory '{root}'")
+
+
+def _dangling(requested: str) -> ToolExecutionError:
+    return ToolExecutionError(
+        f"path '{_shown(requested)}' is a dangling symlink (its target is missing or loops); "
+        "point it at a file inside the work directory or use another path")
+
+
+def _contain(requested: str, norm: str, root: str) -> str:
+    """Resolve a normalised absolute path and require it inside ``root``."""
+    if os.path.lexists(norm):
+        try:
+            real = os.path.realpath(norm, strict=True)
+        except OSError:
+            raise _dangling(requested) from None
+        if not is_inside(real, root):
+            raise _outside(requested, root)
+        return real
+    tail: list[str] = []
+    cur = norm
+    while not os.path.lexists(cur):
+        cur, name = os.path.split(cur)
+        tail.append(name)
+        if cur == "/" and not os.path.lexists(cur):
+            raise ToolExecutionError(f"path '{_shown(requested)}' has no accessible ancestor")
+    try:
+        real = os.path.realpath(cur, strict=True)
+    except OSError:
+        if os.path.islink(cur):
+            raise _dangling(requested) from None
+        raise ToolExecutionError(f"path '{_shown(requested)}' has no accessible ancestor") from None
+    if not is_inside(real, root):
+        raise _outside(requested, root)
+    return os.path.join(real, *reversed(tail))
+
+
+def validate_path(requested: str | os.PathLike, work_dir: str | os.PathLike,
+                  cwd: str | os.PathLike | None = None) -> Path:
+    """The real path for ``requested`` (relative to ``cwd``), refused unless inside ``work_dir``."""
+    req = os.fspath(requested)
+    check_text(req)
+    root = canonical_root(work_dir)
+    norm = normalize(req, _base(root, cwd))
+    return Path(_contain(req, norm, root))
+
+
+def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
+                   cwd: str | os.PathLike | None = None) -> Path:
+    """Like validate_path for delete/rename: the last component is not followed and the root is refused."""
+    req = os.fspath(requested)
+    check_text(req)
+    root = canonical_root(work_dir)
+    norm = normalize(req, _base(root, cwd))
+    given_root = normalize(os.fspath(work_dir), "/")
+    if norm in (root, given_root) or norm == "/":
+        if norm == "/" and root != "/":
+            raise _outside(req, root)
+        raise ToolExecutionError(f"path '{_shown(req)}' is the work directory itself")
+    parent, name = os.path.split(norm)
+    result = os.path.join(_contain(req, parent, root), name)
+    if result == root:
+        raise ToolExecutionError(f"path '{_shown(req)}' is the work directory itself")
+    if not is_inside(result, root):
+        raise _outside(req, root)
+    return Path(result)
+
+
+def sandbox_root(work_dir: str | os.PathLike | None, cwd: str | os.PathLike) -> Path:
+    """A session's sandbox root: the configured work_dir (the cwd must lie inside it), else the cwd."""
+    if work_dir is None:
+        return Path(cwd)
+    try:
+        root = os.path.realpath(work_dir, strict=True)
+        real_cwd = os.path.realpath(cwd, strict=True)
+    except (OSError, ValueError) as e:
+        raise InvalidArgument(f"cannot open the session's directories: {e}") from None
+    if not is_inside(real_cwd, root):
+        raise InvalidArgument(f"session cwd '{os.fspath(cwd)}' is outside the configured work_dir "
+                              f"'{os.fspath(work_dir)}'; start the session inside it or change work_dir")
+    return Path(work_dir)

@@ -1,0 +1,29 @@
+"""Shared fixtures: every test runs with its own OPENHEIM_HOME and no proxies."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+_SCRUB = ("OPENHEIM_CONFIG", "OPENHEIM_LOG", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+          "http_proxy", "https_proxy", "all_proxy", "no_proxy",
+          "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch) -> Path:
+    """Point OPENHEIM_HOME and HOME at fresh temp dirs so no test sees the real ~/.openheim."""
+    home = tmp_path_factory.mktemp("home")
+    data = home / ".openheim"
+    data.mkdir()
+    for var in _SCRUB:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENHEIM_HOME", str(data))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    return data

@@ -1,0 +1,143 @@
+"""Config loading, validation messages, provider resolution, key resolution and secrecy."""
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from openheim.config import load_config, resolve, resolve_choice, resolve_with_provider
+from openheim.config.load import config_path, data_dir
+from openheim.config.schema import parse_config
+from openheim.config.secrecy import public_view, scrub_url
+from openheim.config.template import CONFIG_TEMPLATE
+from openheim.errors import ConfigError
+
+BASE = """
+default_provider = "local"
+[providers.local]
+api_base = "http://127.0.0.1:9/v1"
+default_model = "m1"
+models = ["m1", "m2"]
+[providers.zeta]
+api_base = "https://example.com/v1"
+default_model = "z"
+models = ["z", "m2"]
+api_key = "sk-inline"
+"""
+
+
+def cfg(text: str = BASE):
+    return parse_config(tomllib.loads(text))
+
+
+def test_defaults_and_kind_inference():
+    c = cfg()
+    assert c.max_iterations == 10 and c.allow_shell is False and c.default_skills == []
+    assert c.providers["local"].kind == "openai_compatible" and c.providers["local"].timeout_secs == 120
+    t = parse_config(tomllib.loads(CONFIG_TEMPLATE))
+    assert t.providers["anthropic"].kind == "anthropic" and t.providers["anthropic"].thinking
+    assert t.providers["gemini"].api_base == "https://generativelanguage.googleapis.com/v1beta"
+    assert "gemini-3.8-flash" in CONFIG_TEMPLATE and "[memory]" in CONFIG_TEMPLATE
+    assert "mcp_servers" in CONFIG_TEMPLATE and "11434" in CONFIG_TEMPLATE
+
+
+def test_resolution_order_and_messages():
+    c = cfg()
+    assert resolve(c).model == "m1" and resolve(c).provider_name == "local"
+    assert resolve(c, "m2").provider_name == "local"  # first provider alphabetically
+    assert resolve_with_provider(c, "zeta", "m2").api_key == "sk-inline"
+    with pytest.raises(ConfigError, match="Model 'x' not found in any provider"):
+        resolve(c, "x")
+    with pytest.raises(ConfigError, match=r"Model 'x' is not allowed for provider 'zeta'. Allowed models: \['z', 'm2'\]"):
+        resolve_with_provider(c, "zeta", "x")
+    with pytest.raises(ConfigError, match="Provider 'nope' not found in config. Available providers: local, zeta"):
+        resolve_choice(c, "nope", None)
+
+
+@pytest.mark.parametrize(("snippet", "message"), [
+    ('api_base = ""', "has an empty api_base"),
+    ('api_base = "ftp://x"', "must start with http:// or https://"),
+    ('api_base = "http://example.com"\napi_key = "k"', "uses http:// but has an API key"),
+    ('api_base = "https://x"\ndefault_model = "q"', "default_model 'q' is not listed in models"),
+])
+def test_provider_validation(snippet, message):
+    lines = {"api_base": 'api_base = "https://x"', "default_model": 'default_model = "a"'}
+    for line in snippet.splitlines():
+        lines[line.split(" =")[0]] = line
+    text = 'default_provider = "p"\n[providers.p]\nmodels = ["a"]\n' + "\n".join(lines.values())
+    with pytest.raises(ConfigError, match=message):
+        resolve(cfg(text))
+
+
+def test_http_key_allowed_on_loopback(monkeypatch):
+    for host in ("127.0.0.1", "127.3.4.5", "[::1]", "localhost"):
+        text = f'default_provider = "p"\n[providers.p]\napi_base = "http://{host}:1/v1"\ndefault_model = "a"\nmodels = []\napi_key = "k"'
+        assert resolve(cfg(text)).api_key == "k"
+
+
+def test_env_var_key_resolution(monkeypatch):
+    text = 'default_provider = "openai"\n[providers.openai]\napi_base = "https://x/v1"\ndefault_model = "a"\nmodels = []\nenv_var = "MY_KEY"'
+    with pytest.raises(ConfigError, match="set the MY_KEY environment variable"):
+        resolve(cfg(text))
+    monkeypatch.setenv("MY_KEY", "   ")
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        resolve(cfg(text))
+    monkeypatch.setenv("MY_KEY", " sk-env ")
+    assert resolve(cfg(text)).api_key == "sk-env"
+    assert resolve(cfg(text + '\napi_key = ""')).api_key == "sk-env"
+    monkeypatch.delenv("MY_KEY")
+    assert resolve(cfg(text + '\napi_key = ""')).api_key == ""  # explicitly keyless
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('default_provider = "p"\nmax_iterations = "ten"', "'max_iterations' must be an integer"),
+    ('default_provider = "p"\nmax_iterations = 0', "'max_iterations' must be at least 1"),
+    ('default_provider = "p"\nallow_shell = "yes"', "'allow_shell' must be true or false"),
+    ('max_iterations = 3', "missing required key 'default_provider'"),
+    ('default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\nkind = "cohere"',
+     "'providers.p.kind' is 'cohere'"),
+    ('default_provider = "p"\n[mcp_servers.s]\nargs = []', "must have either 'command' \\(stdio\\) or 'url' \\(HTTP\\)"),
+    ('default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 0', "tool_timeout_secs = 0; it must be at least 1"),
+    ('default_provider = "p"\n[mcp_servers.s]\nurl = "http://x"\nheaders = {A = "b"}', "unencrypted"),
+    ('default_provider = "p"\n[memory]\nembedding_model = "e"', r"\[memory\] embedding_model is set but embedding_provider is not"),
+    ('default_provider = "p"\n[memory]\nembedding_provider = "p"', r"\[memory\] embedding_model is required"),
+    ('default_provider = "p"\n[memory]\ndb_path = "rel/x.db"', "must be an absolute path"),
+])
+def test_validation_messages(text, message):
+    with pytest.raises(ConfigError, match=message):
+        cfg(text)
+
+
+def test_memory_top_k_zero_clamps_to_five():
+    assert cfg('default_provider = "p"\n[memory]\ntop_k = 0').memory.top_k == 5
+
+
+def test_locations(monkeypatch, tmp_path, isolated_home):
+    assert config_path() == isolated_home / "config.toml"
+    monkeypatch.setenv("OPENHEIM_CONFIG", str(tmp_path / "c.toml"))
+    assert config_path() == tmp_path / "c.toml"
+    assert config_path(tmp_path / "x.toml") == tmp_path / "x.toml"
+    c = cfg()
+    assert data_dir(c) == isolated_home
+    c.data_dir = tmp_path / "d"
+    assert data_dir(c) == tmp_path / "d" and data_dir(c, tmp_path / "b") == tmp_path / "b"
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(ConfigError, match="Run `openheim init` to create one"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("default_provider = \n")
+    with pytest.raises(ConfigError, match="TOML parse error"):
+        load_config(bad)
+
+
+def test_secrecy():
+    assert scrub_url("https://user:pw@host:8443/v1?key=s#f") == "https://host:8443/v1"
+    assert scrub_url("not a url") == "<redacted>"
+    c = cfg(BASE + '\n[mcp_servers.s]\ncommand = "srv"\nargs = ["--token", "t0ps3cret"]\nenv = {TOKEN = "abc"}\n')
+    text = repr(c) + repr(public_view(c, "/w"))
+    assert "sk-inline" not in text and "t0ps3cret" not in text and "abc" not in text
+    assert "<redacted>" in text and "data_dir" not in public_view(c, "/w")
+    agent = resolve_with_provider(c, "zeta", "z")
+    assert "sk-inline" not in repr(agent) and "sk-inline" not in str(agent)
