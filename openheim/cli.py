@@ -28,6 +28,7 @@ class LazyGroup(click.Group):
 
     lazy = {
         "memory": "openheim.rag.cli:memory",
+        "sessions": "openheim.memory.cli:sessions",
         "acp": "openheim.transport.stdio:acp_command",
         "stdio": "openheim.transport.stdio:stdio_command",
     }
@@ -44,6 +45,19 @@ class LazyGroup(click.Group):
                 return None
         return super().get_command(ctx, name)
 
+    def invoke(self, ctx: click.Context):
+        """Every subcommand's openheim errors become one stderr line and the documented exit code."""
+        from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, InvalidArgument) as e:
+            fail(describe(e), 2)
+        except OpenheimError as e:
+            fail(describe(e), 1)
+        except KeyboardInterrupt:
+            sys.exit(130)
+
 
 def setup_logging() -> None:
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
@@ -55,26 +69,6 @@ def fail(message: str, code: int) -> None:
     """Print one line on stderr and exit."""
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
-
-
-def report_errors(func):
-    """Map openheim errors to one stderr line and the documented exit code."""
-    import functools
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from openheim.errors import ConfigError, InvalidArgument, OpenheimError
-
-        try:
-            return func(*args, **kwargs)
-        except (ConfigError, InvalidArgument) as e:
-            fail(describe(e), 2)
-        except OpenheimError as e:
-            fail(describe(e), 1)
-        except KeyboardInterrupt:
-            sys.exit(130)
-
-    return wrapper
 
 
 def describe(error: Exception) -> str:
@@ -121,7 +115,6 @@ def _long_term_memory(config_path: str | None):
 @main.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing config.toml (the old one is kept as .bak).")
 @click.pass_context
-@report_errors
 def init(ctx: click.Context, force: bool) -> None:
     """Write a starter config.toml and system.md."""
     from openheim.config.init import write_initial_files
@@ -147,7 +140,6 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
 @click.pass_context
-@report_errors
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool) -> None:

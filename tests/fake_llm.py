@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class Fault:
 
     status: int | None = None
     retry_after: float | str | None = None
-    body: str | dict | None = None
+    body: str | bytes | dict | None = None  # None: the wire's usual error body for ``status``
     headers: dict = field(default_factory=dict)
     drop_after_chunks: int | None = None
     in_stream_error: str | None = None
@@ -140,10 +141,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not fake.path_ok(self.path):
             self._send_json(404, {"error": {"message": f"no route for {self.path}", "code": 404}})
             return
-        item = fake.next_item(body)
         if fake.max_request_bytes is not None and len(raw) > fake.max_request_bytes:
-            self._send_json(400, overflow_body(fake.wire, len(raw)))
-        elif isinstance(item, Fault):
+            self._send_json(400, overflow_body(fake.wire, len(raw)))  # the queue is left untouched
+            return
+        item = fake.next_item(body)
+        if isinstance(item, Fault):
             self._fault(fake, item, raw, body)
         else:
             self._stream(fake, item, body)
@@ -167,7 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
             ra = float(f.retry_after) if gemini and f.retry_after is not None else None
             payload = json.dumps(error_body(fake.wire, f.status, ra)).encode()
         else:
-            payload = (json.dumps(f.body) if isinstance(f.body, dict) else f.body).encode()
+            payload = f.body if isinstance(f.body, bytes) else (
+                json.dumps(f.body) if isinstance(f.body, dict) else f.body).encode()
         self._send_raw(f.status, payload, headers)
 
     def _send_json(self, status: int, obj: Any) -> None:
@@ -213,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
             if delay and i and fake.sleep(delay):
                 raise _Dropped
             buf += b"%x\r\n%s\r\n" % (len(data), data)
-            if delay or flush_each or len(buf) >= _FLUSH_AT:
+            if delay or flush_each or not fake.burst or len(buf) >= _FLUSH_AT:
                 self.wfile.write(buf)
                 buf.clear()
         if buf:
@@ -240,17 +243,22 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     fake: FakeLLMServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # clients hanging up early is normal here
+            super().handle_error(request, client_address)
+
 
 class FakeLLMServer:
     """A threaded loopback server replaying scripted replies and faults on one provider wire."""
 
     def __init__(self, wire: str = "openai", *, max_request_bytes: int | None = None, slow: float = 0.0,
-                 host: str = "127.0.0.1") -> None:
+                 burst: bool = False, host: str = "127.0.0.1") -> None:
         if wire not in RENDERERS:
             raise ValueError(f"unknown wire {wire!r}; use one of {sorted(RENDERERS)}")
         self.wire = wire
         self.max_request_bytes = max_request_bytes
         self.slow = slow
+        self.burst = burst  # True: coalesce events into 32 KiB writes instead of one write per event
         self.requests: list[RecordedRequest] = []
         self._queue: deque = deque()
         self._lock = threading.Lock()
@@ -263,7 +271,7 @@ class FakeLLMServer:
     # --- lifecycle ---
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                         name=f"fake-llm-{self.wire}", daemon=True)
         self._thread.start()
         return self
@@ -306,6 +314,13 @@ class FakeLLMServer:
     def enqueue(self, *items: Reply | Fault) -> None:
         with self._lock:
             self._queue.extend(items)
+
+    def clear(self) -> list[Reply | Fault]:
+        """Drop every queued item (e.g. after killing a client mid-script); returns what was dropped."""
+        with self._lock:
+            dropped = list(self._queue)
+            self._queue.clear()
+        return dropped
 
     @property
     def pending(self) -> int:

@@ -112,7 +112,7 @@ def test_missing_results_are_repaired_in_the_request_only():
 
 
 class Gate:
-    checks_read_only = False
+    gates_read_only = False
 
     def __init__(self, decision):
         self.decision, self.asked = decision, []

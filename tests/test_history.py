@@ -107,7 +107,30 @@ def test_load_missing_is_not_found(hm: HistoryManager) -> None:
 
 def test_load_without_log_is_empty(hm: HistoryManager) -> None:
     conv = hm.create()
-    assert hm.load(conv.id).messages == []
+    assert hm.log_path(conv.id).read_bytes() == b""
+    hm.log_path(conv.id).unlink()
+    loaded = hm.load(conv.id)
+    assert loaded.messages == []
+    _append(hm, loaded, Message.user("a"))
+    assert hm.load(conv.id).messages[0].text() == "a"
+
+
+def test_create_replaces_a_stray_log(hm: HistoryManager) -> None:
+    hm.dir.mkdir(parents=True)
+    hm.log_path("stray").write_text(Message.user("orphan").to_json() + "\n")
+    conv = hm.create("stray")
+    _append(hm, conv, Message.user("fresh"))
+    assert [m.text() for m in hm.load("stray").messages] == ["fresh"]
+
+
+def test_resolve_loads_or_creates(hm: HistoryManager) -> None:
+    new = hm.resolve(model="m", skills=["s"])
+    assert new.meta.model == "m" and new.meta.skills == ["s"]
+    _append(hm, new, Message.user("a"))
+    again = hm.resolve(new.id, model="other")
+    assert again.meta.model == "m" and len(again.messages) == 1
+    named = hm.resolve("given-id", model="x")
+    assert named.id == "given-id" and named.meta.model == "x" and hm.exists("given-id")
 
 
 def test_corrupt_meta_is_a_parse_error(hm: HistoryManager) -> None:
@@ -125,13 +148,16 @@ def test_list_newest_first_skipping_corrupt(hm: HistoryManager) -> None:
         time.sleep(0.002)
         hm.save_meta(conv)
     (hm.dir / "junk.json").write_text("[]")
+    (hm.dir / "badusage.json").write_text(json.dumps({"meta": {"id": "x", "context_usage": "lots"}}))
+    (hm.dir / "bad name.json").write_text(json.dumps({"meta": {"id": "bad name"}}))
     hm.log_path(c.id).write_text("garbage that would fail if read\n" * 3)
     assert [m.id for m in hm.list()] == [a.id, b.id, c.id]
     assert all(isinstance(m, ConversationMeta) for m in hm.list())
 
 
 def test_list_empty_dir_missing(tmp_path: Path) -> None:
-    assert HistoryManager(tmp_path / "none").list() == []
+    hm = HistoryManager(tmp_path / "none")
+    assert hm.list() == [] and hm.history_dir == tmp_path / "none"
 
 
 def test_delete_removes_all_files(hm: HistoryManager) -> None:
@@ -260,3 +286,28 @@ def test_log_size_tracks_the_file(hm: HistoryManager) -> None:
     conv = hm.create()
     _append(hm, conv, Message.user("a"))
     assert os.stat(hm.log_path(conv.id)).st_size == conv.log_size
+
+
+def test_list_filters_by_exact_cwd(hm: HistoryManager) -> None:
+    a = hm.create(cwd="/w/a")
+    hm.create(cwd="/w/a/sub")
+    assert [m.id for m in hm.list(cwd="/w/a")] == [a.id]
+    assert hm.list(cwd="/nowhere") == []
+
+
+def test_append_never_rereads_the_log(hm: HistoryManager, monkeypatch) -> None:
+    conv = hm.create()
+    for m in _tool_turn(1):
+        _append(hm, conv, m)
+    loaded = hm.load(conv.id)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the log was re-read")
+
+    monkeypatch.setattr("openheim.memory.history.parse_log", boom)
+    monkeypatch.setattr(Path, "read_bytes", boom)
+    monkeypatch.setattr(Path, "read_text", boom)
+    for m in _tool_turn(2):
+        _append(hm, loaded, m)
+    monkeypatch.undo()
+    assert len(hm.load(conv.id).messages) == 8

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,7 @@ def test_no_temp_files_left_behind(tmp_path: Path) -> None:
 
 _HOLDER = r"""
 import sys
+import time
 from openheim.memory.lease import Lease
 lease = Lease.acquire(sys.argv[1], sys.argv[2])
 print("held", flush=True)
@@ -186,3 +188,29 @@ def test_two_processes_holder_exits_normally(tmp_path: Path) -> None:
     child.communicate("\n")
     with Lease.acquire(tmp_path, SID):
         pass
+
+
+def test_unknowable_liveness_falls_back_to_staleness(tmp_path: Path) -> None:
+    _write_holder(_lock(tmp_path), 1234, "h1")
+    mtime = _lock(tmp_path).stat().st_mtime
+    unknown = dict(pid=999, host="h1", is_alive=lambda pid, start: None)
+    with pytest.raises(SessionLocked):
+        Lease.acquire(tmp_path, SID, LeasePolicy(clock=lambda: mtime + 60, **unknown))
+    with Lease.acquire(tmp_path, SID, LeasePolicy(clock=lambda: mtime + STALE_AFTER_SECS + 1, **unknown)):
+        pass
+
+
+def test_bad_session_id_rejected(tmp_path: Path) -> None:
+    from openheim.errors import InvalidArgument
+    with pytest.raises(InvalidArgument):
+        Lease.acquire(tmp_path, "../escape")
+
+
+def test_refresh_touches_only_our_file(tmp_path: Path) -> None:
+    lease = Lease.acquire(tmp_path, SID)
+    _age(_lock(tmp_path), 100)
+    lease.refresh()
+    assert time.time() - _lock(tmp_path).stat().st_mtime < 50
+    _write_holder(_lock(tmp_path), 4242, "elsewhere", age=100)
+    lease.refresh()
+    assert time.time() - _lock(tmp_path).stat().st_mtime > 50

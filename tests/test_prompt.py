@@ -62,6 +62,7 @@ def test_unreadable_identity_is_an_error(tmp_path: Path) -> None:
 
 
 def test_directories_between_root_and_cwd(tmp_path: Path) -> None:
+    tmp_path = tmp_path.resolve()
     assert directories(tmp_path, tmp_path / "a" / "b") == [tmp_path, tmp_path / "a", tmp_path / "a" / "b"]
     assert directories(tmp_path / "a", tmp_path) == [tmp_path / "a"]
     assert directories(tmp_path, None) == [tmp_path]
@@ -86,6 +87,9 @@ def test_instructions_outermost_first_with_claude_fallback(tmp_path: Path) -> No
     assert found == [Instruction("AGENTS.md", "root agents"), Instruction("pkg/CLAUDE.md", "pkg claude"),
                      Instruction("pkg/mod/leaf/AGENTS.md", "leaf agents")]
     assert load_instructions(tmp_path, tmp_path / "pkg") == found[:2]
+    link = tmp_path.parent / f"{tmp_path.name}-link"
+    link.symlink_to(tmp_path)
+    assert load_instructions(tmp_path, link / "pkg" / "mod" / "leaf") == found  # symlinked cwd spelling
 
 
 def test_huge_instructions_file_is_capped(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def test_flat_file_wins_over_directory(skills_dir: Path) -> None:
     ("---\nunterminated: yes\nbody", {}, "---\nunterminated: yes\nbody"),
     ("---\r\ndescription: 'win'\r\n---\r\nbody\r\n", {"description": "win"}, "body\r\n"),
     ("---\n# comment\n  nested: ignored\nkey: a: b\n---\nb", {"key": "a: b"}, "b"),
+    ("---\nJust a rule above a paragraph.\n---\nmore", {}, "---\nJust a rule above a paragraph.\n---\nmore"),
 ])
 def test_split_frontmatter(text: str, fields: dict, body: str) -> None:
     assert split_frontmatter(text) == (fields, body)

@@ -1,9 +1,28 @@
-"""PermissionGate: how a front end approves or rejects a tool call before it runs."""
+"""PermissionGate: how a front end approves or rejects a tool call before it runs.
+
+Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``), FailClosedGate
+(base for interactive front ends) and RememberingGate (per-session *Always decisions around any gate).
+"""
 from __future__ import annotations
 
+import json
+import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from openheim.core.turn import CancelToken
+    from openheim.tools.registry import ToolCapabilities
+
+log = logging.getLogger(__name__)
+
+DENIED_BY_USER = "Permission denied by user."
+POLICIES = ("all", "reads", "none")
 
 
 class Decision(str, Enum):
@@ -15,6 +34,11 @@ class Decision(str, Enum):
     @property
     def allowed(self) -> bool:
         return self in (Decision.ALLOW_ONCE, Decision.ALLOW_ALWAYS)
+
+    @property
+    def remembered(self) -> bool:
+        """Only the *Always decisions are kept for the rest of the session."""
+        return self in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS)
 
 
 @dataclass(frozen=True)
@@ -31,8 +55,144 @@ class PermissionGate(Protocol):
     def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision: ...
 
 
+CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
+
+
+def _sorted_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_json(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_json(v) for v in value]
+    return value
+
+
+def approval_key(tool_name: str, arguments: str, scope: str = "tool_name") -> str:
+    """What an *Always decision covers: the tool, or (exact_arguments scope) these exact arguments."""
+    if scope != "exact_arguments":
+        return tool_name
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except (json.JSONDecodeError, RecursionError):
+        return f"{tool_name}:unparsed:{arguments}"
+    compact = json.dumps(_sorted_json(value), separators=(",", ":"), ensure_ascii=False)
+    return f"{tool_name}:{compact}"
+
+
+def policy_denied_message(policy: str) -> str:
+    """The tool result the model reads when ``openheim run --approve {policy}`` refused a call."""
+    if policy == "none":
+        return "Permission denied by policy (--approve none): no tool may run in this session."
+    return "Permission denied by policy (--approve reads): this tool is not read-only."
+
+
+def denied_message(gate: object, req: PermissionRequest) -> str:
+    """The result text for a denied call: the gate's own wording, else DENIED_BY_USER."""
+    describe = getattr(gate, "denial_message", None)
+    return describe(req) if callable(describe) else DENIED_BY_USER
+
+
+def needs_permission(gate: object, capabilities: ToolCapabilities) -> bool:
+    """Whether the loop must ask ``gate`` before running a tool with these capabilities."""
+    return not capabilities.read_only or bool(getattr(gate, "gates_read_only", False))
+
+
 class AllowAll:
     """The library default: every call runs."""
 
+    gates_read_only = False
+
     def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
         return Decision.ALLOW_ONCE
+
+
+class PolicyGate:
+    """``openheim run --approve all|reads|none``: decides without asking anyone."""
+
+    def __init__(self, policy: str, capabilities: CapabilitiesLookup) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown approval policy '{policy}'; use one of: {', '.join(POLICIES)}")
+        self.policy = policy
+        self._capabilities = capabilities
+
+    @property
+    def gates_read_only(self) -> bool:
+        """With ``none`` even read-only tools must be put to the gate."""
+        return self.policy == "none"
+
+    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+        if self.policy == "all":
+            return Decision.ALLOW_ONCE
+        if self.policy == "reads" and self._capabilities(req.tool_name).read_only:
+            return Decision.ALLOW_ONCE
+        return Decision.REJECT_ONCE
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        return policy_denied_message(self.policy)
+
+
+class FailClosedGate:
+    """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
+
+    gates_read_only = False
+
+    def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
+        """Ask the user; None means no answer (UI gone, request dropped)."""
+        return None
+
+    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+        if cancel is not None and getattr(cancel, "cancelled", False):
+            return Decision.REJECT_ONCE
+        try:
+            answer = self.ask(req, cancel)  # type: ignore[arg-type]
+        except Exception:  # a broken front end must never let a call through
+            log.exception("permission prompt failed; rejecting %s", req.tool_name)
+            return Decision.REJECT_ONCE
+        return answer if isinstance(answer, Decision) else Decision.REJECT_ONCE
+
+
+def wait_for_answer(future: Future, cancel: CancelToken | None, timeout: float | None = None) -> Decision | None:
+    """Block on a front end's answer; cancellation or a timeout give None (so the gate rejects)."""
+    from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
+
+    remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
+    try:
+        answer = future.result(timeout)
+    except (CancelledError, FutureTimeout):
+        return None
+    finally:
+        remove()
+    return answer if isinstance(answer, Decision) else None
+
+
+class RememberingGate:
+    """Wraps a gate with the session's remembered *Always decisions (shared with subagents)."""
+
+    def __init__(self, inner: PermissionGate, approvals: dict[str, Decision] | None = None,
+                 capabilities: CapabilitiesLookup | None = None) -> None:
+        self.inner = inner
+        self.approvals = approvals if approvals is not None else {}
+        self._capabilities = capabilities
+        self._lock = threading.Lock()
+
+    @property
+    def gates_read_only(self) -> bool:
+        return bool(getattr(self.inner, "gates_read_only", False))
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        return denied_message(self.inner, req)
+
+    def key(self, req: PermissionRequest) -> str:
+        scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
+        return approval_key(req.tool_name, req.arguments, scope)
+
+    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+        key = self.key(req)
+        with self._lock:
+            stored = self.approvals.get(key)
+        if stored is not None:
+            return stored
+        decision = self.inner.request(req, cancel)
+        if decision.remembered:
+            with self._lock:
+                self.approvals[key] = decision
+        return decision

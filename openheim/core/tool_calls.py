@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from openheim.core.models import Message, StreamEvent, ToolUseBlock
-from openheim.core.permission import PermissionRequest
+from openheim.core.permission import PermissionRequest, denied_message, needs_permission
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESULT_CAP = 128 * 1024
-DENIED_BY_USER = "Permission denied by user."
 CANCELLED_BY_USER = "Cancelled by user."
 BAD_ARGUMENTS = "Error: the arguments are not a valid JSON object, so the call was not run."
 CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writing them; retry with smaller "
@@ -61,15 +60,12 @@ def arguments_usable(arguments: str) -> bool:
 def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> ToolOutcome | None:
     """None when the call may run, else the denial outcome."""
     gate = ctx.gate
-    if gate is None:
+    if gate is None or not needs_permission(gate, executor.capabilities(call.name)):
         return None
-    if executor.capabilities(call.name).read_only and not getattr(gate, "checks_read_only", False):
+    request = PermissionRequest(call.id, call.name, call.arguments)
+    if gate.request(request, ctx.cancel).allowed:
         return None
-    decision = gate.request(PermissionRequest(call.id, call.name, call.arguments), ctx.cancel)
-    if decision.allowed:
-        return None
-    message = getattr(gate, "denial_message", None)
-    return ToolOutcome(message(call.name) if callable(message) else DENIED_BY_USER, True)
+    return ToolOutcome(denied_message(gate, request), True)
 
 
 def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:

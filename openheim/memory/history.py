@@ -143,6 +143,10 @@ class HistoryManager:
     def __init__(self, history_dir: Path | str) -> None:
         self.dir = Path(history_dir)
 
+    @property
+    def history_dir(self) -> Path:
+        return self.dir
+
     # --- paths ---------------------------------------------------------------
 
     def meta_path(self, conversation_id: str) -> Path:
@@ -169,8 +173,15 @@ class HistoryManager:
         meta = ConversationMeta(id=conversation_id, model=model, provider=provider,
                                 skills=_dedupe(skills), cwd=cwd, mode=mode)
         conv = Conversation(meta)
+        _atomic_write(self.log_path(conversation_id), b"", sync_dir=False)  # replaces a stray log
         self.save_meta(conv)
         return conv
+
+    def resolve(self, id: str | None = None, **seeds: Any) -> Conversation:
+        """Load ``id`` if it exists, else create it (a new id when None); ``seeds`` only apply to new ones."""
+        if id is not None and self.exists(id):
+            return self.load(id)
+        return self.create(id, **seeds)
 
     def load(self, conversation_id: str) -> Conversation:
         """Read a conversation's metadata and log; NotFound when it does not exist."""
@@ -182,16 +193,23 @@ class HistoryManager:
         return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
                             log_needs_newline=read.needs_newline)
 
-    def list(self) -> list[ConversationMeta]:
-        """Every readable conversation's metadata, most recently updated first (logs are not read)."""
+    def list(self, cwd: str | None = None) -> list[ConversationMeta]:
+        """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
+        most recently updated first; logs are not read."""
         metas: list[ConversationMeta] = []
         if not self.dir.is_dir():
             return metas
         for path in self.dir.glob("*.json"):
+            if not _ID_RE.match(path.stem):
+                continue
             try:
-                metas.append(_parse_meta(path.read_bytes()))
+                meta = _parse_meta(path.read_bytes())
             except (OSError, ValueError) as e:
                 log.warning("skipping unreadable conversation metadata %s: %s", path, e)
+                continue
+            meta.id = path.stem
+            if cwd is None or meta.cwd == cwd:
+                metas.append(meta)
         metas.sort(key=lambda m: m.updated, reverse=True)
         return metas
 
@@ -367,10 +385,14 @@ def _is_message(raw: bytes) -> bool:
 
 
 def _parse_meta(data: bytes) -> ConversationMeta:
+    """The metadata in ``data``; ValueError for anything malformed."""
     doc = json.loads(data)
     if not isinstance(doc, dict):
         raise ValueError("expected a JSON object")
-    return ConversationMeta.from_dict(doc.get("meta", doc))
+    try:
+        return ConversationMeta.from_dict(doc.get("meta", doc))
+    except (TypeError, AttributeError) as e:
+        raise ValueError(f"malformed field: {e}") from None
 
 
 def _dedupe(names: Iterable[str]) -> list[str]:
@@ -399,7 +421,7 @@ def _read_range(fd: int, offset: int, length: int) -> bytes:
     return b"".join(chunks)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -416,7 +438,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

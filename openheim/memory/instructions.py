@@ -26,11 +26,14 @@ class Instruction:
 
 
 def directories(root: Path, cwd: Path | None) -> list[Path]:
-    """The root and every directory below it down to ``cwd``, outermost first (just the root if cwd is outside)."""
-    root = Path(os.path.abspath(root))
+    """The root and every directory below it down to ``cwd``, outermost first (just the root if cwd is outside).
+
+    Both are resolved first, so a symlinked spelling of either still relates them.
+    """
+    root = Path(os.path.realpath(root))
     if cwd is None:
         return [root]
-    cwd = Path(os.path.abspath(cwd))
+    cwd = Path(os.path.realpath(cwd))
     try:
         parts = cwd.relative_to(root).parts
     except ValueError:
@@ -43,7 +46,7 @@ def directories(root: Path, cwd: Path | None) -> list[Path]:
 
 def load_instructions(sandbox_root: Path | str, cwd: Path | str | None = None) -> list[Instruction]:
     """Every instructions file from ``sandbox_root`` down to ``cwd``, outermost first."""
-    root = Path(os.path.abspath(sandbox_root))
+    root = Path(os.path.realpath(sandbox_root))
     found: list[Instruction] = []
     for directory in directories(root, Path(cwd) if cwd is not None else None):
         path = _pick(directory)

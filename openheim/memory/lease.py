@@ -49,8 +49,10 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def pid_alive(pid: int, started: int | None = None) -> bool:
-    """Whether ``pid`` runs (and, when ``started`` is known, is still the same process, not a zombie)."""
+def pid_alive(pid: int, started: int | None = None) -> bool | None:
+    """Whether ``pid`` runs and, when ``started`` is known, is still the same process; None when unknowable."""
+    if os.name != "posix":
+        return None  # no safe probe (os.kill would terminate the process on Windows): use staleness
     if pid <= 0:
         return False
     try:
@@ -60,7 +62,7 @@ def pid_alive(pid: int, started: int | None = None) -> bool:
     except PermissionError:
         pass
     except OSError:
-        return False
+        return None
     stat = _proc_stat(pid)
     if stat is None:
         return True
@@ -116,7 +118,7 @@ class LeasePolicy:
     clock: Callable[[], float] = time.time
     stale_after: float = STALE_AFTER_SECS
     corrupt_grace: float = CORRUPT_GRACE_SECS
-    is_alive: Callable[[int, int | None], bool] = pid_alive
+    is_alive: Callable[[int, int | None], bool | None] = pid_alive
 
 
 class Lease:
@@ -143,6 +145,14 @@ class Lease:
     @property
     def held(self) -> bool:
         return self._held
+
+    def refresh(self) -> None:
+        """Touch the lock file (keeps a long turn from looking stale to other hosts) if it still names us."""
+        try:
+            if self._held and LeaseRecord.parse(self.path.read_bytes()) == self.record:
+                os.utime(self.path)
+        except OSError as e:
+            log.warning("could not refresh the lease %s: %s", self.path, e)
 
     def release(self) -> None:
         """Delete the lock file if it still names us; safe to call twice."""
@@ -180,8 +190,11 @@ def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
     try:
         os.write(fd, record.to_json().encode("utf-8"))
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     return True
 
 
@@ -197,16 +210,24 @@ def _claim_existing(path: Path, session_id: str, mine: LeaseRecord, policy: Leas
         if age < policy.corrupt_grace:
             raise SessionLocked(session_id, 0, "unknown")
         log.warning("taking over the unreadable lock file %s", path)
-    elif holder.hostname == mine.hostname:
-        if holder.pid != mine.pid and policy.is_alive(holder.pid, holder.process_start):
-            raise SessionLocked(session_id, holder.pid, holder.hostname)
-    elif age < policy.stale_after:
+    elif not _ours_to_take(holder, mine, age, policy):
         raise SessionLocked(session_id, holder.pid, holder.hostname)
     _replace(path, mine)
     try:
         return LeaseRecord.parse(path.read_bytes()) == mine
     except FileNotFoundError:
         return False
+
+
+def _ours_to_take(holder: LeaseRecord, mine: LeaseRecord, age: float, policy: LeasePolicy) -> bool:
+    """Our own lease, a dead holder on this host, or (when liveness is unknowable) a stale file."""
+    if holder.hostname == mine.hostname:
+        if holder.pid == mine.pid:
+            return True
+        alive = policy.is_alive(holder.pid, holder.process_start)
+        if alive is not None:
+            return not alive
+    return age >= policy.stale_after
 
 
 def _replace(path: Path, record: LeaseRecord) -> None:

@@ -46,8 +46,10 @@ def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
     for index in range(1, len(lines)):
         if lines[index].strip() == "---":
             fields = _parse_fields(lines[1:index])
+            if not fields:
+                break  # a Markdown rule, not frontmatter
             return fields, "".join(lines[index + 1:]).lstrip("\r\n")
-    return {}, text  # no closing line: not frontmatter
+    return {}, text
 
 
 def _parse_fields(lines: list[str]) -> dict[str, str]:

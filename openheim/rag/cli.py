@@ -5,6 +5,7 @@ how configuration is resolved.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -34,15 +35,26 @@ def _ltm() -> LongTermMemory:
     return ltm
 
 
+class _ConfigProblem(click.ClickException):
+    """A configuration or argument problem: one line, exit code 2 like the main CLI."""
+
+    exit_code = 2
+
+
 def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn openheim errors into one-line click errors (exit 1)."""
+    """Turn openheim errors into one-line click errors: exit 2 for config problems, else 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from openheim.errors import ConfigError, InvalidArgument
+
         try:
             return fn(*args, **kwargs)
         except OpenheimError as e:
-            raise click.ClickException(str(e)) from e
+            line = " ".join(str(e).split())
+            if isinstance(e, (ConfigError, InvalidArgument)):
+                raise _ConfigProblem(line) from e
+            raise click.ClickException(line) from e
 
     return wrapper
 
@@ -193,8 +205,16 @@ def reembed_cmd(as_json: bool) -> None:
         result = ltm.reembed()
         _emit({"embedded": result.embedded, "skipped": result.skipped})
         return
-    with click.progressbar(length=max(ltm.count(), 1), label="Re-embedding notes", file=sys.stderr) as bar:
-        result = ltm.reembed(lambda done, total: bar.update(done - bar.pos))
+    with contextlib.ExitStack() as stack:
+        bars: list[Any] = []
+
+        def progress(done: int, total: int) -> None:
+            if not bars:  # opened on the first batch, so a failure before it prints no bar
+                bars.append(stack.enter_context(
+                    click.progressbar(length=total, label="Re-embedding notes", file=sys.stderr)))
+            bars[0].update(done - bars[0].pos)
+
+        result = ltm.reembed(progress)
     click.echo(f"Re-embedded {result.embedded} note{'s' if result.embedded != 1 else ''}.")
     if result.skipped:
         ids = ", ".join(f"#{i}" for i in result.skipped)

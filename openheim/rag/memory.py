@@ -244,6 +244,7 @@ class LongTermMemory:
                 done, last = done + len(notes), notes[-1].id
                 if progress is not None:
                     progress(min(done, total), total)
+            store.checkpoint()
             return ReembedResult(embedded, sorted(self._refused))
 
     def stats(self) -> MemoryStats:

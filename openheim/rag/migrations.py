@@ -23,26 +23,38 @@ def migration(fn: Migration) -> Migration:
 
 @migration
 def m001_initial(db: Any) -> None:
+    """The reference schema: meta, memories, the FTS5 index with its triggers, and embedded_ids."""
     # IF NOT EXISTS: a database written by the Rust openheim already has these objects.
     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.execute("CREATE TABLE IF NOT EXISTS memories ("
                "id INTEGER PRIMARY KEY, content TEXT NOT NULL, created_at TEXT NOT NULL)")
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
-               "content, content='memories', content_rowid='id', "
-               "tokenize='unicode61 remove_diacritics 2')")
-    db.execute("CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN "
-               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
-    db.execute("CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN "
-               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-               "END")
-    db.execute("CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE ON memories BEGIN "
-               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
+    if not _exists(db, "memories_fts"):
+        # An existing index (a Rust-written database) comes with its own sync triggers.
+        _create_fts(db)
     # Which notes have a vector: a plain table, because point lookups in vec0 are slow.
     db.execute("CREATE TABLE IF NOT EXISTS embedded_ids (memory_id INTEGER PRIMARY KEY)")
-    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_memories'").fetchone():
+    if _exists(db, "vec_memories"):
         # Vectors from before this table existed cannot be listed without sqlite-vec: rebuild them.
         db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('vectors_stale', '1')")
+
+
+def _exists(db: Any, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def _create_fts(db: Any) -> None:
+    """The external-content FTS5 index over memories.content and the triggers that keep it in sync."""
+    db.execute("CREATE VIRTUAL TABLE memories_fts USING fts5("
+               "content, content='memories', content_rowid='id', "
+               "tokenize='unicode61 remove_diacritics 2')")
+    db.execute("CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN "
+               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
+    db.execute("CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN "
+               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
+               "END")
+    db.execute("CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN "
+               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
+               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
 
 
 def applied(db: Any) -> list[str]:
@@ -72,7 +84,8 @@ def _apply(db: Any, fn: Migration) -> bool:
         db.execute(f"INSERT INTO {TABLE} (name, applied_at) VALUES (?, ?)",
                    (fn.__name__, datetime.now(timezone.utc).isoformat(timespec="seconds")))
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
     return True

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from openheim.errors import DatabaseError
+
 log = logging.getLogger(__name__)
 
 PYSQLITE3_REQUIREMENT = (
@@ -105,7 +107,10 @@ def load_vec(conn: Any) -> None:
 def connect(path: str, allow_vectors: bool = True) -> tuple[Any, Driver]:
     """Open ``path`` (autocommit, usable from any thread) with sqlite-vec loaded when possible."""
     driver = select_driver()
-    conn = driver.module.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+    try:
+        conn = driver.module.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+    except driver.module.Error as e:
+        raise DatabaseError(f"cannot open the memory database {path}: {e}") from None
     if driver.vectors and allow_vectors:
         try:
             load_vec(conn)

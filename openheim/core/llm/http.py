@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from openheim.errors import Cancelled, ContextOverflow, HttpError, OpenheimError, TransportError
+from openheim.errors import Cancelled, ConfigError, ContextOverflow, HttpError, OpenheimError, TransportError
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
@@ -80,7 +80,27 @@ def error_for_status(status: int, body: str, headers: Mapping[str, str]) -> Open
 
 
 def read_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """The body's bytes as they arrive: ``read1`` returns whatever is ready, chunked or not."""
+    """The body's bytes as they arrive, in as few pieces as the network allows."""
+    fp = _plain_socket_file(resp)
+    if fp is None:
+        return _urllib3_chunks(resp)
+    hr = resp.raw._fp
+    if hr.chunked:
+        return dechunk(fp.read1)
+    return _sized(fp.read1, hr.length)
+
+
+def _plain_socket_file(resp: requests.Response) -> Any:
+    """The buffered socket file under an uncompressed HTTP/1.x response, when it can be read directly."""
+    hr = getattr(resp.raw, "_fp", None)
+    if not isinstance(hr, http.client.HTTPResponse) or getattr(hr, "fp", None) is None:
+        return None
+    if resp.headers.get("content-encoding", "identity").lower() not in ("identity", ""):
+        return None
+    return hr.fp
+
+
+def _urllib3_chunks(resp: requests.Response) -> Iterator[bytes]:
     read1 = resp.raw.read1
     while True:
         data = read1(_READ_SIZE, decode_content=True)
@@ -89,10 +109,64 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
         yield data
 
 
+def _sized(read1: Any, length: int | None) -> Iterator[bytes]:
+    while length is None or length > 0:
+        data = read1(_READ_SIZE if length is None else min(_READ_SIZE, length))
+        if not data:
+            if length:
+                raise http.client.IncompleteRead(b"", length)
+            return
+        if length is not None:
+            length -= len(data)
+        yield data
+
+
+def dechunk(read1: Any) -> Iterator[bytes]:
+    """Strip HTTP/1.1 chunked framing, yielding all payload bytes each network read delivered."""
+    buf, left, skip = b"", 0, 0
+    while True:
+        data = read1(_READ_SIZE)
+        if not data:
+            raise http.client.IncompleteRead(b"")
+        buf = buf + data if buf else data
+        out, pos, end = [], 0, len(buf)
+        while pos < end:
+            if left:
+                take = min(left, end - pos)
+                out.append(buf[pos:pos + take])
+                pos, left = pos + take, left - take
+                skip = 0 if left else 2
+            elif skip:
+                step = min(skip, end - pos)
+                pos, skip = pos + step, skip - step
+            else:
+                eol = buf.find(b"\n", pos)
+                if eol < 0:
+                    break
+                left = _chunk_size(buf[pos:eol])
+                pos = eol + 1
+                if left == 0:
+                    if out:
+                        yield b"".join(out)
+                    return
+        buf = buf[pos:]
+        if len(buf) > _READ_SIZE:
+            raise http.client.HTTPException("chunk size line too long")
+        if out:
+            yield b"".join(out) if len(out) > 1 else out[0]
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        return int(line.split(b";", 1)[0].strip(), 16)
+    except ValueError:
+        raise http.client.HTTPException(f"invalid chunk size line {line[:40]!r}") from None
+
+
 def _read_error_body(resp: requests.Response) -> str:
     try:
         data = bytearray()
-        for chunk in read_chunks(resp):
+        for chunk in _urllib3_chunks(resp):
             data += chunk
             if len(data) >= _ERROR_BODY_LIMIT:
                 break
@@ -130,12 +204,28 @@ def describe_transport_error(exc: BaseException, url: str, timeout: float) -> st
         return f"timed out connecting to {host} after {timeout:g} s; check api_base and the network"
     if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError)) or "timed out" in text:
         return f"no data from {host} for {timeout:g} s (timeout_secs); the provider stopped responding"
+    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text:
+        return f"could not resolve {host}; check api_base and the network"
     if "NewConnectionError" in text or "refused" in text:
         return f"could not connect to {host}: connection refused; check api_base and that the server is up"
     if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError,
                         http.client.IncompleteRead)):
         return f"the connection to {host} closed mid-response ({_short(text)}); try again"
     return f"{type(exc).__name__} talking to {host}: {_short(text)}"
+
+
+def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimError:
+    """The error for a POST that got no response; never echoes header values (they hold the key)."""
+    if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                        requests.exceptions.InvalidSchema)):
+        return ConfigError(f"api_base gives an invalid URL ({_short(str(exc))}); fix api_base in the config")
+    if isinstance(exc, (requests.exceptions.InvalidHeader, ValueError)):
+        return ConfigError("a request header is invalid; check the API key for stray spaces or line breaks")
+    return TransportError(describe_transport_error(exc, url, timeout))
+
+
+def _no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    return request
 
 
 def _short(text: str) -> str:
@@ -165,7 +255,10 @@ class HttpTransport:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return requests.Session()
+        session = requests.Session()
+        session.auth = _no_netrc  # ~/.netrc must never replace or add credentials
+        session.headers["User-Agent"] = "openheim"
+        return session
 
     def _release(self, session: requests.Session) -> None:
         with self._lock:
@@ -228,7 +321,7 @@ class HttpTransport:
             self._release(session)
             if cancel.cancelled:
                 raise Cancelled()
-            raise TransportError(describe_transport_error(pending.error, url, self.timeout)) from None
+            raise _request_error(pending.error, url, self.timeout) from None
         assert pending.resp is not None
         return pending.resp, session
 

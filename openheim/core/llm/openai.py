@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 _FINISH = {"stop": FinishReason.STOP, "tool_calls": FinishReason.TOOL_CALLS,
            "function_call": FinishReason.TOOL_CALLS, "length": FinishReason.MAX_TOKENS,
            "content_filter": FinishReason.REFUSAL}
-_TRANSIENT = ("overload", "rate", "unavailable", "timeout", "timed out", "server_error", "internal", "busy",
-              "try again")
+_TRANSIENT = ("overload", "rate limit", "rate_limit", "ratelimit", "too many requests", "unavailable", "timeout",
+              "timed out", "server_error", "internal", "busy", "try again")
 _NO_CHUNKS: list[Chunk] = []
 EMPTY_STREAM = ("the server sent an empty stream (no content and no finish_reason); the prompt may exceed the "
                 "context length loaded on the server: raise it there or shorten the conversation")
@@ -116,8 +116,9 @@ def stream_error(payload: dict[str, Any], forwarded: bool) -> Exception:
     facts = f"{message} {err.get('type', '')} {err.get('code', '')} {err.get('status', '')}".lower()
     if is_overflow(400, facts):
         return ContextOverflow(message)
-    code = err.get("code")
-    transient = any(w in facts for w in _TRANSIENT) or (isinstance(code, int) and (code >= 500 or code in (408, 429)))
+    code = str(err.get("code", ""))
+    status = int(code) if code.isdigit() else 0
+    transient = any(w in facts for w in _TRANSIENT) or status >= 500 or status in (408, 429)
     return ApiError(f"OpenAI streaming error: {message}", retryable=transient and not forwarded)
 
 
@@ -134,7 +135,7 @@ class ChatStreamParser:
         self.usage: Usage | None = None
 
     def feed(self, payload: dict[str, Any]) -> list[Chunk]:
-        if "error" in payload or payload.get("object") == "error":
+        if payload.get("error") or payload.get("object") == "error":
             raise stream_error(payload, bool(self.text or self.thinking))
         usage = payload.get("usage") or (payload.get("x_groq") or {}).get("usage")
         if usage:
@@ -218,6 +219,20 @@ class ChatStreamParser:
         return reason, (raw if reason is FinishReason.OTHER else None)
 
 
+def as_stream_payload(reply: Any) -> dict[str, Any]:
+    """A whole (non-streamed) chat.completion reshaped as one stream payload, for servers that ignore stream."""
+    if not isinstance(reply, dict) or reply.get("error") or reply.get("object") == "error":
+        return reply if isinstance(reply, dict) else {"error": {"message": "the server sent an unreadable reply"}}
+    choices = reply.get("choices") or [{}]
+    message = dict(choices[0].get("message") or {})
+    if message.get("tool_calls"):
+        message["tool_calls"] = [{**c, "index": i} for i, c in enumerate(message["tool_calls"])]
+    out: dict[str, Any] = {"choices": [{"delta": message, "finish_reason": choices[0].get("finish_reason")}]}
+    if reply.get("usage"):
+        out["usage"] = reply["usage"]
+    return out
+
+
 # --- client ------------------------------------------------------------------------
 
 
@@ -252,6 +267,12 @@ class OpenAIClient:
     def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         parser = ChatStreamParser()
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
+            if resp.headers.get("content-type", "").startswith("application/json"):
+                payload = parse_json(b"".join(read_chunks(resp)).decode("utf-8", errors="replace"))
+                for chunk in parser.feed(as_stream_payload(payload)):
+                    on_chunk(chunk)
+                parser.feed_done()
+                return parser.finish()
             for _event, data in iter_sse(read_chunks(resp)):
                 if data[:6] == "[DONE]":
                     parser.feed_done()

@@ -11,6 +11,7 @@ from openheim.core.turn import CancelToken
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.core.context import ContextFitter
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 512
@@ -27,6 +28,7 @@ class SessionState:
     prompt_lock: threading.Lock = field(default_factory=threading.Lock)
     cancel: CancelToken = field(default_factory=CancelToken)
     last_active: float = field(default_factory=time.monotonic)
+    fitter: ContextFitter | None = None  # kept across turns: learned limits and ratios carry over
 
     @property
     def in_flight(self) -> bool:

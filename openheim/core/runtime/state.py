@@ -140,7 +140,7 @@ class AgentState:
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
         cfg, warning = self._restore_model(meta.provider, meta.model)
-        session = SessionState(sid, cfg, session_cwd, list(meta.skills or []), getattr(meta, "mode", None) or "code")
+        session = SessionState(sid, cfg, session_cwd, list(meta.skills), meta.mode)
         return LoadedSession(self.sessions.insert(session), conv.messages, warning)
 
     def _restore_model(self, provider: str | None, model: str | None) -> tuple[AgentConfig, str | None]:
@@ -184,6 +184,7 @@ class AgentState:
     def set_model(self, session_id: str, provider: str | None, model: str | None) -> AgentConfig:
         session = self.session(session_id)
         session.config = self.resolve_model(provider, model)
+        session.fitter = None  # a new model has its own window and token ratio
         self._persist_session_fields(session)
         return session.config
 
@@ -202,8 +203,7 @@ class AgentState:
             return
         conv = history.load(session.id)
         conv.meta.model, conv.meta.provider = session.config.model, session.config.provider_name
-        if hasattr(conv.meta, "mode"):
-            conv.meta.mode = session.mode
+        conv.meta.mode = session.mode
         history.save_meta(conv)
 
     # --- the turn -----------------------------------------------------------------
@@ -225,6 +225,7 @@ class AgentState:
     def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
                     client_io: ClientIo | None, on_event: OnEvent, extra_skills) -> AgentResult:
         from openheim.core.agent import run_turn
+        from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
         from openheim.memory.lease import Lease
@@ -233,7 +234,7 @@ class AgentState:
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=RememberingGate(gate or AllowAll(), session.approvals), client_io=client_io,
+                          gate=RememberingGate(gate or AllowAll(), session.approvals, self.registry.capabilities), client_io=client_io,
                           session_id=session.id, secret_env_vars=self.settings.secret_env_vars)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
@@ -241,10 +242,12 @@ class AgentState:
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
+                if session.fitter is None:
+                    session.fitter = ContextFitter(session.config.context_window)
                 result = run_turn(llm, tools_for_mode(self.registry, session.mode), session.config,
-                                  conv.messages, ctx, recorder, system)
+                                  conv.messages, ctx, recorder, system, session.fitter)
                 if result.context_usage is not None:
-                    conv.meta.context_usage = result.context_usage.to_dict()
+                    conv.meta.context_usage = result.context_usage
             finally:
                 recorder.close()
             return result
@@ -259,8 +262,7 @@ class AgentState:
                                   skills=session.skills, cwd=str(session.cwd))
         conv.meta.cwd = str(session.cwd)
         conv.meta.model, conv.meta.provider = cfg.model, cfg.provider_name
-        if hasattr(conv.meta, "mode"):
-            conv.meta.mode = session.mode
+        conv.meta.mode = session.mode
         return conv
 
 

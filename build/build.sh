@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Build the frozen `openheim` executable with PyInstaller (see docs/packaging.md).
+#
+#   build/build.sh               one file:  build/dist/openheim
+#   build/build.sh --onedir      a folder:  build/dist/openheim-onedir/openheim
+#   build/build.sh --with-mcp    also bundle the mcp SDK stack (bigger, slower to start)
+#   (or OPENHEIM_ONEDIR=1 / OPENHEIM_WITH_MCP=1 in the environment)
+#
+# Python environment: $OPENHEIM_BUILD_VENV if set, else the checkout's .venv if it exists, else a new
+# venv in build/work/venv made with ${PYTHON:-python3}. A new venv gets pyinstaller, the project's
+# dependencies from pyproject.toml and the memory extras (sqlite-vec, pysqlite3-binary); an existing
+# one only gets pyinstaller when it lacks it. openheim itself is analysed from this checkout.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+is_on() { [[ "${1,,}" =~ ^(1|true|yes|on)$ ]]; }
+MODE=onefile
+SPEC_ARGS=()
+WITH_MCP=0
+if is_on "${OPENHEIM_ONEDIR:-}"; then MODE=onedir; fi      # the spec reads these two as well
+if is_on "${OPENHEIM_WITH_MCP:-}"; then WITH_MCP=1; fi
+for arg in "$@"; do
+    case "$arg" in
+        --onedir) MODE=onedir; SPEC_ARGS+=(--onedir) ;;
+        --with-mcp) WITH_MCP=1; SPEC_ARGS+=(--with-mcp) ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) echo "build.sh: unknown option '$arg'; use --onedir and/or --with-mcp" >&2; exit 2 ;;
+    esac
+done
+
+if [[ -n "${OPENHEIM_BUILD_VENV:-}" ]]; then
+    VENV="$OPENHEIM_BUILD_VENV"
+elif [[ -x "$ROOT/.venv/bin/python" ]]; then
+    VENV="$ROOT/.venv"
+else
+    VENV="$ROOT/build/work/venv"
+fi
+PY="$VENV/bin/python"
+
+if [[ ! -x "$PY" ]]; then
+    echo "Creating build venv in $VENV" >&2
+    "${PYTHON:-python3}" -m venv "$VENV"
+    "$PY" -m pip install --quiet --upgrade pip
+    mapfile -t DEPS < <("$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+    "$PY" -m pip install --quiet "pyinstaller>=6" "${DEPS[@]}" "sqlite-vec" \
+        'pysqlite3-binary; sys_platform == "linux" and (platform_machine == "x86_64" or platform_machine == "aarch64")'
+fi
+if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
+    "$PY" -m pip install --quiet "pyinstaller>=6"
+fi
+if [[ "$WITH_MCP" == 1 ]] && ! "$PY" -c 'import mcp' 2>/dev/null; then
+    "$PY" -m pip install --quiet "mcp>=2"
+fi
+"$PY" -c 'import sqlite_vec' 2>/dev/null || {
+    echo "build.sh: sqlite-vec is missing from $VENV; install it: $PY -m pip install sqlite-vec" >&2; exit 1; }
+
+"$PY" -m PyInstaller "$ROOT/build/openheim.spec" --noconfirm --clean --log-level WARN \
+    --workpath "$ROOT/build/work/$MODE" --distpath "$ROOT/build/dist" -- "${SPEC_ARGS[@]}"
+
+if [[ "$MODE" == onedir ]]; then
+    BIN="$ROOT/build/dist/openheim-onedir/openheim"
+    SIZE="$(du -sh "$ROOT/build/dist/openheim-onedir" | cut -f1) (folder)"
+else
+    BIN="$ROOT/build/dist/openheim"
+    SIZE="$(du -h "$BIN" | cut -f1)"
+fi
+"$BIN" --version >/dev/null
+echo "Built $BIN"
+echo "Size: $SIZE"

@@ -1,0 +1,203 @@
+"""The JSON-RPC line transport: one writer thread owning stdout, and futures for our requests to the client."""
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+
+from openheim.acp.util import INTERNAL_ERROR, RpcError
+from openheim.errors import Cancelled
+
+if TYPE_CHECKING:
+    from openheim.core.turn import CancelToken
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+_BATCH = 512
+_STOP = object()
+
+
+def encode(message: dict) -> bytes:
+    """One compact JSON line (UTF-8, never a raw newline inside)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def read_lines(stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """Lines from ``stream`` until EOF; None stands for a line longer than ``limit`` (skipped)."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            _skip_rest(stream, limit)
+            yield None
+            continue
+        if line.strip():
+            yield line
+
+
+def _skip_rest(stream: BinaryIO, limit: int) -> None:
+    while True:
+        chunk = stream.readline(limit)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
+class Writer:
+    """The only thread that writes stdout: lines are queued by any thread and written in order."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="acp-writer", daemon=True)
+        self.broken = False
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def send(self, message: dict) -> None:
+        self._queue.put(encode(message))
+
+    def send_line(self, line: bytes) -> None:
+        self._queue.put(line)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch, stop = self._take()
+            if batch and not self.broken:
+                self._write(b"".join(batch))
+            if stop:
+                return
+
+    def _take(self) -> tuple[list[bytes], bool]:
+        item = self._queue.get()
+        if item is _STOP:
+            return [], True
+        batch = [item]
+        while len(batch) < _BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except (OSError, ValueError) as e:
+            log.warning("stdout is closed (%s); dropping further output", e)
+            self.broken = True
+
+
+class Pending:
+    """One outstanding request to the client; resolved by the reader thread."""
+
+    def __init__(self, request_id: int, method: str) -> None:
+        self.id, self.method = request_id, method
+        self._done = threading.Event()
+        self.result: Any = None
+        self.error: RpcError | None = None
+        self.cancelled = False
+
+    def resolve(self, result: Any = None, error: RpcError | None = None) -> None:
+        if not self._done.is_set():
+            self.result, self.error = result, error
+            self._done.set()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self._done.set()
+
+    def wait(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Any:
+        """The result; raises RpcError (client error), Cancelled or TimeoutError."""
+        remove = cancel.on_cancel(self.cancel) if cancel is not None else None
+        try:
+            if not self._done.wait(timeout):
+                raise TimeoutError(f"{self.method} got no answer within {timeout:g} s")
+        finally:
+            if remove is not None:
+                remove()
+        if self.cancelled:
+            raise Cancelled()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class Connection:
+    """Our side of the JSON-RPC peer: responses, notifications and requests with pending futures."""
+
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
+        self._pending: dict[int, Pending] = {}
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self.closed = False
+
+    def respond(self, request_id: Any, result: Any) -> None:
+        self.writer.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(self, request_id: Any, error: RpcError) -> None:
+        self.writer.send({"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()})
+
+    def notify(self, method: str, params: dict) -> None:
+        self.writer.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def start_request(self, method: str, params: dict) -> Pending:
+        with self._lock:
+            self._next_id += 1
+            pending = Pending(self._next_id, method)
+            if self.closed:
+                pending.resolve(error=RpcError(INTERNAL_ERROR, "the client connection is closed"))
+                return pending
+            self._pending[pending.id] = pending
+        self.writer.send({"jsonrpc": "2.0", "id": pending.id, "method": method, "params": params})
+        return pending
+
+    def request(self, method: str, params: dict, cancel: CancelToken | None = None,
+                timeout: float | None = None) -> Any:
+        """Send a request and block until the client answers (or the turn is cancelled)."""
+        pending = self.start_request(method, params)
+        try:
+            return pending.wait(cancel, timeout)
+        finally:
+            with self._lock:
+                self._pending.pop(pending.id, None)
+
+    def resolve(self, message: dict) -> None:
+        """A response from the client: settle its future; unknown or null ids are ignored."""
+        request_id = message.get("id")
+        if not isinstance(request_id, int) or isinstance(request_id, bool):
+            return
+        with self._lock:
+            pending = self._pending.pop(request_id, None)
+        if pending is None:
+            log.debug("ignoring a response with unknown id %r", request_id)
+            return
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code") if isinstance(error.get("code"), int) else INTERNAL_ERROR
+            pending.resolve(error=RpcError(code, str(error.get("message") or "client error"), error.get("data")))
+        else:
+            pending.resolve(result=message.get("result"))
+
+    def close(self) -> None:
+        """Fail every outstanding request: the client is gone."""
+        with self._lock:
+            self.closed = True
+            pending, self._pending = list(self._pending.values()), {}
+        for p in pending:
+            p.resolve(error=RpcError(INTERNAL_ERROR, "the client connection is closed"))

@@ -1,0 +1,262 @@
+"""The ACP methods an editor calls: initialize, sessions, prompt, cancel, modes and config options."""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openheim.acp import util
+from openheim.acp.client_io import client_capabilities
+from openheim.acp.convert import prompt_blocks, replay, text_chunk
+from openheim.acp.prompt import ClientFeatures, PromptRun
+from openheim.acp.util import invalid_params, require_str
+from openheim.core.models import TextBlock
+from openheim.errors import NotFound, SessionBusy
+
+if TYPE_CHECKING:
+    from openheim.acp.connection import Connection
+    from openheim.core.runtime.state import AgentState
+
+log = logging.getLogger(__name__)
+
+COMMANDS_DELAY = 0.05  # available_commands_update goes out just after the session/new answer
+DEFERRED = object()  # a handler that answers later (session/prompt)
+
+
+class Handlers:
+    """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
+
+    def __init__(self, state: AgentState, conn: Connection) -> None:
+        self.state, self.conn = state, conn
+        self.features = ClientFeatures()
+        self.runs: dict[str, PromptRun] = {}
+        self._runs_lock = threading.Lock()
+        self.methods = {
+            "initialize": self.initialize, "authenticate": self.authenticate,
+            "session/new": self.new_session, "session/load": self.load_session,
+            "session/resume": self.resume_session, "session/list": self.list_sessions,
+            "session/close": self.close_session, "session/delete": self.delete_session,
+            "session/prompt": self.prompt, "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+        }
+
+    # --- handshake ---------------------------------------------------------------------
+
+    def initialize(self, request_id: Any, params: dict) -> dict:
+        """Any requested protocolVersion gets 1, the only version spoken here."""
+        from openheim import __version__
+
+        read, write, terminal = client_capabilities(params.get("clientCapabilities"))
+        self.features = ClientFeatures(read, write, terminal)
+        return {
+            "protocolVersion": util.PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "openheim", "title": "openheim", "version": __version__},
+        }
+
+    def authenticate(self, request_id: Any, params: dict) -> dict:
+        """No methods are listed (provider keys come from config.toml), so there is nothing to do."""
+        return {}
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def new_session(self, request_id: Any, params: dict) -> Any:
+        cwd = _cwd(params)
+        _mcp_servers(params)
+        meta = util.meta_of(params)
+        skills = meta.get("skills") or []
+        if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
+            raise invalid_params("'_meta.skills' must be an array of skill names")
+        model = meta.get("model")
+        provider, model = util.parse_model_value(self.state, model) if isinstance(model, str) else (None, None)
+        session = self.state.new_session(cwd, model=model, provider=provider, skills=skills)
+        self.conn.respond(request_id, {"sessionId": session.id, **util.session_setup(self.state, session)})
+        self._announce_commands(session.id)
+        return DEFERRED
+
+    def _announce_commands(self, session_id: str) -> None:
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": self.commands()}
+        timer = threading.Timer(COMMANDS_DELAY, self.conn.notify, ("session/update",
+                                                                   {"sessionId": session_id, "update": update}))
+        timer.daemon = True
+        timer.start()
+
+    def commands(self) -> list[dict]:
+        """One slash command per installed skill: `/name args` runs the turn with that skill added."""
+        try:
+            skills = self.state.memory.skills.list()
+        except Exception as e:  # a broken skills dir must not break session/new
+            log.warning("could not list skills: %s", e)
+            return []
+        return [{"name": s.name, "description": s.description or f"Run this turn with the '{s.name}' skill",
+                 "input": {"hint": "what to do"}} for s in skills]
+
+    def load_session(self, request_id: Any, params: dict) -> Any:
+        session_id = require_str(params, "sessionId")
+        cwd = _cwd(params)
+        _mcp_servers(params)
+        self._check_idle(session_id)
+        loaded = self.state.load_session(session_id, cwd)
+        session = loaded.session
+        if loaded.warning:
+            self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
+        kind_of = lambda n: self.state.registry.capabilities(n).kind  # noqa: E731
+        for update in replay(loaded.messages, session.cwd, kind_of):
+            self._send_update(session.id, update)
+        self.conn.respond(request_id, util.session_setup(self.state, session))
+        self._announce_commands(session.id)
+        return DEFERRED
+
+    def resume_session(self, request_id: Any, params: dict) -> dict:
+        session_id = require_str(params, "sessionId")
+        cwd = _cwd(params)
+        _mcp_servers(params)
+        self._check_idle(session_id)
+        session = self.state.load_session(session_id, cwd).session
+        return util.session_setup(self.state, session)
+
+    def list_sessions(self, request_id: Any, params: dict) -> dict:
+        cwd = util.optional_str(params, "cwd")
+        if params.get("cursor") is not None:
+            raise invalid_params("unknown cursor: session/list returns every session in one page")
+        sessions = []
+        for meta in self.state.list_sessions(cwd):
+            info = {"sessionId": meta.id, "cwd": meta.cwd or "/", "updatedAt": meta.updated_at}
+            if meta.title:
+                info["title"] = meta.title
+            sessions.append(info)
+        return {"sessions": sessions}
+
+    def close_session(self, request_id: Any, params: dict) -> dict:
+        session_id = require_str(params, "sessionId")
+        self.cancel(session_id)
+        self.state.close_session(session_id)
+        return {}
+
+    def delete_session(self, request_id: Any, params: dict) -> dict:
+        session_id = require_str(params, "sessionId")
+        self._check_idle(session_id)
+        try:
+            self.state.delete_session(session_id)
+        except NotFound:
+            pass
+        return {}
+
+    # --- turns -------------------------------------------------------------------
+
+    def prompt(self, request_id: Any, params: dict) -> Any:
+        session_id = require_str(params, "sessionId")
+        blocks = prompt_blocks(util.require_list(params, "prompt"))
+        session = self.state.session(session_id)
+        blocks, extra = self._slash_command(blocks)
+        with self._runs_lock:
+            if session.id in self.runs or session.in_flight:
+                raise SessionBusy(session.id)
+            run = PromptRun(self.state, self.conn, request_id, session.id, blocks, extra, self.features,
+                            on_done=self._run_done)
+            self.runs[session.id] = run
+        run.start()
+        return DEFERRED
+
+    def _slash_command(self, blocks: list) -> tuple[list, list[str]]:
+        """`/skill args` as the first text: the turn runs with that skill, the prompt is the args."""
+        first = blocks[0] if blocks else None
+        if not isinstance(first, TextBlock) or not first.text.startswith("/"):
+            return blocks, []
+        name, _, rest = first.text[1:].partition(" ")
+        try:
+            known = set(self.state.memory.skills.names())
+        except Exception:
+            known = set()
+        if name not in known:
+            return blocks, []
+        text = rest.strip() or f"Apply the '{name}' skill."
+        return [TextBlock(text), *blocks[1:]], [name]
+
+    def _run_done(self, run: PromptRun) -> None:
+        with self._runs_lock:
+            if self.runs.get(run.session_id) is run:
+                del self.runs[run.session_id]
+
+    def _check_idle(self, session_id: str) -> None:
+        with self._runs_lock:
+            if any(sid == session_id for sid in self.runs):
+                raise SessionBusy(session_id)
+
+    def cancel(self, session_id: object) -> None:
+        """session/cancel (a notification): stop the running turn, if any."""
+        if not isinstance(session_id, str):
+            return
+        with self._runs_lock:
+            run = self.runs.get(session_id)
+        if run is not None:
+            run.cancel()
+        else:
+            self.state.cancel(session_id)
+
+    def cancel_all(self) -> list[PromptRun]:
+        with self._runs_lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            run.cancel()
+        return runs
+
+    # --- modes and options ---------------------------------------------------------------
+
+    def set_mode(self, request_id: Any, params: dict) -> dict:
+        session_id = require_str(params, "sessionId")
+        mode = require_str(params, "modeId")
+        self._apply_mode(session_id, mode)
+        return {}
+
+    def _apply_mode(self, session_id: str, mode: str) -> None:
+        if mode not in {m[0] for m in util.MODES}:
+            raise invalid_params(f"unknown mode '{mode}'; use one of: " + ", ".join(m[0] for m in util.MODES))
+        current = self.state.set_mode(session_id, mode)
+        self._send_update(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": current})
+
+    def set_config_option(self, request_id: Any, params: dict) -> dict:
+        session_id = require_str(params, "sessionId")
+        config_id = require_str(params, "configId")
+        value = params.get("value")
+        if config_id == "model":
+            if not isinstance(value, str) or not value:
+                raise invalid_params("model config option requires a value id")
+            provider, model = util.parse_model_value(self.state, value)
+            self.state.set_model(session_id, provider, model)
+        elif config_id == "mode":
+            if not isinstance(value, str):
+                raise invalid_params("mode config option requires a value id")
+            self._apply_mode(session_id, value)
+        else:
+            raise invalid_params(f"unknown session config option '{config_id}'")
+        return {"configOptions": util.config_options(self.state, self.state.session(session_id))}
+
+    def _send_update(self, session_id: str, update: dict) -> None:
+        self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+
+def _cwd(params: dict) -> Path:
+    cwd = require_str(params, "cwd")
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise invalid_params(f"cwd must be an absolute path, got '{cwd}'")
+    return path
+
+
+def _mcp_servers(params: dict) -> list:
+    servers = params.get("mcpServers", [])
+    if servers is None:
+        return []
+    if not isinstance(servers, list):
+        raise invalid_params("'mcpServers' must be an array")
+    if servers:
+        log.info("client-supplied MCP servers are not connected yet (%d ignored)", len(servers))
+    return servers

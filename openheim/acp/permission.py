@@ -1,0 +1,76 @@
+"""The ACP permission gate: asks the client with session/request_permission and waits for the answer."""
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from openheim.acp.toolcalls import parse_arguments, tool_title
+from openheim.core.permission import Decision, PermissionRequest
+from openheim.errors import Cancelled
+
+if TYPE_CHECKING:
+    from openheim.acp.connection import Connection
+    from openheim.acp.toolcalls import ToolCallTracker
+    from openheim.core.turn import CancelToken
+
+log = logging.getLogger(__name__)
+
+OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow Once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Allow Always", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject Once", "kind": "reject_once"},
+    {"optionId": "reject_always", "name": "Reject Always", "kind": "reject_always"},
+]
+_DECISIONS = {d.value: d for d in Decision}
+
+
+def decision_from(result: object) -> Decision:
+    """The client's answer as a Decision; anything but a known selected option is a rejection."""
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return Decision.REJECT_ONCE
+    return _DECISIONS.get(outcome.get("optionId"), Decision.REJECT_ONCE)
+
+
+class AcpGate:
+    """Puts each side-effect tool call to the user; cancel, error or unknown answers never run the tool."""
+
+    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
+                 kind_of: Callable[[str], str]) -> None:
+        self.conn, self.session_id, self.tracker, self.kind_of = conn, session_id, tracker, kind_of
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        if cancel is not None and cancel.cancelled:
+            return Decision.REJECT_ONCE
+        params = {"sessionId": self.session_id, "toolCall": self._tool_call(req), "options": OPTIONS}
+        try:
+            result = self.conn.request("session/request_permission", params, cancel)
+        except Cancelled:
+            return Decision.REJECT_ONCE
+        except Exception as e:  # -32800, a client error, a closed connection: never run the tool
+            log.info("permission request for %s failed (%s); rejecting", req.tool_name, e)
+            return Decision.REJECT_ONCE
+        decision = decision_from(result)
+        if cancel is not None and cancel.cancelled:
+            return Decision.REJECT_ONCE
+        if decision.allowed and req.subagent is None:
+            self.tracker.start(req.tool_call_id)
+        return decision
+
+    def _tool_call(self, req: PermissionRequest) -> dict:
+        if req.subagent is None:
+            view = self.tracker.permission_view(req.tool_call_id)
+            if view is not None:
+                return view
+        args = parse_arguments(req.arguments)
+        title = tool_title(req.tool_name, args)
+        call_id = req.tool_call_id
+        if req.subagent is not None:
+            title = f"{title} (subagent '{req.subagent}')"
+            call_id = f"subagent:{req.subagent}:{req.tool_call_id}"
+        view = {"toolCallId": call_id, "title": title, "kind": self.kind_of(req.tool_name), "status": "pending"}
+        view["rawInput"] = args if args is not None else {"arguments": req.arguments}
+        if args is None:
+            view["content"] = [{"type": "content", "content": {"type": "text", "text": json.dumps(req.arguments)}}]
+        return view

@@ -1,0 +1,125 @@
+"""The ACP stdio server: a reader loop that parses lines and dispatches, a writer thread owning stdout."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from openheim.acp.connection import MAX_LINE_BYTES, Connection, Writer, read_lines
+from openheim.acp.handlers import DEFERRED, Handlers
+from openheim.acp.terminal import install_terminal_tool
+from openheim.acp.util import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, error_for
+
+if TYPE_CHECKING:
+    from openheim.core.runtime.state import AgentState
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after stdin closes
+
+
+class AcpServer:
+    """Serve one ACP client over a pair of byte streams until the input ends."""
+
+    def __init__(self, state: AgentState, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
+        self.state = state
+        self.inp = inp
+        self.max_line = max_line
+        self.writer = Writer(out)
+        self.conn = Connection(self.writer)
+        self.handlers = Handlers(state, self.conn)
+        install_terminal_tool(state.registry)
+
+    def serve(self) -> int:
+        """Read and dispatch until EOF; then cancel what runs, flush and return the exit code (0)."""
+        self.writer.start()
+        try:
+            for line in read_lines(self.inp, self.max_line):
+                if line is None:
+                    self.conn.respond_error(None, RpcError(INVALID_REQUEST,
+                                                           f"message longer than {self.max_line} bytes; refused"))
+                    continue
+                self.handle_line(line)
+        finally:
+            self.shutdown()
+        return 0
+
+    def handle_line(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as e:
+            self.conn.respond_error(None, RpcError(PARSE_ERROR, f"parse error: {e}"))
+            return
+        self.dispatch(message)
+
+    def dispatch(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            kind = "batches are not supported" if isinstance(message, list) else "expected a JSON object"
+            self.conn.respond_error(None, RpcError(INVALID_REQUEST, f"invalid request: {kind}"))
+            return
+        method = message.get("method")
+        if method is None:
+            if "result" in message or "error" in message:
+                self.conn.resolve(message)
+            elif "id" in message:
+                self.conn.respond_error(_valid_id(message), RpcError(INVALID_REQUEST, "invalid request: no method"))
+            return
+        if "id" not in message:
+            self._notification(method, message.get("params"))
+            return
+        self._request(message["id"], method, message.get("params"))
+
+    def _notification(self, method: Any, params: Any) -> None:
+        if method == "session/cancel" and isinstance(params, dict):
+            self.handlers.cancel(params.get("sessionId"))
+        else:
+            log.debug("ignoring notification %r", method)
+
+    def _request(self, request_id: Any, method: Any, params: Any) -> None:
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            self.conn.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or number"))
+            return
+        handler = self.handlers.methods.get(method) if isinstance(method, str) else None
+        if handler is None:
+            self.conn.respond_error(request_id, RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
+            return
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            self.conn.respond_error(request_id, RpcError(INVALID_PARAMS, "'params' must be an object"))
+            return
+        try:
+            result = handler(request_id, params)
+        except Exception as e:
+            self._log_failure(method, e)
+            self.conn.respond_error(request_id, error_for(e))
+            return
+        if result is not DEFERRED:
+            self.conn.respond(request_id, result)
+
+    @staticmethod
+    def _log_failure(method: str, error: Exception) -> None:
+        from openheim.errors import OpenheimError
+
+        if isinstance(error, (RpcError, OpenheimError)):
+            log.info("%s failed: %s", method, error)
+        else:
+            log.exception("%s crashed", method)
+
+    def shutdown(self) -> None:
+        """stdin closed: cancel every turn, fail pending client requests, kill children, flush."""
+        from openheim.tools.process import kill_all
+
+        runs = self.handlers.cancel_all()
+        self.conn.close()
+        deadline = time.monotonic() + SHUTDOWN_WAIT
+        for run in runs:
+            run.wait(max(0.0, deadline - time.monotonic()))
+        kill_all()
+        self.writer.close()
+
+
+def _valid_id(message: dict) -> Any:
+    request_id = message.get("id")
+    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None

@@ -1,0 +1,151 @@
+"""execute_command through the client's terminal (terminal/create → wait_for_exit → output → release)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from openheim.acp.util import RpcError
+from openheim.errors import Cancelled, ToolExecutionError
+
+if TYPE_CHECKING:
+    from openheim.acp.connection import Connection
+    from openheim.acp.toolcalls import ToolCallTracker
+    from openheim.core.turn import TurnContext
+    from openheim.tools.registry import ToolHandler, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 120.0
+CAP = 65536
+CONTROL_TIMEOUT = 10.0
+CANCELLED = "Command cancelled."
+
+
+@dataclass
+class TerminalRun:
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool = False
+
+
+def format_run(run: TerminalRun, timeout: float) -> str:
+    """The tool result for a finished terminal command, or the ToolExecutionError for a failed one."""
+    output = run.output + ("\n[output truncated: only the end is shown]\n" if run.truncated else "")
+    if run.timed_out:
+        raise ToolExecutionError(f"Command timed out after {timeout:g} seconds and was killed.\nOutput: {output}")
+    if run.signal:
+        raise ToolExecutionError(f"Command was killed by signal {run.signal}.\nOutput: {output}")
+    if run.exit_code not in (0, None):
+        raise ToolExecutionError(f"Command failed with exit code {run.exit_code}:\nOutput: {output}")
+    return output
+
+
+class Terminals:
+    """One session's terminal delegation; every terminal it creates is released."""
+
+    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker | None = None) -> None:
+        self.conn, self.session_id, self.tracker = conn, session_id, tracker
+
+    def _params(self, terminal_id: str) -> dict:
+        return {"sessionId": self.session_id, "terminalId": terminal_id}
+
+    def run(self, command: str, args: dict, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP) -> str:
+        if ctx.cancel.cancelled:
+            raise ToolExecutionError(CANCELLED)
+        create = {"sessionId": self.session_id, "command": "sh", "args": ["-c", command],
+                  "cwd": str(ctx.effective_cwd), "outputByteLimit": cap}
+        try:
+            created = self.conn.request("terminal/create", create, ctx.cancel, CONTROL_TIMEOUT)
+        except Cancelled:
+            raise ToolExecutionError(CANCELLED) from None
+        except (RpcError, TimeoutError) as e:
+            raise ToolExecutionError(f"Failed to execute command in the editor's terminal: {e}") from None
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str):
+            raise ToolExecutionError("Failed to execute command: the editor returned no terminal id")
+        call_id = self.tracker.find_unstarted_command(args) if self.tracker else None
+        if call_id is not None:
+            self.tracker.attach_terminal(call_id, terminal_id)
+        return format_run(self._supervise(terminal_id, ctx, timeout), timeout)
+
+    def _supervise(self, terminal_id: str, ctx: TurnContext, timeout: float) -> TerminalRun:
+        released = False
+        try:
+            timed_out = self._wait(terminal_id, ctx, timeout)
+            output = self.conn.request("terminal/output", self._params(terminal_id), ctx.cancel, CONTROL_TIMEOUT)
+            return _run_from(output, timed_out)
+        except Cancelled:
+            self._abandon(terminal_id)
+            released = True
+            raise ToolExecutionError(CANCELLED) from None
+        except (RpcError, TimeoutError) as e:
+            raise ToolExecutionError(f"the editor's terminal failed: {e}") from None
+        finally:
+            if not released:
+                self._quietly("terminal/release", terminal_id)
+
+    def _wait(self, terminal_id: str, ctx: TurnContext, timeout: float) -> bool:
+        """True when the command ran out of time (it is killed then)."""
+        try:
+            self.conn.request("terminal/wait_for_exit", self._params(terminal_id), ctx.cancel, timeout)
+            return False
+        except TimeoutError:
+            self._quietly("terminal/kill", terminal_id)
+            return True
+
+    def _abandon(self, terminal_id: str) -> None:
+        """On cancel: kill and release without waiting for the answers (they arrive after we move on)."""
+        self.conn.start_request("terminal/kill", self._params(terminal_id))
+        self.conn.start_request("terminal/release", self._params(terminal_id))
+
+    def _quietly(self, method: str, terminal_id: str) -> None:
+        try:
+            self.conn.request(method, self._params(terminal_id), None, CONTROL_TIMEOUT)
+        except (RpcError, TimeoutError, Cancelled) as e:
+            log.info("%s for %s failed: %s", method, terminal_id, e)
+
+
+def _run_from(output: object, timed_out: bool) -> TerminalRun:
+    output = output if isinstance(output, dict) else {}
+    status = output.get("exitStatus") if isinstance(output.get("exitStatus"), dict) else {}
+    code = status.get("exitCode")
+    return TerminalRun(str(output.get("output") or ""), bool(output.get("truncated")),
+                       code if isinstance(code, int) else None, status.get("signal") or None, timed_out)
+
+
+class TerminalCommandTool:
+    """execute_command that runs in the editor's terminal when the turn's client offers one, else locally."""
+
+    def __init__(self, inner: ToolHandler) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.description = inner.description
+        self.parameters = inner.parameters
+        self.capabilities = getattr(inner, "capabilities", None)
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        terminals = getattr(ctx.client_io, "terminals", None)
+        if terminals is None:
+            return self.inner.execute(args, ctx)
+        from openheim.tools.args import require_str
+
+        command = require_str(args, "command")
+        return terminals.run(command, args, ctx, getattr(self.inner, "timeout", TIMEOUT),
+                             getattr(self.inner, "cap", CAP))
+
+
+def install_terminal_tool(registry: ToolRegistry) -> bool:
+    """Wrap the registered execute_command (if any) so ACP turns can delegate it; True when wrapped."""
+    inner = registry.get("execute_command")
+    if inner is None or isinstance(inner, TerminalCommandTool):
+        return False
+    registry_log = logging.getLogger("openheim.tools.registry")
+    was_disabled, registry_log.disabled = registry_log.disabled, True
+    try:
+        registry.register(TerminalCommandTool(inner))
+    finally:
+        registry_log.disabled = was_disabled
+    return True

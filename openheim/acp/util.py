@@ -1,0 +1,146 @@
+"""ACP constants and mappings kept in one place: error codes, stop reasons, modes, config options."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from openheim.core.models import StopReason
+
+if TYPE_CHECKING:
+    from openheim.core.runtime.session import SessionState
+    from openheim.core.runtime.state import AgentState
+
+PROTOCOL_VERSION = 1
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002
+
+MODES = (
+    ("code", "Code", "Full tool access; side effects ask for permission"),
+    ("architect", "Architect", "Read-only: inspect the code and plan, without changing anything"),
+)
+
+STOP_REASONS = {
+    StopReason.END_TURN: "end_turn",
+    StopReason.NO_CONTENT: "end_turn",
+    StopReason.MAX_ITERATIONS: "max_turn_requests",
+    StopReason.MAX_TOKENS: "max_tokens",
+    StopReason.REFUSAL: "refusal",
+    StopReason.CANCELLED: "cancelled",
+}
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer: code, one-line message and optional data."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def to_dict(self) -> dict:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def invalid_params(message: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, message)
+
+
+def error_for(exc: BaseException) -> RpcError:
+    """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
+    from openheim.errors import (ConfigError, InvalidArgument, NotFound, OpenheimError, SessionBusy,
+                                 SessionLocked)
+
+    if isinstance(exc, RpcError):
+        return exc
+    if isinstance(exc, NotFound):
+        return RpcError(RESOURCE_NOT_FOUND, str(exc), str(exc))
+    if isinstance(exc, (InvalidArgument, ConfigError)):
+        return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, SessionBusy):
+        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "session_busy", "session_id": exc.session_id})
+    if isinstance(exc, SessionLocked):
+        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "session_locked", "session_id": exc.session_id,
+                                                   "pid": exc.pid, "host": exc.host})
+    if isinstance(exc, OpenheimError):
+        return RpcError(INTERNAL_ERROR, str(exc))
+    return RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def stop_reason(reason: StopReason) -> str:
+    return STOP_REASONS.get(reason, "end_turn")
+
+
+# --- params ------------------------------------------------------------------
+
+
+def require_str(params: dict, key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise invalid_params(f"'{key}' is required and must be a non-empty string")
+    return value
+
+
+def optional_str(params: dict, key: str) -> str | None:
+    value = params.get(key)
+    if value is not None and not isinstance(value, str):
+        raise invalid_params(f"'{key}' must be a string")
+    return value
+
+
+def require_list(params: dict, key: str) -> list:
+    value = params.get(key)
+    if not isinstance(value, list):
+        raise invalid_params(f"'{key}' is required and must be an array")
+    return value
+
+
+def meta_of(params: dict) -> dict:
+    meta = params.get("_meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+# --- modes and config options ------------------------------------------------------
+
+
+def modes_state(current: str) -> dict:
+    return {"currentModeId": current,
+            "availableModes": [{"id": i, "name": n, "description": d} for i, n, d in MODES]}
+
+
+def model_value(provider: str, model: str) -> str:
+    return f"{provider}/{model}"
+
+
+def config_options(state: AgentState, session: SessionState) -> list[dict]:
+    """The full option list: the model picker first, then the mode picker."""
+    options = [{"value": model_value(p, m), "name": m, "description": p, "_meta": {"provider": p}}
+               for p, m in state.models()]
+    current = model_value(session.config.provider_name, session.config.model)
+    if current not in {o["value"] for o in options}:
+        options.insert(0, {"value": current, "name": session.config.model, "description": session.config.provider_name,
+                           "_meta": {"provider": session.config.provider_name}})
+    model = {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": current,
+             "options": options}
+    mode = {"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": session.mode,
+            "options": [{"value": i, "name": n, "description": d} for i, n, d in MODES]}
+    return [model, mode]
+
+
+def parse_model_value(state: AgentState, value: str) -> tuple[str | None, str]:
+    """A picker value ("provider/model", or a bare model name) as (provider, model)."""
+    for provider, model in state.models():
+        if value == model_value(provider, model):
+            return provider, model
+    return None, value
+
+
+def session_setup(state: AgentState, session: SessionState) -> dict:
+    """The modes and config options every session/new, load and resume answer carries."""
+    return {"modes": modes_state(session.mode), "configOptions": config_options(state, session)}

@@ -1,0 +1,252 @@
+"""Anthropic Messages API client (streaming, prompt caching, adaptive thinking)."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from openheim.core.llm.base import Chunk
+from openheim.core.llm.convert import arguments_object, json_text, new_call_id, system_text
+from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
+from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.models import (
+    Choice, FinishReason, ImageBlock, Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock,
+    ToolUseBlock, Usage,
+)
+from openheim.errors import ApiError, ContextOverflow, IncompleteResponse
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.base import OnChunk
+    from openheim.core.models import Tool
+    from openheim.core.turn import CancelToken
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 16000
+CACHE = {"type": "ephemeral"}
+_STOP = {"tool_use": FinishReason.TOOL_CALLS, "end_turn": FinishReason.STOP, "max_tokens": FinishReason.MAX_TOKENS,
+         "model_context_window_exceeded": FinishReason.MAX_TOKENS, "refusal": FinishReason.REFUSAL,
+         "pause_turn": FinishReason.PAUSED}
+_RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error"})
+_NO_CHUNKS: list[Chunk] = []
+CUT_STREAM = "Anthropic stream ended before message_stop"
+
+
+# --- request -------------------------------------------------------------------
+
+
+def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) -> dict[str, Any]:
+    """The Messages API request body; the system prompt and the last tool carry cache breakpoints."""
+    body: dict[str, Any] = {"model": cfg.model, "max_tokens": cfg.max_tokens or DEFAULT_MAX_TOKENS,
+                            "stream": True}
+    system = system_text(messages)
+    if system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
+    body["messages"] = build_messages(messages)
+    if tools:
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                         for t in tools]
+        body["tools"][-1]["cache_control"] = CACHE
+    if cfg.thinking:
+        body["thinking"] = {"type": "adaptive", "display": "summarized"}
+    return body
+
+
+def build_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """User/assistant turns; tool results become user turns, consecutive ones merged."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            blocks = [_tool_result(b) for b in m.content if isinstance(b, ToolResultBlock)]
+            if out and out[-1]["role"] == "user" and _is_tool_results(out[-1]):
+                out[-1]["content"].extend(blocks)
+            elif blocks:
+                out.append({"role": "user", "content": blocks})
+        elif m.role == "assistant":
+            blocks = _assistant_blocks(m)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": "user", "content": _user_blocks(m)})
+    return out
+
+
+def _is_tool_results(turn: dict[str, Any]) -> bool:
+    return bool(turn["content"]) and all(b.get("type") == "tool_result" for b in turn["content"])
+
+
+def _tool_result(b: ToolResultBlock) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_call_id, "content": b.content}
+    if b.is_error:
+        d["is_error"] = True
+    return d
+
+
+def _user_blocks(m: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextBlock):
+            blocks.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": b.mime_type, "data": b.data}})
+    return blocks or [{"type": "text", "text": ""}]
+
+
+def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, ThinkingBlock):
+            if b.signature:  # unsigned thinking cannot be replayed
+                blocks.append({"type": "thinking", "thinking": b.thinking, "signature": b.signature})
+        elif isinstance(b, RedactedThinkingBlock):
+            blocks.append({"type": "redacted_thinking", "data": b.data})
+        elif isinstance(b, TextBlock):
+            if b.text:
+                blocks.append({"type": "text", "text": b.text})
+        elif isinstance(b, ToolUseBlock):
+            blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": arguments_object(b.arguments)})
+    return blocks
+
+
+# --- stream parsing ----------------------------------------------------------------
+
+
+def parse_usage(u: dict[str, Any], into: Usage) -> None:
+    """Copy the fields present in an Anthropic usage object (counts are cumulative: last wins)."""
+    if u.get("input_tokens") is not None:
+        into.input_tokens = int(u["input_tokens"])
+    if u.get("output_tokens") is not None:
+        into.output_tokens = int(u["output_tokens"])
+    if u.get("cache_creation_input_tokens") is not None:
+        into.cache_creation_tokens = int(u["cache_creation_input_tokens"])
+    if u.get("cache_read_input_tokens") is not None:
+        into.cache_read_tokens = int(u["cache_read_input_tokens"])
+
+
+def stream_error(payload: dict[str, Any]) -> Exception:
+    """The exception for an in-stream ``error`` event."""
+    err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+    message = str(err.get("message") or "unknown streaming error")
+    if is_overflow(400, message):
+        return ContextOverflow(message)
+    return ApiError(f"Anthropic streaming error: {message}", retryable=err.get("type") in _RETRYABLE_ERRORS)
+
+
+class _Block:
+    __slots__ = ("type", "parts", "signature", "data", "id", "name")
+
+    def __init__(self, start: dict[str, Any]) -> None:
+        self.type = start.get("type")
+        self.parts: list[str] = []
+        self.signature = start.get("signature") or None
+        self.data = start.get("data")
+        self.id = start.get("id")
+        self.name = start.get("name")
+        first = start.get("text") or start.get("thinking")
+        if first:
+            self.parts.append(first)
+        if self.type == "tool_use" and start.get("input"):
+            self.parts.append(json_text(start["input"]))
+
+
+class MessagesStreamParser:
+    """Accumulates Messages API stream events into a Choice; ``feed`` returns the chunks to show."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, _Block] = {}
+        self.stop_reason: str | None = None
+        self.usage = Usage()
+        self.done = False
+
+    def feed(self, payload: dict[str, Any]) -> list[Chunk]:
+        kind = payload.get("type")
+        if kind == "content_block_delta":
+            return self._delta(payload)
+        if kind == "content_block_start":
+            block = payload.get("content_block") or {}
+            if block.get("type") in ("text", "thinking", "redacted_thinking", "tool_use"):
+                self.blocks[payload.get("index", len(self.blocks))] = _Block(block)
+        elif kind == "message_start":
+            parse_usage((payload.get("message") or {}).get("usage") or {}, self.usage)
+        elif kind == "message_delta":
+            self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
+            parse_usage(payload.get("usage") or {}, self.usage)
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise stream_error(payload)
+        return _NO_CHUNKS
+
+    def _delta(self, payload: dict[str, Any]) -> list[Chunk]:
+        block = self.blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        delta = payload.get("delta") or {}
+        if block is None:
+            return _NO_CHUNKS
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text") or ""
+            block.parts.append(text)
+            return [Chunk("text", text)] if text else _NO_CHUNKS
+        if kind == "thinking_delta":
+            text = delta.get("thinking") or ""
+            block.parts.append(text)
+            return [Chunk("thinking", text)] if text else _NO_CHUNKS
+        if kind == "input_json_delta":
+            block.parts.append(delta.get("partial_json") or "")
+        elif kind == "signature_delta":
+            block.signature = delta.get("signature") or block.signature
+        return _NO_CHUNKS
+
+    def finish(self) -> Choice:
+        """The assembled reply; IncompleteResponse without ``message_stop``."""
+        if not self.done:
+            raise IncompleteResponse(CUT_STREAM)
+        content: list = []
+        for _, b in sorted(self.blocks.items()):
+            text = "".join(b.parts)
+            if b.type == "text" and text:
+                content.append(TextBlock(text))
+            elif b.type == "thinking" and (text or b.signature):
+                content.append(ThinkingBlock(text, b.signature))
+            elif b.type == "redacted_thinking" and b.data:
+                content.append(RedactedThinkingBlock(b.data))
+            elif b.type == "tool_use":
+                content.append(ToolUseBlock(b.id or new_call_id(), b.name or "", text if text.strip() else "{}"))
+        reason = _STOP.get(self.stop_reason, FinishReason.OTHER) if self.stop_reason else None
+        detail = self.stop_reason if reason is FinishReason.OTHER else None
+        return Choice(Message("assistant", content), reason, detail, self.usage)
+
+
+# --- client ------------------------------------------------------------------------
+
+
+class AnthropicClient:
+    """Streams replies from ``{api_base}/messages``."""
+
+    def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
+        self.cfg = cfg
+        self.provider_name = cfg.provider_name
+        self.model = cfg.model
+        self.url = cfg.api_base.rstrip("/") + "/messages"
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "Accept-Encoding": "identity", "anthropic-version": API_VERSION}
+        if cfg.api_key:
+            self.headers["x-api-key"] = cfg.api_key
+        self._http = transport or HttpTransport(cfg.timeout_secs)
+
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
+               cancel: CancelToken) -> Choice:
+        body = build_request(messages, tools, self.cfg)
+        parser = MessagesStreamParser()
+        with self._http.stream(self.url, body, self.headers, cancel) as resp:
+            for _event, data in iter_sse(read_chunks(resp)):
+                payload = parse_json(data)
+                if isinstance(payload, dict):
+                    for chunk in parser.feed(payload):
+                        on_chunk(chunk)
+                    if parser.done:
+                        break
+            return parser.finish()

@@ -1,0 +1,42 @@
+"""create_client: the LlmClient for a resolved provider config, wrapped in the retry policy."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from openheim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.base import LlmClient
+
+RETRY_DELAY_ENV = "OPENHEIM_RETRY_BASE_DELAY"  # seconds; lets tests retry without real waits
+
+
+def _inner_client(cfg: AgentConfig) -> LlmClient:
+    kind = cfg.kind
+    if kind in ("openai", "openai_compatible"):
+        from openheim.core.llm.openai import OpenAIClient
+        return OpenAIClient(cfg)
+    if kind == "anthropic":
+        from openheim.core.llm.anthropic import AnthropicClient
+        return AnthropicClient(cfg)
+    if kind == "gemini":
+        from openheim.core.llm.gemini import GeminiClient
+        return GeminiClient(cfg)
+    raise ConfigError(f"provider '{cfg.provider_name}' has unknown kind '{kind}'; "
+                      "use one of openai, anthropic, gemini, openai_compatible")
+
+
+def _base_delay() -> float:
+    try:
+        return max(float(os.environ.get(RETRY_DELAY_ENV, "")), 0.0)
+    except ValueError:
+        return 1.0
+
+
+def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
+    """The client for ``cfg.kind`` (provider module imported on first use), with retries."""
+    from openheim.core.llm.retry import RetryClient
+    delay = _base_delay() if base_delay is None else base_delay
+    return RetryClient(_inner_client(cfg), base_delay=delay)

@@ -1,0 +1,248 @@
+"""Google Gemini client (generateContent streamed over SSE; key in the x-goog-api-key header only)."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from openheim.core.llm.base import Chunk
+from openheim.core.llm.convert import arguments_object, json_text, new_call_id, system_text
+from openheim.core.llm.gemini_schema import gemini_schema
+from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
+from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.models import (
+    Choice, FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage,
+)
+from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
+
+if TYPE_CHECKING:
+    from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.base import OnChunk
+    from openheim.core.models import Tool
+    from openheim.core.turn import CancelToken
+
+log = logging.getLogger(__name__)
+
+REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                      "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
+_RETRYABLE_STATUS = frozenset({"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
+_NO_CHUNKS: list[Chunk] = []
+CUT_STREAM = "Gemini stream ended before a finishReason"
+
+
+# --- request -------------------------------------------------------------------
+
+
+def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) -> dict[str, Any]:
+    """The generateContent request body (camelCase)."""
+    body: dict[str, Any] = {"contents": build_contents(messages)}
+    if tools:
+        body["tools"] = [{"functionDeclarations": [_declaration(t) for t in tools]}]
+    config: dict[str, Any] = {}
+    if cfg.max_tokens:
+        config["maxOutputTokens"] = cfg.max_tokens
+    if cfg.thinking:
+        config["thinkingConfig"] = {"includeThoughts": True}
+    if config:
+        body["generationConfig"] = config
+    system = system_text(messages)
+    if system:
+        body["systemInstruction"] = {"role": "user", "parts": [{"text": system}]}
+    return body
+
+
+def _declaration(t: Tool) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": t.name, "description": t.description}
+    params = gemini_schema(t.parameters)
+    if params is not None:
+        d["parameters"] = params
+    return d
+
+
+def build_contents(messages: list[Message]) -> list[dict[str, Any]]:
+    """user/model turns; tool results become functionResponse parts merged into the preceding user turn."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            parts = [{"functionResponse": {"name": b.tool_name, "response": {"result": b.content}}}
+                     for b in m.content if isinstance(b, ToolResultBlock)]
+            if out and out[-1]["role"] == "user":
+                out[-1]["parts"].extend(parts)
+            elif parts:
+                out.append({"role": "user", "parts": parts})
+        elif m.role == "assistant":
+            parts = _model_parts(m)
+            if parts:
+                out.append({"role": "model", "parts": parts})
+        else:
+            out.append({"role": "user", "parts": _user_parts(m)})
+    return out
+
+
+def _user_parts(m: Message) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextBlock):
+            parts.append({"text": b.text})
+        elif isinstance(b, ImageBlock):
+            parts.append({"inlineData": {"mimeType": b.mime_type, "data": b.data}})
+    return parts or [{"text": ""}]
+
+
+def _model_parts(m: Message) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for b in m.content:
+        if isinstance(b, TextBlock) and b.text:
+            parts.append({"text": b.text})
+        elif isinstance(b, ToolUseBlock):
+            part: dict[str, Any] = {"functionCall": {"name": b.name, "args": arguments_object(b.arguments)}}
+            if b.signature:
+                part["thoughtSignature"] = b.signature
+            parts.append(part)
+    return parts
+
+
+# --- errors ----------------------------------------------------------------------
+
+
+def retry_delay(body: str) -> float | None:
+    """``RetryInfo.retryDelay`` ("34s", "1.5s") from a Google RPC error body."""
+    try:
+        details = json.loads(body).get("error", {}).get("details") or []
+    except (ValueError, AttributeError):
+        return None
+    for d in details:
+        if isinstance(d, dict) and str(d.get("@type", "")).endswith("RetryInfo"):
+            match = re.fullmatch(r"\s*([\d.]+)s\s*", str(d.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def stream_error(payload: dict[str, Any]) -> Exception:
+    """The exception for an in-stream ``{"error": ...}`` payload."""
+    err = payload.get("error") if isinstance(payload.get("error"), dict) else {"message": str(payload.get("error"))}
+    message = str(err.get("message") or err.get("status") or "unknown streaming error")
+    if is_overflow(400, message):
+        return ContextOverflow(message)
+    code = err.get("code")
+    retryable = err.get("status") in _RETRYABLE_STATUS or (isinstance(code, int) and (code >= 500 or code == 429))
+    return ApiError(f"Gemini streaming error: {message}", retryable=retryable)
+
+
+# --- stream parsing ----------------------------------------------------------------
+
+
+def parse_usage(u: dict[str, Any]) -> Usage:
+    cached = int(u.get("cachedContentTokenCount") or 0)
+    return Usage(input_tokens=max(int(u.get("promptTokenCount") or 0) - cached, 0),
+                 output_tokens=int(u.get("candidatesTokenCount") or 0), cache_read_tokens=cached)
+
+
+class GenerateStreamParser:
+    """Accumulates streamGenerateContent payloads into a Choice; ``feed`` returns the chunks to show."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[ToolUseBlock] = []
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, payload: dict[str, Any]) -> list[Chunk]:
+        if payload.get("error"):
+            raise stream_error(payload)
+        if payload.get("usageMetadata"):
+            self.usage = parse_usage(payload["usageMetadata"])
+        candidates = payload.get("candidates")
+        if not candidates:
+            blocked = (payload.get("promptFeedback") or {}).get("blockReason")
+            if blocked:
+                self.finish_reason = "SAFETY" if blocked not in REFUSALS else blocked
+            return _NO_CHUNKS
+        cand = candidates[0]
+        parts = (cand.get("content") or {}).get("parts")
+        out = self._parts(parts) if parts else _NO_CHUNKS
+        if cand.get("finishReason"):
+            self.finish_reason = cand["finishReason"]
+        return out
+
+    def _parts(self, parts: list[dict[str, Any]]) -> list[Chunk]:
+        out = []
+        for part in parts:
+            text = part.get("text")
+            if text:
+                if part.get("thought"):
+                    self.thinking.append(text)
+                    out.append(Chunk("thinking", text))
+                else:
+                    self.text.append(text)
+                    out.append(Chunk("text", text))
+            call = part.get("functionCall")
+            if call:
+                self.calls.append(ToolUseBlock(new_call_id(), call.get("name") or "", json_text(call.get("args") or {}),
+                                               part.get("thoughtSignature")))
+        return out
+
+    def finish(self) -> Choice:
+        """The assembled reply; IncompleteResponse when no finishReason arrived."""
+        if self.finish_reason is None:
+            raise IncompleteResponse(CUT_STREAM)
+        content: list = []
+        thinking, text = "".join(self.thinking), "".join(self.text)
+        if thinking:
+            content.append(ThinkingBlock(thinking))
+        if text:
+            content.append(TextBlock(text))
+        content += [c for c in self.calls if c.name]
+        reason, detail = _reason(self.finish_reason, any(isinstance(b, ToolUseBlock) for b in content))
+        return Choice(Message("assistant", content), reason, detail, self.usage)
+
+
+def _reason(raw: str, has_calls: bool) -> tuple[FinishReason, str | None]:
+    if raw == "STOP":
+        return (FinishReason.TOOL_CALLS if has_calls else FinishReason.STOP), None
+    if raw == "MAX_TOKENS":
+        return FinishReason.MAX_TOKENS, None
+    if raw in REFUSALS:
+        return FinishReason.REFUSAL, None
+    return FinishReason.OTHER, raw.lower()
+
+
+# --- client ------------------------------------------------------------------------
+
+
+class GeminiClient:
+    """Streams replies from ``{api_base}/models/{model}:streamGenerateContent?alt=sse``."""
+
+    def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
+        self.cfg = cfg
+        self.provider_name = cfg.provider_name
+        self.model = cfg.model
+        model = cfg.model.removeprefix("models/")
+        self.url = f"{cfg.api_base.rstrip('/')}/models/{model}:streamGenerateContent?alt=sse"
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "Accept-Encoding": "identity"}
+        if cfg.api_key:
+            self.headers["x-goog-api-key"] = cfg.api_key
+        self._http = transport or HttpTransport(cfg.timeout_secs)
+
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
+               cancel: CancelToken) -> Choice:
+        body = build_request(messages, tools, self.cfg)
+        parser = GenerateStreamParser()
+        try:
+            with self._http.stream(self.url, body, self.headers, cancel) as resp:
+                for _event, data in iter_sse(read_chunks(resp)):
+                    payload = parse_json(data)
+                    if isinstance(payload, dict):
+                        for chunk in parser.feed(payload):
+                            on_chunk(chunk)
+                return parser.finish()
+        except HttpError as e:
+            if e.retry_after is None:
+                e.retry_after = retry_delay(e.body)
+            raise

@@ -1,0 +1,21 @@
+"""The built-in tools every session gets (execute_command only when allow_shell is on)."""
+from __future__ import annotations
+
+from openheim.tools.edit_file import EditFileTool
+from openheim.tools.list_dir import ListDirTool
+from openheim.tools.read_file import ReadFileTool
+from openheim.tools.registry import ToolRegistry
+from openheim.tools.search import SearchTool
+from openheim.tools.web_fetch import Resolver, WebFetchTool
+from openheim.tools.write_file import WriteFileTool
+
+
+def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None) -> None:
+    """Add read_file, write_file, edit_file, list_dir, search, web_fetch (+ execute_command)."""
+    for tool in (ReadFileTool(), WriteFileTool(), EditFileTool(), ListDirTool(), SearchTool(),
+                 WebFetchTool(resolver)):
+        registry.register(tool)
+    if allow_shell:
+        from openheim.tools.execute_command import ExecuteCommandTool
+
+        registry.register(ExecuteCommandTool())

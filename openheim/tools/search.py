@@ -1,0 +1,245 @@
+"""search: regex search over the files under a directory, ripgrep-style (ignore files, hidden, binary)."""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from openheim.errors import ToolExecutionError
+from openheim.tools.args import optional_bool, optional_str, require_str
+from openheim.tools.ignore import RuleSet, is_ignored
+from openheim.tools.registry import ToolCapabilities
+from openheim.tools.sandbox import validate_path
+
+if TYPE_CHECKING:
+    from openheim.core.turn import CancelToken, TurnContext
+
+MAX_MATCHES = 200
+MAX_FILES = 50000
+MAX_FILE_BYTES = 64 * 1024 * 1024
+IGNORE_FILES = (".gitignore", ".ignore")  # later files take precedence at the same level
+_NO_PREFILTER = ("(?=", "(?!", "(?<=", "(?<!", "\\A", "\\Z", "(?>", "*+", "++", "?+", "}+")
+
+Match = tuple[int, int, str]  # (file index, line number, text)
+
+
+def _read_rules(directory: str) -> list[RuleSet]:
+    found = []
+    for name in IGNORE_FILES:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
+                found.append(RuleSet(directory, f.read()))
+        except OSError:
+            continue
+    return found
+
+
+def _repo_levels(root: str) -> tuple[bool, list[RuleSet]]:
+    """(inside a git repo?, the ignore rules of the directories from the repo top down to root's parent)."""
+    chain: list[str] = []
+    cur = os.path.dirname(root) if os.path.isfile(root) else root
+    while True:
+        if os.path.exists(os.path.join(cur, ".git")):
+            levels = [rs for d in reversed(chain) for rs in _read_rules(d)]
+            return True, levels
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return False, []
+        cur = parent
+        chain.append(cur)
+
+
+def _scan_dir(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)  # code point order = UTF-8 byte order
+    except OSError:
+        return []
+
+
+def iter_files(root: str) -> Iterator[str]:
+    """Regular files under ``root`` in sorted depth-first order, skipping hidden, ignored and symlinks."""
+    in_repo, base_levels = _repo_levels(root)
+    stack: list[tuple[Iterator[os.DirEntry], list[RuleSet], bool]] = []
+
+    def enter(path: str, levels: list[RuleSet], repo: bool) -> None:
+        entries = _scan_dir(path)
+        if any(e.name == ".git" for e in entries):
+            levels, repo = [], True
+        if repo:
+            levels = levels + _read_rules(path)
+        stack.append((iter(entries), levels, repo))
+
+    enter(root, base_levels, in_repo)
+    while stack:
+        entries, levels, repo = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if levels and is_ignored(levels, entry.path, is_dir):
+            continue
+        if is_dir:
+            enter(entry.path, levels, repo)
+        elif entry.is_file(follow_symlinks=False):
+            yield entry.path
+
+
+def collect_files(root: str, limit: int | None = None) -> tuple[list[str], bool]:
+    """Up to ``limit`` (default MAX_FILES) files to search and whether more were left unscanned."""
+    limit = MAX_FILES if limit is None else limit
+    if os.path.isfile(root):
+        return [root], False
+    files: list[str] = []
+    for path in iter_files(root):
+        if len(files) == limit:
+            return files, True
+        files.append(path)
+    return files, False
+
+
+def compile_pattern(pattern: str, case_insensitive: bool) -> re.Pattern:
+    flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return re.compile(pattern, flags)
+    except (re.error, OverflowError, RecursionError) as e:
+        raise ToolExecutionError(f"Invalid pattern '{pattern}': {e}") from None
+
+
+def _read_bytes(path: str) -> bytes | None:
+    """The file's bytes with as few system calls as possible; None if unreadable or too big."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_FILE_BYTES:
+            return None
+        chunks = [os.read(fd, size + 1)]
+        total = len(chunks[0])
+        while total > size:  # the file grew, or its size is not reported (e.g. procfs)
+            more = os.read(fd, 1 << 20)
+            if not more:
+                break
+            chunks.append(more)
+            total += len(more)
+            if total > MAX_FILE_BYTES:
+                return None
+        return b"".join(chunks) if len(chunks) > 1 else chunks[0]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def load_text(path: str) -> str | None:
+    """The file as text, or None when it is binary (has NUL), not UTF-8, too big or unreadable."""
+    data = _read_bytes(path)
+    if data is None or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def match_lines(text: str, rx: re.Pattern, prefilter: bool) -> list[tuple[int, str]]:
+    """(line number, trimmed line) for every line of ``text`` that ``rx`` matches (pure)."""
+    if prefilter and rx.search(text) is None:
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [(n, line.rstrip()) for n, line in enumerate(lines, 1) if rx.search(line)]
+
+
+def python_search(files: list[str], rx: re.Pattern, cancel: CancelToken | None) -> list[Match]:
+    """Search files in order with Python's re, stopping once MAX_MATCHES lines are found."""
+    prefilter = not any(token in rx.pattern for token in _NO_PREFILTER)
+    found: list[Match] = []
+    for index, path in enumerate(files):
+        if cancel is not None and cancel.cancelled:
+            raise ToolExecutionError("search cancelled")
+        text = load_text(path)
+        if text is None:
+            continue
+        found.extend((index, n, line) for n, line in match_lines(text, rx, prefilter))
+        if len(found) > MAX_MATCHES:
+            break
+    return found
+
+
+def format_results(found: list[Match], files: list[str], root: str, capped_files: bool) -> str:
+    """The tool output: ``relpath:line: text`` lines, capped, or the no-match message (pure)."""
+    if not found:
+        if capped_files:
+            return f"(no matches found; search stopped after {MAX_FILES} files)"
+        return "(no matches found)"
+    single = len(files) == 1 and files[0] == root
+    lines = []
+    for index, number, text in found[:MAX_MATCHES]:
+        path = files[index] if single else files[index][len(root.rstrip("/")) + 1:]
+        lines.append(f"{path}:{number}: {text}")
+    out = "\n".join(lines)
+    if len(found) > MAX_MATCHES:
+        out += f"\n... [results truncated at {MAX_MATCHES} matches]"
+    elif capped_files:
+        out += f"\n... [search stopped after {MAX_FILES} files]"
+    return out
+
+
+def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken | None = None,
+               use_rg: bool | None = None) -> str:
+    """Search ``root`` (a directory or one file); rg is used when available and the pattern allows it."""
+    from openheim.tools import search_rg
+
+    rx = compile_pattern(pattern, case_insensitive)
+    files, capped = collect_files(root)
+    found = None
+    if use_rg is not False and search_rg.usable(pattern, required=use_rg is True):
+        found = search_rg.rg_search(files, root, pattern, case_insensitive, cancel)
+    if found is None:
+        found = python_search(files, rx, cancel)
+    return format_results(found, files, root, capped)
+
+
+class SearchTool:
+    """Search file contents with a regular expression."""
+
+    name = "search"
+    description = ("Search file contents for a regular expression (Python `re` syntax) under a directory "
+                   "(default: the working directory) or in one file. Inside a git repository .gitignore and "
+                   ".ignore rules are respected; hidden files, binary and non-UTF-8 files are skipped. Output "
+                   "lines are `path:line: text`, at most 200 matches.")
+    parameters = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression (Python re syntax)"},
+            "path": {"type": ["string", "null"], "description": "Directory or file to search (default: the "
+                                                                "working directory)"},
+            "case_insensitive": {"type": ["boolean", "null"], "description": "Ignore case (default false)"},
+        },
+        "required": ["pattern"],
+    }
+    capabilities = ToolCapabilities(read_only=True, kind="search")
+
+    def __init__(self, use_rg: bool | None = None) -> None:
+        """``use_rg``: None = when available, False = never (tests compare both engines)."""
+        self.use_rg = use_rg
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        pattern = require_str(args, "pattern")
+        requested = optional_str(args, "path") or "."
+        case_insensitive = optional_bool(args, "case_insensitive")
+        root = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
+        if not root.exists():
+            raise ToolExecutionError(f"path '{requested}' does not exist")
+        return run_search(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg)

@@ -1,0 +1,169 @@
+"""The ripgrep engine for search: used for patterns that mean the same in rg and Python's re.
+
+The file list (ignore rules, hidden, caps) is always built in Python; rg only matches lines in
+those files, and files rg matched are re-checked for NUL bytes and UTF-8 so both engines skip
+the same binary files.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+from openheim.errors import ToolExecutionError
+from openheim.tools.search import MAX_MATCHES, Match, load_text
+
+if TYPE_CHECKING:
+    from openheim.core.turn import CancelToken
+
+_PUNCT_ESCAPES = set("\\.+*?()|[]{}^$#&-~")  # what rg 13 (regex-syntax 0.6) may escape
+_ARG_BYTES = 512 * 1024
+
+
+def _class_end(pattern: str, i: int) -> int | None:
+    """Index just past a plain ``[...]`` class at pattern[i], or None if it uses anything unusual."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        return None
+    while j < len(pattern) and pattern[j] != "]":
+        c = pattern[j]
+        if c == "[" or pattern.startswith(("&&", "--", "~~"), j):
+            return None
+        if c == "\\":
+            if j + 1 >= len(pattern) or pattern[j + 1] not in _PUNCT_ESCAPES:
+                return None
+            j += 1
+        j += 1
+    return j + 1 if j < len(pattern) else None
+
+
+def _repeat_end(pattern: str, i: int) -> int | None:
+    """Index just past a ``{n}``, ``{n,}`` or ``{n,m}`` repetition at pattern[i], else None."""
+    j = pattern.find("}", i)
+    if j < 0:
+        return None
+    low, comma, high = pattern[i + 1:j].partition(",")
+    if not low.isdigit() or (high and not high.isdigit()) or not low.isascii() or not high.isascii():
+        return None
+    return j + 1
+
+
+def is_portable(pattern: str) -> bool:
+    """True when the pattern uses only syntax that rg and Python's re read the same way."""
+    i, n, after_atom = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n or (pattern[i + 1] not in _PUNCT_ESCAPES and pattern[i + 1] != "t"):
+                return False
+            i, after_atom = i + 2, True
+        elif c == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return False
+            i, after_atom = end, True
+        elif c == "{":
+            end = _repeat_end(pattern, i) if after_atom else None
+            if end is None:
+                return False
+            i = end
+        elif c == "(":
+            if pattern.startswith("(?", i) and not pattern.startswith("(?:", i):
+                return False
+            i, after_atom = i + (3 if pattern.startswith("(?:", i) else 1), False
+        elif c == "}" or ord(c) < 0x20:
+            return False
+        else:
+            after_atom = c not in "|^"
+            i += 1
+    return True
+
+
+def usable(pattern: str, required: bool = False) -> bool:
+    """Whether the rg engine may run this pattern (``required`` raises when rg is missing)."""
+    if shutil.which("rg") is None:
+        if required:
+            raise ToolExecutionError("search needs ripgrep (rg) on PATH for use_rg=True")
+        return False
+    return is_portable(pattern)
+
+
+def _batches(paths: list[str]) -> list[list[int]]:
+    """File indexes grouped so each rg command line stays well under the OS limit."""
+    groups, current, size = [], [], 0
+    for index, path in enumerate(paths):
+        cost = len(os.fsencode(path)) + 1
+        if current and size + cost > _ARG_BYTES:
+            groups.append(current)
+            current, size = [], 0
+        current.append(index)
+        size += cost
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _parse(output: bytes, index_of: dict[bytes, int]) -> list[Match]:
+    """rg ``--null --line-number`` output to (file index, line, trimmed text), sorted."""
+    found = []
+    for record in output.split(b"\n"):
+        path, sep, rest = record.partition(b"\0")
+        if not sep:
+            continue
+        number, _, text = rest.partition(b":")
+        found.append((index_of[path], int(number), text.decode("utf-8", "replace").rstrip()))
+    found.sort(key=lambda m: (m[0], m[1]))
+    return found
+
+
+def _run_rg(args: list[str], cwd: str, cancel: CancelToken | None) -> bytes | None:
+    """rg's stdout, or None when rg failed (the caller falls back to Python)."""
+    proc = subprocess.Popen(args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    remove = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
+    try:
+        out, _ = proc.communicate()
+    finally:
+        remove()
+    if cancel is not None and cancel.cancelled:
+        raise ToolExecutionError("search cancelled")
+    return out if proc.returncode in (0, 1) else None
+
+
+def _keep_text_files(found: list[Match], files: list[str]) -> list[Match]:
+    """Drop matches in files Python would skip (NUL bytes, not UTF-8, too big)."""
+    verdict: dict[int, bool] = {}
+    kept = []
+    for match in found:
+        index = match[0]
+        if index not in verdict:
+            verdict[index] = load_text(files[index]) is not None
+        if verdict[index]:
+            kept.append(match)
+    return kept
+
+
+def rg_search(files: list[str], root: str, pattern: str, case_insensitive: bool,
+              cancel: CancelToken | None) -> list[Match] | None:
+    """Matches in file order (stopping after MAX_MATCHES), or None if rg could not run the search."""
+    single = len(files) == 1 and files[0] == root
+    cwd = os.path.dirname(root) if single else root
+    cut = len(cwd.rstrip("/")) + 1
+    rel = [f[cut:] for f in files]
+    base = ["rg", "--no-config", "--no-heading", "--with-filename", "--line-number", "--null", "--color",
+            "never", "--text", "--no-messages", "--no-ignore", "--hidden", "--encoding", "none",
+            "--max-count", str(MAX_MATCHES + 1)]
+    base += (["--ignore-case"] if case_insensitive else []) + ["-e", pattern, "--"]
+    found: list[Match] = []
+    for group in _batches(rel):
+        out = _run_rg(base + [rel[i] for i in group], cwd, cancel)
+        if out is None:
+            return None
+        index_of = {os.fsencode(rel[i]): i for i in group}
+        found.extend(_keep_text_files(_parse(out, index_of), files))
+        if len(found) > MAX_MATCHES:
+            break
+    return found

@@ -1,0 +1,63 @@
+"""`openheim acp` (alias `openheim stdio`): serve the Agent Client Protocol on stdin/stdout."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import BinaryIO
+
+import click
+
+
+def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
+    """(stdin, protocol stdout); fd 1 and sys.stdout are pointed at stderr so stray prints never corrupt ACP."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=1 << 16)
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return sys.stdin.buffer, out
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    from openheim.tools.process import kill_all
+
+    kill_all()
+    raise SystemExit(128 + signum)
+
+
+def serve(config_path: str | None) -> int:
+    """Build the runtime (config errors: one stderr line, exit 2), then serve until stdin closes."""
+    from openheim.client import OpenheimClient
+    from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+
+    try:
+        client = OpenheimClient.builder().config_path(config_path).build()
+    except (ConfigError, InvalidArgument) as e:
+        click.echo(f"Error: {e}", err=True)
+        return 2
+    except OpenheimError as e:
+        click.echo(f"Error: {e}", err=True)
+        return 1
+    from openheim.acp.server import AcpServer
+
+    inp, out = protocol_streams()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    try:
+        return AcpServer(client.state, inp, out).serve()
+    except KeyboardInterrupt:
+        return 130
+
+
+@click.command("acp")
+@click.pass_context
+def acp_command(ctx: click.Context) -> None:
+    """Serve the Agent Client Protocol on stdin/stdout for editors (Zed, JetBrains, Neovim, ...)."""
+    sys.exit(serve((ctx.obj or {}).get("config_path")))
+
+
+@click.command("stdio")
+@click.pass_context
+def stdio_command(ctx: click.Context) -> None:
+    """Alias of `openheim acp`."""
+    sys.exit(serve((ctx.obj or {}).get("config_path")))

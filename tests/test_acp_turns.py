@@ -1,0 +1,160 @@
+"""`openheim acp` turns on the wire: busy sessions, concurrency, cancellation and shutdown."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from acp_wire import AcpWire, agent_text, updates
+from cli_helpers import write_config
+from fake_llm import FakeLLMServer, Reply, ToolCall
+
+
+@pytest.fixture
+def srv(isolated_home):
+    with FakeLLMServer(wire="openai") as server:
+        write_config(isolated_home, server.base_url, extra="allow_shell = true")
+        yield server
+
+
+@pytest.fixture
+def wire(srv):
+    agent = AcpWire()
+    yield agent
+    agent.close()
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    return root.resolve()
+
+
+def test_second_prompt_on_a_busy_session_is_refused_naming_it(wire, srv, project):
+    srv.enqueue(Reply(text="slow reply in many words", delay=0.1))
+    wire.initialize()
+    sid = wire.new_session(project)
+    first = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]})
+    second_response, _ = wire.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]})
+    assert second_response["error"]["code"] == -32603
+    assert sid in second_response["error"]["message"]
+    assert second_response["error"]["data"] == {"kind": "session_busy", "session_id": sid}
+    response, _ = wire.until_response(first)
+    assert response["result"]["stopReason"] == "end_turn"
+
+
+def test_two_sessions_run_concurrently(wire, srv, project):
+    srv.enqueue(Reply(text="alpha alpha alpha alpha", delay=0.05), Reply(text="beta beta beta beta", delay=0.05))
+    wire.initialize()
+    s1, s2 = wire.new_session(project), wire.new_session(project)
+    r1 = wire.start("session/prompt", {"sessionId": s1, "prompt": [{"type": "text", "text": "one"}]})
+    r2 = wire.start("session/prompt", {"sessionId": s2, "prompt": [{"type": "text", "text": "two"}]})
+    owners, done, text = [], {}, {s1: "", s2: ""}
+    ids = {r1: s1, r2: s2}
+    while len(done) < 2:
+        frame = wire.next_frame()
+        if frame.get("method") == "session/update":
+            owner = frame["params"]["sessionId"]
+            assert owner not in done  # nothing after a session's answer
+            update = frame["params"]["update"]
+            if update["sessionUpdate"] == "agent_message_chunk":
+                text[owner] += update["content"]["text"]
+                owners.append(owner)
+        elif frame.get("id") in ids:
+            done[ids[frame["id"]]] = frame["result"]["stopReason"]
+    assert done == {s1: "end_turn", s2: "end_turn"}
+    switches = sum(1 for a, b in zip(owners, owners[1:]) if a != b)
+    assert switches >= 2, owners  # the two turns' chunks interleave
+    assert sorted([text[s1], text[s2]]) == ["alpha alpha alpha alpha", "beta beta beta beta"]
+
+
+def test_cancel_during_streaming_answers_cancelled_quickly_and_next_prompt_works(wire, srv, project):
+    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=0.05))
+    wire.initialize()
+    sid = wire.new_session(project)
+    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+    frame = wire.next_frame()
+    while updates([frame], "agent_message_chunk") == []:
+        frame = wire.next_frame()
+    started = time.monotonic()
+    wire.notify("session/cancel", {"sessionId": sid})
+    response, _ = wire.until_response(request_id)
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert time.monotonic() - started < 1.0
+    assert wire.no_frame_within(0.3)
+    response, frames = wire.prompt(sid, "again")
+    assert response["result"]["stopReason"] == "end_turn" and agent_text(frames) == "echo: again"
+
+
+def test_cancel_during_a_long_command_kills_it_and_closes_the_tool_call(wire, srv, project):
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo $$ > pid; sleep 30"})]))
+    wire.initialize()
+    sid = wire.new_session(project)
+    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    frame = wire.next_frame()
+    while frame.get("method") != "session/request_permission":
+        frame = wire.next_frame()
+    wire.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected",
+                                                                             "optionId": "allow_once"}}})
+    pid = _wait_for_pid(project / "pid")
+    wire.notify("session/cancel", {"sessionId": sid})
+    response, frames = wire.until_response(request_id)
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert updates(frames, "tool_call_update")[-1]["status"] == "failed"
+    assert _gone(pid)
+
+
+def test_cancel_during_a_pending_permission_never_runs_the_tool(wire, srv, project):
+    srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "c.txt", "content": "x"})]))
+    wire.initialize()
+    sid = wire.new_session(project)
+    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    frame = wire.next_frame()
+    while frame.get("method") != "session/request_permission":
+        frame = wire.next_frame()
+    wire.notify("session/cancel", {"sessionId": sid})
+    response, frames = wire.until_response(request_id, on_request=lambda f: None)
+    assert response["result"] == {"stopReason": "cancelled"}
+    wire.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+    assert updates(frames, "tool_call_update")[-1]["status"] == "failed"
+    assert not (project / "c.txt").exists()
+    assert wire.no_frame_within(0.3)
+
+
+def test_eof_exits_zero_fast_and_leaves_no_child(srv, project):
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo $$ > pid; sleep 30"})]))
+    wire = AcpWire()
+    wire.initialize()
+    sid = wire.new_session(project)
+    wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    frame = wire.next_frame()
+    while frame.get("method") != "session/request_permission":
+        frame = wire.next_frame()
+    wire.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected",
+                                                                             "optionId": "allow_once"}}})
+    pid = _wait_for_pid(project / "pid")
+    started = time.monotonic()
+    assert wire.close(timeout=3) == 0
+    assert time.monotonic() - started < 2.0
+    assert _gone(pid)
+
+
+def _wait_for_pid(path, timeout: float = 5.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.02)
+    raise AssertionError("the command never started")
+
+
+def _gone(pid: int, timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False

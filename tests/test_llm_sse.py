@@ -1,0 +1,82 @@
+"""SSE framing over raw byte chunks: splits, CRLF, comments, UTF-8 across writes, the line-length guard."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from openheim.core.llm.sse import guard_line_length, iter_sse, parse_json
+from openheim.errors import ParseError
+
+
+def events(*chunks: bytes) -> list[tuple[str, str]]:
+    return list(iter_sse(iter(chunks)))
+
+
+def test_plain_data_events_default_to_message():
+    assert events(b"data: {\"a\":1}\n\ndata: [DONE]\n\n") == [("message", '{"a":1}'), ("message", "[DONE]")]
+
+
+def test_named_events_and_crlf():
+    got = events(b"event: ping\r\ndata: {}\r\n\r\nevent: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n")
+    assert got == [("ping", "{}"), ("message_stop", '{"type":"message_stop"}')]
+
+
+def test_event_split_at_every_byte():
+    raw = "event: x\ndata: héllo — 日本\n\n".encode()
+    assert events(*[raw[i:i + 1] for i in range(len(raw))]) == [("x", "héllo — 日本")]
+
+
+def test_multibyte_character_split_across_chunks():
+    raw = "data: 日本語\n\n".encode()
+    cut = raw.index("本".encode()) + 1  # in the middle of a 3-byte character
+    assert events(raw[:cut], raw[cut:]) == [("message", "日本語")]
+
+
+def test_crlf_split_between_chunks():
+    assert events(b"data: a\r", b"\n\r\n", b"data: b\r\n\r", b"\n") == [("message", "a"), ("message", "b")]
+
+
+def test_comments_and_keepalives_are_skipped():
+    got = events(b": OPENROUTER PROCESSING\n\n", b":\n\n", b"data: {\"x\":1}\n\n")
+    assert got == [("message", '{"x":1}')]
+
+
+def test_multiline_data_joined_with_newline():
+    assert events(b"data: a\ndata: b\n\n") == [("message", "a\nb")]
+
+
+def test_unterminated_last_event_still_dispatched():
+    assert events(b"data: {\"last\":true}") == [("message", '{"last":true}')]
+
+
+def test_data_without_space_after_colon():
+    assert events(b"data:[DONE]\n\n") == [("message", "[DONE]")]
+
+
+def test_unknown_fields_ignored():
+    assert events(b"id: 7\nretry: 100\nfoo: bar\ndata: x\n\n") == [("message", "x")]
+
+
+def test_line_longer_than_one_mebibyte_fails():
+    chunks = [b"data: " + b"x" * 600_000, b"y" * 600_000]
+    with pytest.raises(ParseError, match="stream line longer than 1048576 bytes"):
+        list(iter_sse(iter(chunks)))
+
+
+def test_long_but_terminated_lines_pass_the_guard():
+    chunks = [b"x" * 900_000 + b"\n", b"y" * 900_000 + b"\n"]
+    assert list(guard_line_length(iter(chunks))) == chunks
+
+
+def test_guard_counts_across_chunks():
+    with pytest.raises(ParseError):
+        list(guard_line_length(iter([b"a\n" + b"b" * 60, b"c" * 60]), limit=100))
+
+
+def test_parse_json_skips_invalid_payload_with_warning(caplog):
+    caplog.set_level(logging.WARNING)
+    assert parse_json('{"ok": 1}') == {"ok": 1}
+    assert parse_json("not json " + "z" * 500) is None
+    assert "not valid JSON" in caplog.text
+    assert "z" * 191 in caplog.text and "z" * 300 not in caplog.text
