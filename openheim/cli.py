@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -60,6 +59,8 @@ class LazyGroup(click.Group):
 
 
 def setup_logging() -> None:
+    import logging
+
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
                         format="openheim: %(levelname)s %(name)s: %(message)s")

@@ -56,17 +56,19 @@ def check(name: str, value: object) -> None:
 
 def check_agent_frame(frame: dict, client_methods: dict) -> None:
     """One frame from the agent; ``client_methods`` maps our request ids to their method names."""
-    check("Agent", frame)
     assert frame.get("jsonrpc") == "2.0", frame
     if "method" in frame:
         if "id" in frame:
+            assert isinstance(frame["id"], (int, str)), frame
             check(AGENT_REQUESTS[frame["method"]], frame["params"])
         else:
             assert frame["method"] == "session/update", frame
             check("SessionNotification", frame["params"])
         return
+    assert ("result" in frame) != ("error" in frame), frame
     if "error" in frame:
         check("Error", frame["error"])
+        assert frame["id"] is None or isinstance(frame["id"], (int, str)), frame
         return
     method = client_methods.get(frame.get("id"))
     assert method is not None, f"a response to a request we never sent: {frame}"

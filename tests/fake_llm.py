@@ -1,11 +1,17 @@
 """A scripted fake LLM server speaking the OpenAI, Anthropic or Gemini streaming wire on 127.0.0.1.
 
-    with FakeLLMServer(wire="openai") as srv:
+    with FakeLLMServer(wire="openai") as srv:          # "openai" | "anthropic" | "gemini"
         srv.enqueue(Reply(text="done"), Fault(status=429, retry_after=1))
         ... point a client at srv.base_url ...
-        srv.requests[0].body
+        srv.requests[0].body                           # .path .headers (case-insensitive) .body .raw .query
 
-An empty queue answers ``echo: <last user message text>``.
+An empty queue answers ``echo: <last user message text>``. Replies: text/thinking/tool_calls/usage,
+``chunk_size`` and ``delay`` per event, the wire's own ``finish`` reason, ``refusal``, ``complete=False`` (no end
+marker), ``head_delay`` (before the response head), ``raw_sse`` (hand-made writes). Faults: HTTP ``status`` with
+the wire's error body (or ``body``) and ``retry_after`` (Gemini: RetryInfo in the body), ``drop_after_chunks``,
+``in_stream_error`` (after ``error_after_chunks``), ``overflow``. Server options: ``max_request_bytes`` (bigger
+requests get the overflow error and leave the queue alone), ``slow`` (delay between all events), ``burst``
+(coalesced writes). ``clear()`` drops what is left of a script.
 """
 from __future__ import annotations
 

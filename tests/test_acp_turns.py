@@ -140,6 +140,54 @@ def test_eof_exits_zero_fast_and_leaves_no_child(srv, project):
     assert _gone(pid)
 
 
+def test_prompt_sent_right_after_a_cancel_runs_once_the_old_turn_ends(wire, srv, project):
+    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=0.03))
+    wire.initialize()
+    sid = wire.new_session(project)
+    first = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+    frame = wire.next_frame()
+    while updates([frame], "agent_message_chunk") == []:
+        frame = wire.next_frame()
+    wire.notify("session/cancel", {"sessionId": sid})
+    second = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]})
+    answers, after_first = {}, []
+    while len(answers) < 2:
+        frame = wire.next_frame()
+        if frame.get("id") in (first, second) and "method" not in frame:
+            answers[frame["id"]] = frame["result"]["stopReason"]
+        elif first in answers:
+            after_first.append(frame)
+    assert answers == {first: "cancelled", second: "end_turn"}
+    assert agent_text(after_first) == "echo: next"
+
+
+def test_close_during_a_turn_cancels_it_first(wire, srv, project):
+    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=0.03))
+    wire.initialize()
+    sid = wire.new_session(project)
+    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+    frame = wire.next_frame()
+    while updates([frame], "agent_message_chunk") == []:
+        frame = wire.next_frame()
+    close_id = wire.start("session/close", {"sessionId": sid})
+    answers = {}
+    while len(answers) < 2:
+        frame = wire.next_frame()
+        if frame.get("id") in (request_id, close_id) and "method" not in frame:
+            answers[frame["id"]] = frame["result"]
+    assert answers == {request_id: {"stopReason": "cancelled"}, close_id: {}}
+    response, _ = wire.prompt(sid, "after close")
+    assert response["error"]["code"] == -32002
+
+
+def test_fractional_ids_are_echoed_and_object_ids_refused(wire):
+    response, _ = wire.until_response(wire.start("initialize", {"protocolVersion": 1}, request_id=1.5))
+    assert response["id"] == 1.5 and response["result"]["protocolVersion"] == 1
+    wire.send_raw(b'{"jsonrpc": "2.0", "id": {"bad": 1}, "method": "initialize", "params": {}}\n')
+    frame = wire.next_frame()
+    assert frame["id"] is None and frame["error"]["code"] == -32600
+
+
 def _wait_for_pid(path, timeout: float = 5.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

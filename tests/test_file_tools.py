@@ -316,3 +316,26 @@ def test_list_dir_defaults_to_the_session_cwd(tmp_path):
     (tmp_path / "sub" / "only.txt").write_text("")
     ctx = TurnContext(work_dir=tmp_path, cwd=tmp_path / "sub", cancel=CancelToken())
     assert ListDirTool().execute({"path": None}, ctx) == "only.txt"
+
+
+def test_fifos_are_refused_without_hanging(ctx, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ToolExecutionError, match="is not a regular file"):
+        read(ctx, path="pipe")
+    with pytest.raises(ToolExecutionError, match="cannot write|is not a regular file"):
+        WriteFileTool().execute({"path": "pipe", "content": "x"}, ctx)
+    with pytest.raises(ToolExecutionError, match="is not a regular file"):
+        EditFileTool().execute({"path": "pipe", "old_string": "a", "new_string": "b"}, ctx)
+
+
+def test_a_symlink_swapped_in_after_validation_is_not_followed(tmp_path):
+    from openheim.tools.write_file import write_text
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    (tmp_path / "work").mkdir()
+    link = tmp_path / "work" / "late.txt"
+    os.symlink(outside, link)
+    with pytest.raises(ToolExecutionError, match="cannot write"):
+        write_text(link, "pwned", TurnContext(work_dir=tmp_path / "work"))
+    assert outside.read_text() == "keep"

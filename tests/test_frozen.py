@@ -46,8 +46,9 @@ def frozen_bin() -> Path:
     if given:
         return Path(given).resolve()
     if not _is_fresh(DEFAULT_BIN):
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENHEIM_ONEDIR", "OPENHEIM_WITH_MCP")}
         r = subprocess.run(["bash", str(ROOT / "build" / "build.sh")], capture_output=True, text=True,
-                           timeout=900, stdin=subprocess.DEVNULL)
+                           timeout=900, stdin=subprocess.DEVNULL, env=env)
         assert r.returncode == 0, f"build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert _is_fresh(DEFAULT_BIN), f"{DEFAULT_BIN} is missing or older than the sources after the build"
     return DEFAULT_BIN

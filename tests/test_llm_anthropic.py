@@ -227,3 +227,8 @@ def test_wire_missing_message_stop_retried_then_fails(srv):
 def test_wire_keyless_sends_no_key(srv):
     ask(srv, key="")
     assert "x-api-key" not in srv.requests[0].headers
+
+
+def test_text_in_block_start_is_streamed_too():
+    p, chunks = run(start(0, type="text", text="Hello"), d(0, type="text_delta", text="!"))
+    assert [c.text for c in chunks] == ["Hello", "!"] and p.finish().message.text() == "Hello!"

@@ -14,7 +14,7 @@ from openheim.core.llm.http import (
     HttpTransport, dechunk, error_for_status, is_overflow, parse_retry_after, read_chunks,
 )
 from openheim.core.turn import CancelToken
-from openheim.errors import Cancelled, ConfigError, ContextOverflow, HttpError, TransportError
+from openheim.errors import ApiError, Cancelled, ConfigError, ContextOverflow, HttpError, TransportError
 
 OVERFLOW_BODIES = [
     '{"error":{"code":"context_length_exceeded"}}',
@@ -308,3 +308,30 @@ def test_bad_url_is_config_error():
     with pytest.raises(ConfigError, match="api_base"):
         with HttpTransport(5).stream("http://[::1/v1", {}, {}, CancelToken()):
             pass
+
+
+def test_html_page_instead_of_a_stream_is_reported():
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Portal(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            page = b"<html><body>Welcome</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        with pytest.raises(ApiError, match="HTML page instead of an event stream; check api_base"):
+            with HttpTransport(5).stream(f"http://127.0.0.1:{server.server_address[1]}/v1", {}, {}, CancelToken()):
+                pass
+    finally:
+        server.shutdown()
+        server.server_close()

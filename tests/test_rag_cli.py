@@ -64,6 +64,7 @@ def test_add_reads_stdin_and_validates(run):
 
 
 def test_search_text_and_json(run):
+    assert run("search", "x").stdout == "Long-term memory is empty; nothing has been remembered yet.\n"
     run("add", "deploys happen on Tuesdays")
     run("add", "the editor is vim")
     out = run("search", "tuesdays")

@@ -80,7 +80,7 @@ def test_a_database_written_by_the_reference_is_adopted(tmp_path):
     assert [h.id for h in store.keyword_search("rust", 5)] == [1]
     assert store.get(1).created_at.year == 2025
     store.insert("written by python")
-    raw(store, "INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")  # indexed once
+    raw(store, "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")  # indexed once
     assert len(raw(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")) == 3
     assert store.ensure_embedding_space("m", 2) is True  # old vectors are not trusted: rebuilt
     store.close()
@@ -177,7 +177,7 @@ def test_update_and_delete_keep_the_index_in_sync(store):
     assert [h.id for h in store.keyword_search("marlin", 5)] == [a]
     assert store.delete(a)
     assert store.keyword_search("marlin", 5) == []
-    raw(store, "INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+    raw(store, "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_update_keeps_id_and_created_at(store):

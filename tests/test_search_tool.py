@@ -127,7 +127,7 @@ PARITY_FILES: dict[str, str | bytes] = {
     "a.py": "def foo(x):\n\treturn x  \n\nclass Foo:  \n    pass\n",
     "b/c.txt": "alpha\r\nbeta\r\ngamma\n",
     "b/d.md": "\ufeffbom first line\nsecond\n",
-    "e/unicode.txt": "Kelvin \u212a sign\nlong \u017f s\nStraße\nÉcole\nnaïve café\n",
+    "e/unicode.txt": "Kelvin \u212a sign\nlong \u017f s\nStraße\nGROSSES \u1e9e\nÉcole\nnaïve café\nΣίσυφος ς\n",
     "e/empty.txt": "",
     "e/noeol.txt": "last line without newline",
     "f/g/h.txt": "foo.bar\nfoo-bar\nfoo(bar)\n[x]\n{y}\n|z|\n$money^\n",
@@ -139,7 +139,7 @@ PARITY_PATTERNS = [
     "foo", "Foo", "^def", "pass$", "^$", "x  $", "a.pha", "foo\\.bar", "foo[-.]bar", "foo\\(bar\\)",
     "[a-c]+", "[^a-z ]+", "(alpha|gamma)", "(?:be)+ta", "o{2}", "o{1,}", "x{5000}foo", "\\[x\\]",
     "\\{y\\}", "\\|z\\|", "\\$money\\^", "k", "s", "STRASSE", "école", "ß", "caf.", "line$", "\\t",
-    "e", ".*", "bom", "^bom", r"\w+", r"\d", r"\bfoo\b", "(?i)foo", "[[:alpha:]]", "a{,2}",
+    "e", ".*", "bom", "^bom", r"\w+", r"\d", r"\bfoo\b", "(?i)foo", "[[:alpha:]]", "a{,2}", "^o{2}+", "(?:a|b)++", "[a-c-e]+", "[x-z-]", "σ", "[α-ω]+",
 ]
 
 
@@ -171,7 +171,8 @@ def test_missing_rg_falls_back_to_python(tmp_path, monkeypatch):
     ("a{2,3}", True), ("\\.\\*", True), ("[^\\]x]", True),
     ("\\d", False), ("\\w+", False), ("\\s", False), ("\\bx", False), ("(?i)x", False), ("(?P<n>x)", False),
     ("(?=x)", False), ("[[:alpha:]]", False), ("[a&&b]", False), ("{x", False), ("a{,2}", False),
-    ("\\n", False), ("\\1", False), ("[]a]", False), ("a\\!", False),
+    ("\\n", False), ("\\1", False), ("[]a]", False), ("a\\!", False), ("^a{2}+$", False), ("a*+", False),
+    ("[a-c-e]", False), ("[-a]", True), ("[a-]", True), ("[a-cx-z]", True), ("[\\--z]", True),
 ])
 def test_portable_pattern_subset(pattern, portable):
     assert is_portable(pattern) is portable
@@ -196,3 +197,11 @@ def test_rule_precedence():
     assert is_ignored(levels, "/r/x/dir_only", True) and not is_ignored(levels, "/r/x/dir_only", False)
     assert is_ignored(levels, "/r/#literal", False)
     assert not is_ignored(levels, "/other/a.txt", False)
+
+
+def test_fifos_in_the_tree_do_not_hang(repo):
+    os.mkfifo(repo / "src" / "pipe")
+    (repo / ".ignore").unlink()
+    os.mkfifo(repo / ".ignore")
+    assert "src/main.py:1: def hit():" in search(repo, "hit")
+    assert search(repo, "hit", path="src/pipe") == "(no matches found)"

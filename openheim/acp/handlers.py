@@ -114,13 +114,15 @@ class Handlers:
         self._announce_commands(session.id)
         return DEFERRED
 
-    def resume_session(self, request_id: Any, params: dict) -> dict:
+    def resume_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
         _mcp_servers(params)
         self._check_idle(session_id)
         session = self.state.load_session(session_id, cwd).session
-        return util.session_setup(self.state, session)
+        self.conn.respond(request_id, util.session_setup(self.state, session))
+        self._announce_commands(session.id)
+        return DEFERRED
 
     def list_sessions(self, request_id: Any, params: dict) -> dict:
         cwd = util.optional_str(params, "cwd")
@@ -157,10 +159,13 @@ class Handlers:
         session = self.state.session(session_id)
         blocks, extra = self._slash_command(blocks)
         with self._runs_lock:
-            if session.id in self.runs or session.in_flight:
+            running = self.runs.get(session.id)
+            if running is not None and not running.cancelled:
+                raise SessionBusy(session.id)
+            if running is None and session.in_flight:
                 raise SessionBusy(session.id)
             run = PromptRun(self.state, self.conn, request_id, session.id, blocks, extra, self.features,
-                            on_done=self._run_done)
+                            on_done=self._run_done, after=running)
             self.runs[session.id] = run
         run.start()
         return DEFERRED

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CANCEL_GRACE = 0.8  # seconds a cancelled turn gets to wind down before it is answered anyway
+FOLLOW_WAIT = 2.0  # seconds a prompt sent right after a cancel waits for the cancelled turn to let go
 INTERRUPTED = "Cancelled by user."
 
 
@@ -36,14 +37,15 @@ class PromptRun:
 
     def __init__(self, state: AgentState, conn: Connection, request_id: object, session_id: str,
                  blocks: list[ContentBlock], extra_skills: list[str], features: ClientFeatures,
-                 on_done=None) -> None:
+                 on_done=None, after: PromptRun | None = None) -> None:
+        self.after = after  # a cancelled turn on the same session that must end first
         self.state, self.conn, self.request_id, self.session_id = state, conn, request_id, session_id
         self.blocks, self.extra_skills = blocks, extra_skills
         self.on_done = on_done
         self.cancelled = False
         self.answered = False
         self._lock = threading.Lock()
-        session = state.session(session_id)
+        self.session = session = state.session(session_id)
         self.context_window = session.config.context_window
         registry = state.registry
         self.tracker = ToolCallTracker(session.cwd, lambda n: registry.capabilities(n).kind,
@@ -92,7 +94,7 @@ class PromptRun:
             if data.get("content"):
                 self.update(text_chunk("agent_thought_chunk", data["content"]))
         elif kind == "tool_call":
-            self.tracker.cancel = self.state.session(self.session_id).cancel
+            self.tracker.cancel = self.session.cancel  # the turn's own token (set when the turn began)
             self.tracker.opened(data["id"], data["tool_name"], data["arguments"])
         elif kind == "tool_result":
             self.tracker.closed(data["id"], data["result"], data["is_error"])
@@ -104,6 +106,12 @@ class PromptRun:
     # --- the turn ------------------------------------------------------------------
 
     def _work(self) -> None:
+        if self.after is not None:
+            self.after.thread.join(FOLLOW_WAIT)
+            self.after = None
+        if self.cancelled:
+            self.finish("cancelled", None)
+            return
         try:
             result = self.state.prompt(self.session_id, self.blocks, self.gate, self.client_io, self.on_event,
                                        self.extra_skills)

@@ -77,7 +77,7 @@ class AcpServer:
             log.debug("ignoring notification %r", method)
 
     def _request(self, request_id: Any, method: Any, params: Any) -> None:
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        if not isinstance(request_id, (str, int, float)) or isinstance(request_id, bool):
             self.conn.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or number"))
             return
         handler = self.handlers.methods.get(method) if isinstance(method, str) else None
@@ -122,4 +122,5 @@ class AcpServer:
 
 def _valid_id(message: dict) -> Any:
     request_id = message.get("id")
-    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
+    ok = isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool)
+    return request_id if ok else None

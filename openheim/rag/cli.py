@@ -124,15 +124,16 @@ def list_cmd(limit: int, offset: int, as_json: bool) -> None:
 @_errors
 def search_cmd(query: str, top_k: int | None, as_json: bool) -> None:
     """Search notes by meaning (with embeddings) or by keyword."""
-    from openheim.rag.tools import format_hits
+    from openheim.rag.tools import EMPTY_STORE, format_hits
 
-    result = _ltm().search_detailed(query, top_k)
+    ltm = _ltm()
+    result = ltm.search_detailed(query, top_k)
     if as_json:
         _emit({"query": query, "mode": result.mode, "reason": result.reason,
                "results": [_hit_json(h) for h in result.hits]})
         return
     click.echo(f"{result.mode} search: {result.reason}", err=True)
-    click.echo(format_hits(result.hits))
+    click.echo(EMPTY_STORE if not result.hits and ltm.count() == 0 else format_hits(result.hits))
 
 
 @memory.command("add")

@@ -103,14 +103,16 @@ class LongTermMemory:
 
     def _embed(self, store: VectorStore, texts: list[str]) -> list[list[float]]:
         """Embed ``texts`` and make the vector table fit them; raises on any failure."""
-        assert self.embedder is not None
-        vectors = self.embedder.embed(texts)
+        embedder = self.embedder
+        if embedder is None:
+            raise ConfigError("no embedding provider is configured")
+        vectors = embedder.embed(texts)
         dims = len(vectors[0]) if vectors else 0
         if any(len(v) != dims for v in vectors):
             raise ApiError("embeddings provider returned vectors of different lengths")
-        if store.ensure_embedding_space(self.embedder.model, dims):
+        if store.ensure_embedding_space(embedder.model, dims):
             log.info("memory: embedding space changed to %s (%d dimensions); notes will be re-embedded",
-                     self.embedder.model, dims)
+                     embedder.model, dims)
             self._refused.clear()
         return vectors
 

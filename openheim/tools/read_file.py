@@ -146,8 +146,9 @@ def page_client_text(text: str, offset: int) -> str:
 def open_regular(path: Path):
     """Open a regular file for binary reading, with messages for the usual mistakes."""
     try:
-        # O_NOFOLLOW: the sandbox resolved every link; a link swapped in since then is refused.
-        f = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
+        # O_NOFOLLOW: the sandbox resolved every link, so a link swapped in since then is refused;
+        # O_NONBLOCK: opening a FIFO must not hang (it is refused below as not a regular file).
+        f = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
     except FileNotFoundError:
         raise ToolExecutionError(f"file '{path}' not found") from None
     except IsADirectoryError:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -28,11 +29,9 @@ Match = tuple[int, int, str]  # (file index, line number, text)
 def _read_rules(directory: str) -> list[RuleSet]:
     found = []
     for name in IGNORE_FILES:
-        try:
-            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
-                found.append(RuleSet(directory, f.read()))
-        except OSError:
-            continue
+        data = _read_bytes(os.path.join(directory, name))
+        if data is not None:
+            found.append(RuleSet(directory, data.decode("utf-8", "replace")))
     return found
 
 
@@ -116,12 +115,13 @@ def compile_pattern(pattern: str, case_insensitive: bool) -> re.Pattern:
 def _read_bytes(path: str) -> bytes | None:
     """The file's bytes with as few system calls as possible; None if unreadable or too big."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        size = os.fstat(fd).st_size
-        if size > MAX_FILE_BYTES:
+        info = os.fstat(fd)
+        size = info.st_size
+        if size > MAX_FILE_BYTES or not stat.S_ISREG(info.st_mode):
             return None
         chunks = [os.read(fd, size + 1)]
         total = len(chunks[0])

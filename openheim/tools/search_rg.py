@@ -21,13 +21,9 @@ _PUNCT_ESCAPES = set("\\.+*?()|[]{}^$#&-~")  # what rg 13 (regex-syntax 0.6) may
 _ARG_BYTES = 512 * 1024
 
 
-def _class_end(pattern: str, i: int) -> int | None:
-    """Index just past a plain ``[...]`` class at pattern[i], or None if it uses anything unusual."""
-    j = i + 1
-    if j < len(pattern) and pattern[j] == "^":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        return None
+def _class_items(pattern: str, j: int) -> tuple[list[str], int] | None:
+    """The members of a class body starting at pattern[j] (escapes kept whole) and the index of its ']'."""
+    items: list[str] = []
     while j < len(pattern) and pattern[j] != "]":
         c = pattern[j]
         if c == "[" or pattern.startswith(("&&", "--", "~~"), j):
@@ -35,9 +31,38 @@ def _class_end(pattern: str, i: int) -> int | None:
         if c == "\\":
             if j + 1 >= len(pattern) or pattern[j + 1] not in _PUNCT_ESCAPES:
                 return None
-            j += 1
+            c = pattern[j:j + 2]
+        items.append(c)
+        j += len(c)
+    return (items, j) if j < len(pattern) else None
+
+
+def _plain_ranges(items: list[str]) -> bool:
+    """Every bare '-' is first, last, or joins two single characters into one range (no a-c-e)."""
+    k, n = 0, len(items)
+    while k < n:
+        if k + 2 < n and items[k + 1] == "-" and "-" not in (items[k], items[k + 2]):
+            k += 3
+            if k < n - 1 and items[k] == "-":
+                return False
+            continue
+        if items[k] == "-" and 0 < k < n - 1:
+            return False
+        k += 1
+    return True
+
+
+def _class_end(pattern: str, i: int) -> int | None:
+    """Index just past a plain ``[...]`` class at pattern[i], or None if it uses anything unusual."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
         j += 1
-    return j + 1 if j < len(pattern) else None
+    if j < len(pattern) and pattern[j] == "]":
+        return None
+    parsed = _class_items(pattern, j)
+    if parsed is None or not _plain_ranges(parsed[0]):
+        return None
+    return parsed[1] + 1
 
 
 def _repeat_end(pattern: str, i: int) -> int | None:
@@ -51,8 +76,13 @@ def _repeat_end(pattern: str, i: int) -> int | None:
     return j + 1
 
 
+_POSSESSIVE = ("*+", "++", "?+", "}+")  # possessive in Python 3.11, nested repetition in rg
+
+
 def is_portable(pattern: str) -> bool:
     """True when the pattern uses only syntax that rg and Python's re read the same way."""
+    if any(token in pattern for token in _POSSESSIVE):
+        return False
     i, n, after_atom = 0, len(pattern), False
     while i < n:
         c = pattern[i]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,9 +31,13 @@ def write_text(path: Path, content: str, ctx: TurnContext) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: the sandbox resolved every link; a link swapped in since then is refused.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        # O_NOFOLLOW: the sandbox resolved every link, so a link swapped in since then is refused;
+        # O_NONBLOCK: a FIFO without a reader fails at once instead of hanging.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o666)
         with open(fd, "w", encoding="utf-8", newline="") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ToolExecutionError(f"'{path}' is not a regular file")
             f.write(content)
     except IsADirectoryError:
         raise ToolExecutionError(f"'{path}' is a directory; choose a file path") from None

@@ -6,7 +6,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import env_with_home, table, time_command
+from common import compare, env_with_home, openheim_argv, table, time_command
 
 from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Reply
@@ -21,20 +21,20 @@ def main() -> None:
         home = Path(tmp)
         write_config(home, srv.base_url)
         env = env_with_home(home)
-        base, _ = time_command([PY, "-c", "pass"], env)
-        version, _ = time_command([PY, "-m", "openheim", "--version"], env)
+        oh = openheim_argv()
+        base, version, _ = compare([PY, "-c", "pass"], [*oh, "--version"], env)
         rows.append(("a) openheim --version vs python -c pass", f"{version * 1000:.0f} ms",
                      "<= 3.0x", f"{version / base:.2f}x", version / base <= 3.0))
-        floor, _ = time_command([PY, "-c", "import click, requests, sseclient"], env)
-        prompt, rss = time_command([PY, "-m", "openheim", "run", "hi"], env, cwd=home)
+        floor, prompt, rss = compare([PY, "-c", "import click, requests, sseclient"], [*oh, "run", "hi"], env,
+                                     cwd=home)
         rows.append(("b) run 'hi' vs import click,requests,sseclient", f"{prompt * 1000:.0f} ms",
                      "<= 1.5x", f"{prompt / floor:.2f}x", prompt / floor <= 1.5))
         rows.append(("b) run 'hi' peak RSS", f"{rss / 1024:.1f} MB", "<= 45 MB", "", rss / 1024 <= 45))
         text = "x" * CHUNKS
         srv.enqueue(*[Reply(text=text, chunk_size=1) for _ in range(3)])
-        many, _ = time_command([PY, "-m", "openheim", "run", "go"], env, runs=3, cwd=home)
+        many, _ = time_command([*oh, "run", "go"], env, runs=3, cwd=home)
         srv.enqueue(*[Reply(text=text, chunk_size=CHUNKS) for _ in range(3)])
-        one, _ = time_command([PY, "-m", "openheim", "run", "go"], env, runs=3, cwd=home)
+        one, _ = time_command([*oh, "run", "go"], env, runs=3, cwd=home)
         per_chunk = (many - one) / CHUNKS * 1e6
         rows.append((f"c) {CHUNKS} chunks: overhead per chunk", f"{per_chunk:.1f} us", "<= 30 us",
                      f"{per_chunk / 30:.2f}x", per_chunk <= 30))

@@ -33,6 +33,24 @@ def time_command(argv: list[str], env: dict | None = None, runs: int = 7, cwd: P
     return statistics.median(times), rss
 
 
+def openheim_argv() -> list[str]:
+    """The installed console script when there is one (what users run), else ``python -m openheim``."""
+    script = Path(sys.executable).with_name("openheim")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "openheim"]
+
+
+def compare(a: list[str], b: list[str], env: dict, runs: int = 9, cwd: Path | None = None) -> tuple[float, float, int]:
+    """Median seconds of ``a`` and ``b`` measured alternately (so machine load hits both), and b's peak RSS."""
+    ta, tb, rss = [], [], 0
+    for _ in range(runs):
+        t, _ = time_command(a, env, runs=1, cwd=cwd)
+        ta.append(t)
+        t, r = time_command(b, env, runs=1, cwd=cwd)
+        tb.append(t)
+        rss = max(rss, r)
+    return statistics.median(ta), statistics.median(tb), rss
+
+
 def table(rows: list[tuple[str, str, str, str, bool]]) -> None:
     """Print name, measured, target, ratio, pass."""
     print(f"{'benchmark':<48} {'measured':>14} {'target':>14} {'ratio':>8}  ok")

@@ -156,7 +156,7 @@ class MessagesStreamParser:
     """Accumulates Messages API stream events into a Choice; ``feed`` returns the chunks to show."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, _Block] = {}
+        self.blocks: dict[Any, _Block] = {}
         self.stop_reason: str | None = None
         self.usage = Usage()
         self.done = False
@@ -166,10 +166,8 @@ class MessagesStreamParser:
         if kind == "content_block_delta":
             return self._delta(payload)
         if kind == "content_block_start":
-            block = payload.get("content_block") or {}
-            if block.get("type") in ("text", "thinking", "redacted_thinking", "tool_use"):
-                self.blocks[payload.get("index", len(self.blocks))] = _Block(block)
-        elif kind == "message_start":
+            return self._start(payload)
+        if kind == "message_start":
             parse_usage((payload.get("message") or {}).get("usage") or {}, self.usage)
         elif kind == "message_delta":
             self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
@@ -180,8 +178,18 @@ class MessagesStreamParser:
             raise stream_error(payload)
         return _NO_CHUNKS
 
+    def _start(self, payload: dict[str, Any]) -> list[Chunk]:
+        start = payload.get("content_block") or {}
+        if start.get("type") not in ("text", "thinking", "redacted_thinking", "tool_use"):
+            return _NO_CHUNKS  # server tools and future block types are not ours to replay
+        block = _Block(start)
+        self.blocks[payload.get("index", len(self.blocks))] = block
+        if block.parts and block.type in ("text", "thinking"):
+            return [Chunk(block.type, block.parts[0])]
+        return _NO_CHUNKS
+
     def _delta(self, payload: dict[str, Any]) -> list[Chunk]:
-        block = self.blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        block = self.blocks.get(payload.get("index"))
         delta = payload.get("delta") or {}
         if block is None:
             return _NO_CHUNKS

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from openheim.errors import Cancelled, ConfigError, ContextOverflow, HttpError, OpenheimError, TransportError
+from openheim.errors import ApiError, Cancelled, ConfigError, ContextOverflow, HttpError, OpenheimError, TransportError
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
@@ -247,7 +247,7 @@ class HttpTransport:
     """POSTs JSON and hands back a checked streaming response; safe to share between threads."""
 
     def __init__(self, timeout_secs: float) -> None:
-        self.timeout = float(timeout_secs)
+        self.timeout = float(timeout_secs) if timeout_secs and timeout_secs > 0 else 120.0
         self._lock = threading.Lock()
         self._idle: list[requests.Session] = []
 
@@ -285,6 +285,9 @@ class HttpTransport:
         try:
             if not 200 <= resp.status_code < 300:
                 raise self._status_error(resp)
+            if resp.headers.get("content-type", "").lower().startswith("text/html"):
+                raise ApiError(f"{urlsplit(url).netloc} answered with an HTML page instead of an event stream; "
+                               "check api_base")
             yield resp
         except Exception as exc:
             if cancel.cancelled:

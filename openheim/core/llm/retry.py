@@ -92,9 +92,8 @@ class RetryClient:
         raise AssertionError("unreachable")
 
     def _delay(self, e: OpenheimError, attempt: int) -> float:
-        retry_after = e.retry_after if isinstance(e, HttpError) else None
-        if retry_after is None:
+        if not isinstance(e, HttpError) or e.retry_after is None:
             return self.base_delay * (2 ** attempt)
-        if retry_after > self.max_wait:
-            raise wait_too_long(e, retry_after) from e  # type: ignore[arg-type]
-        return retry_after
+        if e.retry_after > self.max_wait:
+            raise wait_too_long(e, e.retry_after) from e
+        return e.retry_after
