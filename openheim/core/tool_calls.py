@@ -60,7 +60,9 @@ def arguments_usable(arguments: str) -> bool:
 def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> ToolOutcome | None:
     """None when the call may run, else the denial outcome."""
     gate = ctx.gate
-    if gate is None or not needs_permission(gate, executor.capabilities(call.name)):
+    if gate is None or call.name not in executor.names():  # an unavailable tool fails without asking
+        return None
+    if not needs_permission(gate, executor.capabilities(call.name)):
         return None
     request = PermissionRequest(call.id, call.name, call.arguments)
     if gate.request(request, ctx.cancel).allowed:
