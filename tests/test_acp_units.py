@@ -132,6 +132,14 @@ def test_terminal_results():
         format_run(TerminalRun("", True, None, "SIGKILL"), 120)
 
 
+def test_encode_is_one_utf8_line_even_with_newlines_and_lone_surrogates():
+    from openheim.acp.connection import encode
+
+    line = encode({"text": "a\nb\r\u2028 ✓ \udcff"})
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    assert json.loads(line) == {"text": "a\nb\r\u2028 ✓ ?"}
+
+
 def test_read_lines_skips_blank_lines_and_flags_oversized_ones():
     data = io.BytesIO(b'{"a":1}\n\n' + b"x" * 50 + b"\n" + b'{"b":2}\n' + b'{"c":3}')
     assert list(read_lines(data, limit=20)) == [b'{"a":1}\n', None, b'{"b":2}\n', b'{"c":3}']
@@ -172,3 +180,19 @@ def test_oversized_line_is_refused_and_serving_continues(isolated_home):
     assert frames[0]["id"] is None and frames[0]["error"]["code"] == -32600
     assert "1000 bytes" in frames[0]["error"]["message"]
     assert frames[1]["id"] == 2 and frames[1]["result"]["protocolVersion"] == 1
+
+
+def test_stray_prints_go_to_stderr_once_the_protocol_owns_stdout():
+    import subprocess
+    import sys
+
+    from cli_helpers import ROOT
+
+    code = ("import os\nfrom openheim.transport.stdio import protocol_streams\n"
+            "inp, out = protocol_streams()\nprint('stray print')\nos.system('echo stray child')\n"
+            "out.write(b'{}\\n')\nout.flush()\n")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"{}\n"
+    assert b"stray print" in r.stderr and b"stray child" in r.stderr

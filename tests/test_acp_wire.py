@@ -152,7 +152,11 @@ def test_prompt_streams_updates_before_the_answer_and_nothing_after(wire, srv, p
     assert statuses == ["in_progress", "completed"]
     done = updates(frames, "tool_call_update")[-1]
     assert "the answer is 42" in done["content"][0]["content"]["text"]
+    assert updates(frames, "session_info_update")[0]["title"] == "what do my notes say?"
+    assert frames[-1]["params"]["update"]["sessionUpdate"] == "session_info_update"
     assert wire.no_frame_within(0.2)
+    _, frames = wire.prompt(sid, "second")
+    assert updates(frames, "session_info_update") == []
 
 
 def test_write_file_permission_shows_a_diff_and_reject_never_writes(wire, srv, project):
@@ -285,6 +289,8 @@ def test_modes_and_config_options(wire, project):
     assert response["result"] == {}
     assert updates(frames, "current_mode_update") == [{"sessionUpdate": "current_mode_update",
                                                        "currentModeId": "architect"}]
+    pushed = updates(frames, "config_option_update")[0]["configOptions"]
+    assert {o["id"]: o["currentValue"] for o in pushed}["mode"] == "architect"
     result = wire.result("session/set_config_option", {"sessionId": sid, "configId": "model",
                                                        "value": "fake/other-model"})
     current = {o["id"]: o["currentValue"] for o in result["configOptions"]}
@@ -360,3 +366,39 @@ def test_usage_update_only_when_the_context_window_is_known(isolated_home, proje
                                                          "size": 8000}]
         finally:
             wire.close()
+
+
+def test_bare_model_names_and_bad_load_requests(wire, project):
+    wire.initialize()
+    sid = wire.new_session(project)
+    result = wire.result("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "other-model"})
+    assert {o["id"]: o["currentValue"] for o in result["configOptions"]}["model"] == "fake/other-model"
+    missing = "5d0d1e9a-0000-4000-8000-000000000000"
+    response, _ = wire.call("session/load", {"sessionId": missing, "cwd": str(project), "mcpServers": []})
+    assert response["error"]["code"] == -32002
+    response, _ = wire.call("session/load", {"sessionId": sid, "cwd": "rel", "mcpServers": []})
+    assert response["error"]["code"] == -32602
+
+
+def test_load_warns_first_when_the_stored_provider_is_gone(srv, project, isolated_home):
+    first = AcpWire()
+    try:
+        first.initialize()
+        sid = first.new_session(project)
+        first.prompt(sid, "remember me")
+    finally:
+        first.close()
+    write_config(isolated_home, srv.base_url, name="renamed")
+    second = AcpWire()
+    try:
+        second.initialize()
+        response, frames = second.call("session/load", {"sessionId": sid, "cwd": str(project), "mcpServers": []})
+        assert "result" in response
+        replayed = updates(frames)
+        assert replayed[0]["sessionUpdate"] == "agent_message_chunk"
+        assert "Could not restore this session's provider 'fake'" in replayed[0]["content"]["text"]
+        assert [u["sessionUpdate"] for u in replayed[1:]] == ["user_message_chunk", "agent_message_chunk"]
+        current = {o["id"]: o["currentValue"] for o in response["result"]["configOptions"]}
+        assert current["model"] == "renamed/fake-model"
+    finally:
+        second.close()

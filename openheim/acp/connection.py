@@ -21,8 +21,8 @@ _STOP = object()
 
 
 def encode(message: dict) -> bytes:
-    """One compact JSON line (UTF-8, never a raw newline inside)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One compact JSON line (UTF-8, never a raw newline inside; a lone surrogate becomes '?')."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace") + b"\n"
 
 
 def read_lines(stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:

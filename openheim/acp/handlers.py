@@ -219,6 +219,8 @@ class Handlers:
         session_id = require_str(params, "sessionId")
         mode = require_str(params, "modeId")
         self._apply_mode(session_id, mode)
+        options = util.config_options(self.state, self.state.session(session_id))
+        self._send_update(session_id, {"sessionUpdate": "config_option_update", "configOptions": options})
         return {}
 
     def _apply_mode(self, session_id: str, mode: str) -> None:

@@ -6,7 +6,8 @@ import logging
 from typing import TYPE_CHECKING, Callable
 
 from openheim.acp.toolcalls import parse_arguments, tool_title
-from openheim.core.permission import Decision, PermissionRequest
+from openheim.acp.util import RpcError
+from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 from openheim.errors import Cancelled
 
 if TYPE_CHECKING:
@@ -33,27 +34,25 @@ def decision_from(result: object) -> Decision:
     return _DECISIONS.get(outcome.get("optionId"), Decision.REJECT_ONCE)
 
 
-class AcpGate:
+class AcpGate(FailClosedGate):
     """Puts each side-effect tool call to the user; cancel, error or unknown answers never run the tool."""
 
     def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
                  kind_of: Callable[[str], str]) -> None:
         self.conn, self.session_id, self.tracker, self.kind_of = conn, session_id, tracker, kind_of
 
-    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
-        if cancel is not None and cancel.cancelled:
-            return Decision.REJECT_ONCE
+    def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         params = {"sessionId": self.session_id, "toolCall": self._tool_call(req), "options": OPTIONS}
         try:
             result = self.conn.request("session/request_permission", params, cancel)
         except Cancelled:
-            return Decision.REJECT_ONCE
-        except Exception as e:  # -32800, a client error, a closed connection: never run the tool
+            return None
+        except (RpcError, TimeoutError) as e:  # -32800, a client error, a closed connection
             log.info("permission request for %s failed (%s); rejecting", req.tool_name, e)
-            return Decision.REJECT_ONCE
-        decision = decision_from(result)
+            return None
         if cancel is not None and cancel.cancelled:
-            return Decision.REJECT_ONCE
+            return None
+        decision = decision_from(result)
         if decision.allowed and req.subagent is None:
             self.tracker.start(req.tool_call_id)
         return decision

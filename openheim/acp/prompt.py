@@ -12,6 +12,7 @@ from openheim.acp.permission import AcpGate
 from openheim.acp.terminal import Terminals
 from openheim.acp.toolcalls import ToolCallTracker
 from openheim.acp.util import error_for, stop_reason
+from openheim.core.models import Message
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
@@ -112,6 +113,7 @@ class PromptRun:
         if self.cancelled:
             self.finish("cancelled", None)
             return
+        first_turn = not self.state.memory.history.exists(self.session_id)
         try:
             result = self.state.prompt(self.session_id, self.blocks, self.gate, self.client_io, self.on_event,
                                        self.extra_skills)
@@ -120,7 +122,17 @@ class PromptRun:
                 log.info("prompt on %s failed: %s", self.session_id, e)
             self.finish(None, e)
             return
+        if first_turn:
+            self._announce_title()
         self.finish(stop_reason(result.stop_reason), None)
+
+    def _announce_title(self) -> None:
+        """session_info_update after the first exchange, so the client's history shows a title."""
+        from openheim.memory.history import now_rfc3339, title_from
+
+        title = title_from([Message("user", list(self.blocks))])
+        if title:
+            self.update({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now_rfc3339()})
 
     def cancel(self) -> None:
         """session/cancel: stop the turn; answer `cancelled` soon even if something will not let go."""

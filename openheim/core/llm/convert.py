@@ -7,7 +7,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from openheim.core.models import Message
+    from openheim.core.models import ContentBlock, Message, ToolUseBlock
 
 log = logging.getLogger(__name__)
 
@@ -50,3 +50,15 @@ def system_text(messages: list[Message]) -> str:
 def json_text(value: object) -> str:
     """Compact JSON text (non-ASCII kept as is)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def reply_blocks(thinking: list[str], text: list[str], calls: list[ToolUseBlock]) -> list[ContentBlock]:
+    """An assembled reply's content in the stored order: thinking, text, tool calls (empty parts left out)."""
+    from openheim.core.models import TextBlock, ThinkingBlock
+
+    content: list[ContentBlock] = []
+    if joined := "".join(thinking):
+        content.append(ThinkingBlock(joined))
+    if joined := "".join(text):
+        content.append(TextBlock(joined))
+    return content + calls

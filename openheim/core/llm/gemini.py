@@ -7,12 +7,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from openheim.core.llm.base import Chunk
-from openheim.core.llm.convert import arguments_object, json_text, new_call_id, system_text
+from openheim.core.llm.convert import arguments_object, json_text, new_call_id, reply_blocks, system_text
 from openheim.core.llm.gemini_schema import gemini_schema
 from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
 from openheim.core.llm.sse import iter_sse, parse_json
 from openheim.core.models import (
-    Choice, FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage,
+    Choice, FinishReason, ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage,
 )
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 
@@ -191,13 +191,7 @@ class GenerateStreamParser:
         """The assembled reply; IncompleteResponse when no finishReason arrived."""
         if self.finish_reason is None:
             raise IncompleteResponse(CUT_STREAM)
-        content: list = []
-        thinking, text = "".join(self.thinking), "".join(self.text)
-        if thinking:
-            content.append(ThinkingBlock(thinking))
-        if text:
-            content.append(TextBlock(text))
-        content += [c for c in self.calls if c.name]
+        content = reply_blocks(self.thinking, self.text, [c for c in self.calls if c.name])
         reason, detail = _reason(self.finish_reason, any(isinstance(b, ToolUseBlock) for b in content))
         return Choice(Message("assistant", content), reason, detail, self.usage)
 

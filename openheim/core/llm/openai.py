@@ -5,11 +5,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from openheim.core.llm.base import Chunk
-from openheim.core.llm.convert import arguments_text, json_text, new_call_id
+from openheim.core.llm.convert import arguments_text, json_text, new_call_id, reply_blocks
 from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
 from openheim.core.llm.sse import iter_sse, parse_json
 from openheim.core.models import (
-    Choice, FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage,
+    Choice, FinishReason, ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage,
 )
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 
@@ -194,20 +194,15 @@ class ChatStreamParser:
         if not self.complete:
             empty = not (self.text or self.thinking or self.calls)
             raise IncompleteResponse(EMPTY_STREAM if empty else CUT_STREAM)
-        content: list = []
-        thinking, text = "".join(self.thinking), "".join(self.text)
-        if thinking:
-            content.append(ThinkingBlock(thinking))
-        if text:
-            content.append(TextBlock(text))
+        calls = []
         for c in self.calls:
             if not c.name:
                 log.warning("dropping a streamed tool call without a name (id %s)", c.id)
                 continue
             args = "".join(c.args)
-            content.append(ToolUseBlock(c.id or new_call_id(), c.name, args if args.strip() else "{}"))
-        reason, detail = self._reason(any(isinstance(b, ToolUseBlock) for b in content))
-        return Choice(Message("assistant", content), reason, detail, self.usage)
+            calls.append(ToolUseBlock(c.id or new_call_id(), c.name, args if args.strip() else "{}"))
+        reason, detail = self._reason(bool(calls))
+        return Choice(Message("assistant", reply_blocks(self.thinking, self.text, calls)), reason, detail, self.usage)
 
     def _reason(self, has_calls: bool) -> tuple[FinishReason | None, str | None]:
         raw = self.finish_reason
