@@ -67,9 +67,7 @@ def test_kill_at_random_points_then_resume(isolated_home, tmp_path):
             stored_lengths.append(len(got))
             assert got == expected[: len(got)], f"attempt {attempt}: stored messages are not a prefix"
             calls_log = work / "calls.log"
-            ran = calls_log.read_text().split() if calls_log.exists() else []
             results = {m.content[0].tool_call_id for m in conv.messages if m.role == "tool"}
-            assert results <= set(ran)
         with FakeLLMServer(wire="openai") as srv:  # a fresh script: the killed run's leftovers are gone
             write_config(isolated_home, srv.base_url, extra="allow_shell = true")
             srv.enqueue(Reply(text="resumed fine"))
@@ -80,6 +78,9 @@ def test_kill_at_random_points_then_resume(isolated_home, tmp_path):
             calls = {c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls", [])}
             answered = {m["tool_call_id"] for m in sent if m["role"] == "tool"}
             assert calls <= answered, f"attempt {attempt}: a tool call was left without a result"
-            assert (calls_log.read_text().split() if calls_log.exists() else []) == ran, "a call ran twice"
+            # a shell child orphaned by the kill may still finish its write; none may run twice
+            ran = calls_log.read_text().split() if calls_log.exists() else []
+            assert len(ran) == len(set(ran)), f"attempt {attempt}: a call ran twice: {ran}"
+            assert results <= set(ran)
     # the kills must land all over the turn, not only before it started
     assert len(stored_lengths) >= KILLS // 2 and len(set(stored_lengths)) >= 4, stored_lengths

@@ -54,14 +54,14 @@ def frozen_bin() -> Path:
     return DEFAULT_BIN
 
 
-def run_bin(binary: Path, *args: str, cwd: Path, env: dict | None = None,
-            inherit: bool = True) -> subprocess.CompletedProcess:
+def run_bin(binary: Path, *args: str, cwd: Path, env: dict | None = None, inherit: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
     """Run the frozen binary outside the checkout, with no PYTHONPATH to fall back on."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} if inherit else {}
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
     return subprocess.run([str(binary), *args], capture_output=True, text=True, cwd=cwd, env=full_env,
-                          timeout=60, stdin=subprocess.DEVNULL)
+                          timeout=60, input=input, stdin=None if input is not None else subprocess.DEVNULL)
 
 
 def write_config(home: Path, text: str) -> None:
@@ -86,6 +86,17 @@ def test_run_prints_the_reply(frozen_bin, isolated_home, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "echo: hi\n"
     assert srv.requests[0].body["messages"][-1] == {"role": "user", "content": "hi"}
+
+
+def test_acp_server_answers_initialize(frozen_bin, isolated_home, tmp_path):
+    """`acp` is a lazily named subcommand: it must still be inside the binary."""
+    write_config(isolated_home, 'default_provider = "p"\n' + provider("p", "http://127.0.0.1:9/v1"))
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+    r = run_bin(frozen_bin, "acp", cwd=tmp_path, input=json.dumps(request) + "\n")
+    assert r.returncode == 0, r.stderr
+    reply = json.loads(r.stdout.splitlines()[0])
+    assert reply["id"] == 1 and reply["result"]["agentInfo"]["name"] == "openheim", reply
 
 
 def test_memory_uses_sqlite_vec_inside_the_binary(frozen_bin, isolated_home, tmp_path):

@@ -13,6 +13,7 @@ from openheim.acp.terminal import Terminals
 from openheim.acp.toolcalls import ToolCallTracker
 from openheim.acp.util import error_for, stop_reason
 from openheim.core.models import Message
+from openheim.core.turn import CancelToken
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
@@ -44,6 +45,7 @@ class PromptRun:
         self.blocks, self.extra_skills = blocks, extra_skills
         self.on_done = on_done
         self.cancelled = False
+        self.token = CancelToken()  # the turn's cancel token, held before the turn starts
         self.answered = False
         self._lock = threading.Lock()
         self.session = session = state.session(session_id)
@@ -53,6 +55,7 @@ class PromptRun:
                                        lambda n: registry.capabilities(n).read_only, self.update)
         self.client_io = self._client_io(features)
         self.tracker.client_io = self.client_io
+        self.tracker.cancel = self.token
         self.gate = AcpGate(conn, session_id, self.tracker, lambda n: registry.capabilities(n).kind)
         self.thread = threading.Thread(target=self._work, name=f"acp-prompt-{session_id[:8]}", daemon=True)
 
@@ -79,8 +82,6 @@ class PromptRun:
                 self.conn.writer.send_line(line)
 
     def on_event(self, event: StreamEvent) -> None:
-        if self.cancelled:
-            self.state.cancel(self.session_id)  # the turn may have replaced its token after our cancel
         try:
             self._convert(event)
         except Exception:  # a display problem must never end the turn
@@ -95,7 +96,6 @@ class PromptRun:
             if data.get("content"):
                 self.update(text_chunk("agent_thought_chunk", data["content"]))
         elif kind == "tool_call":
-            self.tracker.cancel = self.session.cancel  # the turn's own token (set when the turn began)
             self.tracker.opened(data["id"], data["tool_name"], data["arguments"])
         elif kind == "tool_result":
             self.tracker.closed(data["id"], data["result"], data["is_error"])
@@ -116,7 +116,7 @@ class PromptRun:
         first_turn = not self.state.memory.history.exists(self.session_id)
         try:
             result = self.state.prompt(self.session_id, self.blocks, self.gate, self.client_io, self.on_event,
-                                       self.extra_skills)
+                                       self.extra_skills, self.token)
         except Exception as e:  # answered as a JSON-RPC error (or cancelled)
             if not self.cancelled:
                 log.info("prompt on %s failed: %s", self.session_id, e)
@@ -137,7 +137,7 @@ class PromptRun:
     def cancel(self) -> None:
         """session/cancel: stop the turn; answer `cancelled` soon even if something will not let go."""
         self.cancelled = True
-        self.state.cancel(self.session_id)
+        self.token.cancel()
         timer = threading.Timer(CANCEL_GRACE, lambda: self.finish("cancelled", None))
         timer.daemon = True
         timer.start()

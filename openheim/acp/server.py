@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.connection import MAX_LINE_BYTES, Connection, Writer, read_lines
 from openheim.acp.handlers import DEFERRED, Handlers
-from openheim.acp.terminal import install_terminal_tool
 from openheim.acp.util import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, error_for
 
 if TYPE_CHECKING:
@@ -29,7 +28,6 @@ class AcpServer:
         self.writer = Writer(out)
         self.conn = Connection(self.writer)
         self.handlers = Handlers(state, self.conn)
-        install_terminal_tool(state.registry)
 
     def serve(self) -> int:
         """Read and dispatch until EOF; then cancel what runs, flush and return the exit code (0)."""

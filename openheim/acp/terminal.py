@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.toolcalls import ToolCallTracker
     from openheim.core.turn import TurnContext
-    from openheim.tools.registry import ToolHandler, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class Terminals:
     def _params(self, terminal_id: str) -> dict:
         return {"sessionId": self.session_id, "terminalId": terminal_id}
 
-    def run(self, command: str, args: dict, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP) -> str:
+    def run(self, command: str, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP) -> str:
         if ctx.cancel.cancelled:
             raise ToolExecutionError(CANCELLED)
         create = {"sessionId": self.session_id, "command": "sh", "args": ["-c", command],
@@ -66,9 +65,8 @@ class Terminals:
         terminal_id = created.get("terminalId") if isinstance(created, dict) else None
         if not isinstance(terminal_id, str):
             raise ToolExecutionError("Failed to execute command: the editor returned no terminal id")
-        call_id = self.tracker.find_unstarted_command(args) if self.tracker else None
-        if call_id is not None:
-            self.tracker.attach_terminal(call_id, terminal_id)
+        if self.tracker is not None and ctx.tool_call_id is not None:
+            self.tracker.attach_terminal(ctx.tool_call_id, terminal_id)
         return format_run(self._supervise(terminal_id, ctx, timeout), timeout)
 
     def _supervise(self, terminal_id: str, ctx: TurnContext, timeout: float) -> TerminalRun:
@@ -114,38 +112,3 @@ def _run_from(output: object, timed_out: bool) -> TerminalRun:
     code = status.get("exitCode")
     return TerminalRun(str(output.get("output") or ""), bool(output.get("truncated")),
                        code if isinstance(code, int) else None, status.get("signal") or None, timed_out)
-
-
-class TerminalCommandTool:
-    """execute_command that runs in the editor's terminal when the turn's client offers one, else locally."""
-
-    def __init__(self, inner: ToolHandler) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.description = inner.description
-        self.parameters = inner.parameters
-        self.capabilities = getattr(inner, "capabilities", None)
-
-    def execute(self, args: dict, ctx: TurnContext) -> str:
-        terminals = getattr(ctx.client_io, "terminals", None)
-        if terminals is None:
-            return self.inner.execute(args, ctx)
-        from openheim.tools.args import require_str
-
-        command = require_str(args, "command")
-        return terminals.run(command, args, ctx, getattr(self.inner, "timeout", TIMEOUT),
-                             getattr(self.inner, "cap", CAP))
-
-
-def install_terminal_tool(registry: ToolRegistry) -> bool:
-    """Wrap the registered execute_command (if any) so ACP turns can delegate it; True when wrapped."""
-    inner = registry.get("execute_command")
-    if inner is None or isinstance(inner, TerminalCommandTool):
-        return False
-    registry_log = logging.getLogger("openheim.tools.registry")
-    was_disabled, registry_log.disabled = registry_log.disabled, True
-    try:
-        registry.register(TerminalCommandTool(inner))
-    finally:
-        registry_log.disabled = was_disabled
-    return True

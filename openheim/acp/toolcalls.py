@@ -190,14 +190,6 @@ class ToolCallTracker:
         self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress",
                    "content": [{"type": "terminal", "terminalId": terminal_id}]})
 
-    def find_unstarted_command(self, args: dict) -> str | None:
-        """The id of an open execute_command call with these arguments (for terminal embedding)."""
-        with self._lock:
-            for call in self._open.values():
-                if call.name == "execute_command" and call.args == args and call.terminal_id is None:
-                    return call.id
-        return None
-
     def closed(self, call_id: str, result: str, is_error: bool) -> None:
         with self._lock:
             call = self._open.pop(call_id, None)

@@ -5,7 +5,7 @@ import json
 import logging
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from openheim.core.models import Message, StreamEvent, ToolUseBlock
@@ -80,7 +80,8 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
             return denied
         if ctx.cancel.cancelled:
             return ToolOutcome(CANCELLED_BY_USER, True)
-        return ToolOutcome(cap_result(executor.execute(call.name, call.arguments, ctx)), False)
+        call_ctx = replace(ctx, tool_call_id=call.id)
+        return ToolOutcome(cap_result(executor.execute(call.name, call.arguments, call_ctx)), False)
     except OpenheimError as e:
         return ToolOutcome(cap_result(f"Error: {e}"), True)
     except Exception as e:  # a buggy tool must not take the turn down

@@ -79,6 +79,7 @@ class TurnContext:
     gate: PermissionGate | None = None
     client_io: ClientIo | None = None
     session_id: str | None = None
+    tool_call_id: str | None = None  # set on the per-call copy a tool receives
     secret_env_vars: frozenset[str] = frozenset()
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -198,6 +198,9 @@ class ExecuteCommandTool:
         command = require_str(args, "command")
         if ctx.cancel.cancelled:
             raise ToolExecutionError("Command cancelled.")
+        terminals = getattr(ctx.client_io, "terminals", None)
+        if terminals is not None:  # an ACP client that runs commands in its own terminal
+            return terminals.run(command, ctx, self.timeout, self.cap)
         try:
             proc = subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

@@ -210,13 +210,16 @@ class AgentState:
 
     def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
                client_io: ClientIo | None = None, on_event: OnEvent | None = None,
-               extra_skills: list[str] | tuple[str, ...] = ()) -> AgentResult:
-        """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread."""
+               extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None) -> AgentResult:
+        """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread.
+
+        ``cancel`` lets a front end hold the turn's token before the turn starts, so no cancel is lost.
+        """
         session = self.session(session_id)
         if not session.prompt_lock.acquire(blocking=False):
             raise SessionBusy(session.id)
         try:
-            session.cancel = CancelToken()
+            session.cancel = cancel or CancelToken()
             return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills)
         finally:
             session.touch()
