@@ -55,7 +55,7 @@ def test_sigkilled_writer_never_corrupts_the_log(tmp_path: Path) -> None:
         child.stdout.close()
         loaded = hm.load(conv.id)
         texts = [m.text() for m in loaded.messages]
-        assert len(texts) >= confirmed + 1  # every confirmed (fsync'd) message survived
+        assert len(texts) >= confirmed + 1  # every confirmed (written) message survived
         assert texts == [_expected(i) for i in range(len(texts))]
         conv = loaded
     extra = Message.assistant("the parent resumes")

@@ -150,3 +150,17 @@ def test_session_map_eviction_spares_in_flight_sessions():
     old.last_active -= 1000
     live.insert(old)
     assert "old" not in live
+
+
+def test_live_session_rereads_history_another_client_appended(isolated_home, tmp_path):
+    llm_a, llm_b = ScriptedLlm([text_reply("a1"), text_reply("a2")]), ScriptedLlm([text_reply("b1")])
+    first = make_client(isolated_home, llm_a)
+    session = first.new_session(tmp_path)
+    session.prompt("from a")
+    second = make_client(isolated_home, llm_b)
+    handle, _ = second.resume_session(session.id, tmp_path)
+    handle.prompt("from b")
+    session.prompt("a again")  # the cached conversation is stale: it must be re-read, not diverge
+    sent = [m.text() for m in llm_a.sent[-1] if m.role != "system"]
+    assert sent == ["from a", "a1", "from b", "b1", "a again"]
+    assert len(first.get_session(session.id)) == 6

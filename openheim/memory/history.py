@@ -1,7 +1,8 @@
 """Conversation persistence: ``{id}.json`` metadata (atomic rewrite) and ``{id}.jsonl`` message log (append-only).
 
 The two files are split so that a finished message costs one appended line, never a rewrite: the log is
-append-first and fsync'd per line, the small metadata file is replaced atomically (temp file, fsync, rename).
+append-first, one unbuffered write per line (in the kernel, so it survives the process being killed, at
+the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename).
 A crash can tear at most the last line of the log; reading drops such a line with a warning and the next
 append cuts it off before writing.
 """
@@ -183,6 +184,15 @@ class HistoryManager:
             return self.load(id)
         return self.create(id, **seeds)
 
+    def is_current(self, conv: Conversation) -> bool:
+        """Whether ``conv`` still matches disk: every message written, and no one else has appended since."""
+        if conv.persisted != len(conv.messages):
+            return False
+        try:
+            return self.log_path(conv.id).stat().st_size == conv.log_size and self.meta_path(conv.id).is_file()
+        except OSError:
+            return False
+
     def load(self, conversation_id: str) -> Conversation:
         """Read a conversation's metadata and log; NotFound when it does not exist."""
         path = self.meta_path(conversation_id)
@@ -233,7 +243,7 @@ class HistoryManager:
         _atomic_write(self.meta_path(conv.id), body.encode("utf-8"))
 
     def append_message(self, conv: Conversation, message: Message) -> None:
-        """Append one message to the log as a compact JSON line, flushed and fsync'd.
+        """Append one message to the log as a compact JSON line, written straight through (no user-space buffer).
 
         The caller keeps ``conv.messages`` (the agent loop has already added ``message``); this only
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
@@ -249,7 +259,6 @@ class HistoryManager:
             self._check_tail(fd, conv)
             os.lseek(fd, conv.log_size, os.SEEK_SET)
             _write_all(fd, line)
-            os.fsync(fd)
         finally:
             os.close(fd)
         conv.persisted += 1

@@ -188,8 +188,7 @@ def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
     except FileExistsError:
         return False
     try:
-        os.write(fd, record.to_json().encode("utf-8"))
-        os.fsync(fd)
+        os.write(fd, record.to_json().encode("utf-8"))  # no fsync: a lease need not outlive a power cut
     except BaseException:
         os.close(fd)
         path.unlink(missing_ok=True)

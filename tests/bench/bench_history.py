@@ -93,8 +93,8 @@ def main() -> int:
         load = bench_load(hm)
     fit, dropped = bench_fit()
     rows = [
-        row("append msg ~10 (median, fsync'd)", at_10 * 1000, None, "ms"),
-        row("append msg ~10,000 (median, fsync'd)", at_10k * 1000, None, "ms"),
+        row("append msg ~10 (median)", at_10 * 1000, None, "ms"),
+        row("append msg ~10,000 (median)", at_10k * 1000, None, "ms"),
         row("append cost ratio 10,000 vs 10", at_10k / at_10, 1.3, "x"),
         row(f"load {BIG:,}-message conversation", load * 1000, 150, "ms"),
         row(f"ContextFitter.fit, {BIG:,} msgs ({dropped} cut)", fit * 1000, 20, "ms"),

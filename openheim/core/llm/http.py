@@ -7,12 +7,13 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
+import queue
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 import requests
@@ -243,6 +244,37 @@ class _Pending:
         self.abandoned = False
 
 
+class _HelperThreads:
+    """Reusable daemon threads for blocking calls the caller must be able to walk away from.
+
+    Starting a thread per request costs more than the request itself on loopback; idle helpers wait
+    for the next job instead. A job the caller abandoned (cancel) keeps its helper until it returns.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._jobs.put(job)
+        if spawn:
+            threading.Thread(target=self._serve, name="openheim-http", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_HELPERS = _HelperThreads()
+
+
 class HttpTransport:
     """POSTs JSON and hands back a checked streaming response; safe to share between threads."""
 
@@ -310,9 +342,7 @@ class HttpTransport:
               cancel: CancelToken) -> tuple[requests.Response, requests.Session]:
         session = self._acquire()
         pending = _Pending()
-        worker = threading.Thread(target=self._post, args=(session, url, data, headers, pending),
-                                  name="openheim-http", daemon=True)
-        worker.start()
+        _HELPERS.submit(lambda: self._post(session, url, data, headers, pending))
         remove = cancel.on_cancel(pending.done.set)
         pending.done.wait()
         remove()

@@ -12,6 +12,7 @@ from openheim.core.turn import CancelToken
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import ContextFitter
+    from openheim.memory.history import Conversation
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 512
@@ -29,6 +30,7 @@ class SessionState:
     cancel: CancelToken = field(default_factory=CancelToken)
     last_active: float = field(default_factory=time.monotonic)
     fitter: ContextFitter | None = None  # kept across turns: learned limits and ratios carry over
+    conversation: Conversation | None = None  # the last turn's conversation, reused while disk agrees
 
     @property
     def in_flight(self) -> bool:

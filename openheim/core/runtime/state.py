@@ -258,7 +258,10 @@ class AgentState:
     def _conversation_for(self, session: SessionState) -> Conversation:
         history = self.memory.history
         cfg = session.config
-        if history.exists(session.id):
+        cached = session.conversation
+        if cached is not None and history.is_current(cached):
+            conv = cached  # no re-read of a long log every turn
+        elif history.exists(session.id):
             conv = history.load(session.id)
         else:
             conv = history.create(id=session.id, model=cfg.model, provider=cfg.provider_name,
@@ -266,6 +269,7 @@ class AgentState:
         conv.meta.cwd = str(session.cwd)
         conv.meta.model, conv.meta.provider = cfg.model, cfg.provider_name
         conv.meta.mode = session.mode
+        session.conversation = conv
         return conv
 
 
