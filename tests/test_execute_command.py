@@ -215,3 +215,12 @@ def test_without_pidfd_the_polling_path_behaves_the_same(ctx, tmp_path, monkeypa
     assert run(ctx, "exec >&-; sleep 0.1; echo done >&2") == "[stderr]\ndone\n"
     with pytest.raises(ToolExecutionError, match="timed out after 0.3 seconds"):
         run(ctx, "sleep 30", timeout=0.3)
+
+
+def test_frozen_binary_bootloader_variables_are_dropped(monkeypatch):
+    from openheim.tools.process import child_env
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    base = {"PATH": "/usr/bin", "_PYI_APPLICATION_HOME_DIR": "/tmp/_MEIabc", "_PYI_ARCHIVE_FILE": "/x",
+            "_PYI_PARENT_PROCESS_LEVEL": "1", "LD_LIBRARY_PATH": "/tmp/_MEIabc"}
+    assert child_env((), base) == {"PATH": "/usr/bin"}

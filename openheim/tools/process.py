@@ -42,7 +42,12 @@ def kill_all() -> None:
 
 
 def child_env(secret_names: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's environment minus openheim's secrets and a frozen binary's library path changes."""
+    """The user's environment minus openheim's secrets and a frozen binary's own variables.
+
+    A frozen openheim's bootloader sets LD_LIBRARY_PATH and ``_PYI_*`` variables; a child that kept
+    them would load our bundled libraries, and a second frozen openheim started from it would refuse
+    to run ("unexpected name of application's home directory").
+    """
     env = dict(os.environ if base is None else base)
     for name in secret_names:
         env.pop(name, None)
@@ -52,4 +57,6 @@ def child_env(secret_names: Iterable[str] = (), base: Mapping[str, str] | None =
             env["LD_LIBRARY_PATH"] = original
         else:
             env.pop("LD_LIBRARY_PATH", None)
+        for name in [n for n in env if n.startswith("_PYI_") or n == "_MEIPASS2"]:
+            del env[name]
     return env
