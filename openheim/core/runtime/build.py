@@ -67,6 +67,9 @@ def build_state(opts: dict, tools: list[ToolHandler],
         default_provider=opts.get("provider"),
         default_model=opts.get("model"),
     )
+    if config.mcp_servers:
+        log.warning("config: [mcp_servers] (%s) is not supported by this version of openheim; those servers "
+                    "are not started and their tools are not offered", ", ".join(config.mcp_servers))
     registry = _build_registry(config, settings.data_dir, tools)
     state = AgentState(settings, registry, llm_factory)
     state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
