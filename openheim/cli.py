@@ -56,6 +56,13 @@ class LazyGroup(click.Group):
             fail(describe(e), 1)
         except KeyboardInterrupt:
             sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug: still one line, with the details in the debug log
+            import logging
+
+            logging.getLogger("openheim").debug("unexpected error", exc_info=True)
+            fail(f"internal error: {type(e).__name__}: {e} (run with OPENHEIM_LOG=debug for details)", 1)
 
 
 def setup_logging() -> None:

@@ -150,6 +150,10 @@ class ChatStreamParser:
         return self._delta(delta) if delta else _NO_CHUNKS
 
     def _delta(self, delta: dict[str, Any]) -> list[Chunk]:
+        text = delta.get("content")
+        if len(delta) == 1 and text and isinstance(text, str):  # most chunks: one text fragment
+            self.text.append(text)
+            return [Chunk("text", text)]
         out = []
         thinking = delta.get("reasoning_content") or delta.get("reasoning")
         if thinking and isinstance(thinking, str):

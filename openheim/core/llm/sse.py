@@ -32,10 +32,13 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
         yield event.event, event.data
 
 
+_decode = json.JSONDecoder().decode
+
+
 def parse_json(data: str) -> Any:
     """The JSON value of an SSE payload, or None (with a warning) when it is not JSON."""
     try:
-        return json.loads(data)
+        return _decode(data)
     except ValueError:
         log.warning("skipping a stream payload that is not valid JSON: %s", data[:200])
         return None
