@@ -1,7 +1,6 @@
 """Shared fixtures: every test runs with its own OPENHEIM_HOME and no proxies."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 

@@ -10,7 +10,7 @@ from cli_helpers import write_config
 from fake_client import ScriptedLlm, text_reply, tool_reply
 
 from openheim.client import OpenheimClient
-from openheim.core.models import Message, StopReason
+from openheim.core.models import StopReason
 from openheim.core.runtime.session import SessionMap, SessionState
 from openheim.errors import ConfigError, InvalidArgument, NotFound, SessionBusy
 
