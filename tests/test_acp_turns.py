@@ -206,3 +206,30 @@ def _gone(pid: int, timeout: float = 2.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def test_terminal_created_after_cancel_is_killed_and_released(srv, project):
+    agent = AcpWire()
+    try:
+        agent.initialize({"terminal": True})
+        sid = agent.new_session(project)
+        srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "sleep 30"})]), Reply(text="ok"))
+        prompt_id = agent.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        create = None
+        while create is None:
+            frame = agent.next_frame()
+            assert frame is not None
+            if frame.get("method") == "session/request_permission":
+                agent.send({"jsonrpc": "2.0", "id": frame["id"],
+                            "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+            elif frame.get("method") == "terminal/create":
+                create = frame
+        agent.notify("session/cancel", {"sessionId": sid})
+        answer, _ = agent.until_response(prompt_id)
+        assert answer["result"]["stopReason"] == "cancelled"
+        agent.send({"jsonrpc": "2.0", "id": create["id"], "result": {"terminalId": "late-1"}})  # too late
+        late = [agent.next_frame(5) for _ in range(2)]
+        assert {(f["method"], f["params"]["terminalId"]) for f in late if f} == {
+            ("terminal/kill", "late-1"), ("terminal/release", "late-1")}
+    finally:
+        agent.close()

@@ -5,7 +5,7 @@ import json
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from openheim.acp.util import INTERNAL_ERROR, RpcError
 from openheim.errors import Cancelled
@@ -111,15 +111,32 @@ class Pending:
         self.result: Any = None
         self.error: RpcError | None = None
         self.cancelled = False
+        self.answered = False
+        self.on_late: Callable[[Any], None] | None = None  # for an answer that comes after we gave up
+        self._lock = threading.Lock()
 
     def resolve(self, result: Any = None, error: RpcError | None = None) -> None:
-        if not self._done.is_set():
+        with self._lock:
+            if self.answered:
+                return
+            self.answered = True
             self.result, self.error = result, error
-            self._done.set()
+            late = self.on_late if error is None else None
+        self._done.set()
+        if late is not None:
+            late(result)
 
     def cancel(self) -> None:
         self.cancelled = True
         self._done.set()
+
+    def abandon(self, on_late: Callable[[Any], None]) -> bool:
+        """Stop waiting: True if still unanswered (a later success goes to ``on_late``), False if answered."""
+        with self._lock:
+            if self.answered:
+                return False
+            self.on_late = on_late
+            return True
 
     def wait(self, cancel: CancelToken | None = None, timeout: float | None = None) -> Any:
         """The result; raises RpcError (client error), Cancelled or TimeoutError."""
@@ -168,14 +185,26 @@ class Connection:
         return pending
 
     def request(self, method: str, params: dict, cancel: CancelToken | None = None,
-                timeout: float | None = None) -> Any:
-        """Send a request and block until the client answers (or the turn is cancelled)."""
+                timeout: float | None = None, on_late: Callable[[Any], None] | None = None) -> Any:
+        """Send a request and block until the client answers (or the turn is cancelled).
+
+        With ``on_late``, a cancelled or timed-out request stays registered, and an answer that still
+        arrives is handed to ``on_late`` (e.g. to release a terminal the client created anyway).
+        """
         pending = self.start_request(method, params)
+        keep = False
         try:
             return pending.wait(cancel, timeout)
+        except (Cancelled, TimeoutError):
+            if on_late is not None:
+                keep = pending.abandon(on_late)
+                if not keep and pending.error is None:
+                    on_late(pending.result)  # it arrived just as we gave up
+            raise
         finally:
-            with self._lock:
-                self._pending.pop(pending.id, None)
+            if not keep:
+                with self._lock:
+                    self._pending.pop(pending.id, None)
 
     def resolve(self, message: dict) -> None:
         """A response from the client: settle its future; unknown or null ids are ignored."""

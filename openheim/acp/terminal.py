@@ -57,7 +57,8 @@ class Terminals:
         create = {"sessionId": self.session_id, "command": "sh", "args": ["-c", command],
                   "cwd": str(ctx.effective_cwd), "outputByteLimit": cap}
         try:
-            created = self.conn.request("terminal/create", create, ctx.cancel, CONTROL_TIMEOUT)
+            created = self.conn.request("terminal/create", create, ctx.cancel, CONTROL_TIMEOUT,
+                                        on_late=self._release_late)
         except Cancelled:
             raise ToolExecutionError(CANCELLED) from None
         except (RpcError, TimeoutError) as e:
@@ -98,6 +99,12 @@ class Terminals:
         """On cancel: kill and release without waiting for the answers (they arrive after we move on)."""
         self.conn.start_request("terminal/kill", self._params(terminal_id))
         self.conn.start_request("terminal/release", self._params(terminal_id))
+
+    def _release_late(self, created: object) -> None:
+        """terminal/create answered after we gave up on it: that terminal must not be left behind."""
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if isinstance(terminal_id, str):
+            self._abandon(terminal_id)
 
     def _quietly(self, method: str, terminal_id: str) -> None:
         try:
