@@ -10,9 +10,6 @@ from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-THEMES = ("white", "gray", "blue", "cyan", "magenta", "green", "yellow", "red", "pink")
-
-
 @dataclass
 class ProviderConfig:
     name: str

@@ -5,14 +5,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from openheim.core.context import ContextFitter, turn_too_large
 from openheim.core.llm.base import Chunk
-from openheim.core.models import (AgentResult, Choice, FinishReason, Message, StopReason, StreamEvent, Usage)
+from openheim.core.models import AgentResult, Choice, FinishReason, Message, StopReason, StreamEvent, Usage
 from openheim.core.tool_calls import run_tool_calls
 from openheim.errors import Cancelled, ContextOverflow
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.core.context import ContextFitter, FitResult
+    from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
     from openheim.core.turn import TurnContext
     from openheim.tools.registry import ToolExecutor
@@ -37,8 +38,6 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
              fitter: ContextFitter | None = None) -> AgentResult:
     """Run one user turn to a stop reason; appends every new message to ``history``."""
     if fitter is None:
-        from openheim.core.context import ContextFitter
-
         fitter = ContextFitter(cfg.context_window)
     state = _TurnState()
     tools = executor.definitions()
@@ -102,9 +101,7 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
             if fitter.on_overflow(fit):
                 log.info("context overflow at %d bytes; trimming and resending", fit.sent_bytes)
                 continue
-            raise ContextOverflow(
-                "the current turn alone does not fit in the model's context window; start a new session "
-                f"(provider said: {e.message})") from None
+            raise turn_too_large(f"provider said: {e.message}") from None
         if ctx.cancel.cancelled:
             raise Cancelled()
         if choice.usage is not None:

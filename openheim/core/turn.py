@@ -61,13 +61,6 @@ class CancelToken:
         action()
         return lambda: None
 
-    def child(self) -> CancelToken:
-        """A token cancelled with this one (and cancellable on its own)."""
-        token = CancelToken()
-        remove = self.on_cancel(token.cancel)
-        token.on_cancel(remove)
-        return token
-
 
 @dataclass
 class TurnContext:

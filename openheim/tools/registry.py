@@ -14,9 +14,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOOL_KINDS = ("read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other")
-
-
 @dataclass(frozen=True)
 class ToolCapabilities:
     """What the runtime may assume about a tool: read-only tools survive architect mode."""
