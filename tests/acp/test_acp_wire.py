@@ -9,27 +9,6 @@ from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 
-@pytest.fixture
-def srv(isolated_home):
-    with FakeLLMServer(wire="openai") as server:
-        write_config(isolated_home, server.base_url, extra="allow_shell = true")
-        yield server
-
-
-@pytest.fixture
-def wire(srv):
-    agent = AcpWire()
-    yield agent
-    agent.close()
-
-
-@pytest.fixture
-def project(tmp_path):
-    root = tmp_path / "project"
-    root.mkdir()
-    return root.resolve()
-
-
 def test_initialize_answers_version_1_with_truthful_capabilities(wire):
     result = wire.result("initialize", {"protocolVersion": 7, "clientCapabilities": {}})
     assert result["protocolVersion"] == 1

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from acp_schema_check import check_agent_frame
 from acp_wire import client_env
-from cli_helpers import write_config
-from fake_llm import FakeLLMServer, Reply, ToolCall
+from fake_llm import Reply, ToolCall
 
 acp = pytest.importorskip("acp")
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
@@ -155,20 +154,6 @@ def run(scenario, editor: FakeEditor, tmp_path: Path, caps: ClientCapabilities |
     asyncio.run(main())
     assert tap.errors == []
     return tap
-
-
-@pytest.fixture
-def srv(isolated_home):
-    with FakeLLMServer(wire="openai") as server:
-        write_config(isolated_home, server.base_url, extra="allow_shell = true")
-        yield server
-
-
-@pytest.fixture
-def project(tmp_path):
-    root = (tmp_path / "project").resolve()
-    root.mkdir()
-    return root
 
 
 def test_prompt_with_tool_calls(srv, project, tmp_path):

@@ -4,31 +4,8 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 from acp_wire import AcpWire, agent_text, updates
-from cli_helpers import write_config
-from fake_llm import FakeLLMServer, Reply, ToolCall
-
-
-@pytest.fixture
-def srv(isolated_home):
-    with FakeLLMServer(wire="openai") as server:
-        write_config(isolated_home, server.base_url, extra="allow_shell = true")
-        yield server
-
-
-@pytest.fixture
-def wire(srv):
-    agent = AcpWire()
-    yield agent
-    agent.close()
-
-
-@pytest.fixture
-def project(tmp_path):
-    root = tmp_path / "project"
-    root.mkdir()
-    return root.resolve()
+from fake_llm import Reply, ToolCall
 
 
 def test_second_prompt_on_a_busy_session_is_refused_naming_it(wire, srv, project):
