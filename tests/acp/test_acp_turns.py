@@ -47,13 +47,7 @@ def test_two_sessions_run_concurrently(wire, srv, project):
 
 
 def test_cancel_during_streaming_answers_cancelled_quickly_and_next_prompt_works(wire, srv, project):
-    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=0.05))
-    wire.initialize()
-    sid = wire.new_session(project)
-    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
-    frame = wire.next_frame()
-    while updates([frame], "agent_message_chunk") == []:
-        frame = wire.next_frame()
+    sid, request_id = _streaming_prompt(wire, srv, project, delay=0.05)
     started = time.monotonic()
     wire.notify("session/cancel", {"sessionId": sid})
     response, _ = wire.until_response(request_id)
@@ -118,13 +112,7 @@ def test_eof_exits_zero_fast_and_leaves_no_child(srv, project):
 
 
 def test_prompt_sent_right_after_a_cancel_runs_once_the_old_turn_ends(wire, srv, project):
-    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=0.03))
-    wire.initialize()
-    sid = wire.new_session(project)
-    first = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
-    frame = wire.next_frame()
-    while updates([frame], "agent_message_chunk") == []:
-        frame = wire.next_frame()
+    sid, first = _streaming_prompt(wire, srv, project, delay=0.03)
     wire.notify("session/cancel", {"sessionId": sid})
     second = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "next"}]})
     answers, after_first = {}, []
@@ -210,3 +198,15 @@ def test_terminal_created_after_cancel_is_killed_and_released(srv, project):
             ("terminal/kill", "late-1"), ("terminal/release", "late-1")}
     finally:
         agent.close()
+
+
+def _streaming_prompt(wire, srv, project, delay):
+    """Start a long streamed reply on a new session; return (session id, prompt id) once text flows."""
+    srv.enqueue(Reply(text=" ".join(["word"] * 200), delay=delay))
+    wire.initialize()
+    sid = wire.new_session(project)
+    request_id = wire.start("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "long"}]})
+    frame = wire.next_frame()
+    while updates([frame], "agent_message_chunk") == []:
+        frame = wire.next_frame()
+    return sid, request_id
