@@ -26,8 +26,8 @@ class LazyGroup(click.Group):
     """Subcommands named here are imported only when used, keeping `--version` light."""
 
     lazy = {
-        "memory": "openheim.rag.cli:memory",
-        "sessions": "openheim.memory.cli:sessions",
+        "memory": "openheim.memory.cli:memory",
+        "sessions": "openheim.conversation.cli:sessions",
         "acp": "openheim.transport.stdio:acp_command",
         "stdio": "openheim.transport.stdio:stdio_command",
     }
@@ -46,14 +46,12 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
-        from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+        from openheim.errors import OpenheimError
 
         try:
             return super().invoke(ctx)
-        except (ConfigError, InvalidArgument) as e:
-            fail(describe(e), 2)
         except OpenheimError as e:
-            fail(describe(e), 1)
+            fail(describe(e), exit_code_for(e))
         except KeyboardInterrupt:
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
@@ -71,6 +69,13 @@ def setup_logging() -> None:
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
                         format="openheim: %(levelname)s %(name)s: %(message)s")
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The documented exit code of an error: 2 for usage and configuration, 1 for the rest."""
+    from openheim.errors import ConfigError, InvalidArgument
+
+    return 2 if isinstance(error, (ConfigError, InvalidArgument)) else 1
 
 
 def fail(message: str, code: int) -> None:
@@ -114,7 +119,7 @@ def main(ctx: click.Context, config_path: str | None) -> None:
 
 def _long_term_memory(config_path: str | None):
     from openheim.config.load import data_dir, load_config
-    from openheim.rag.setup import long_term_memory
+    from openheim.memory.setup import long_term_memory
 
     config = load_config(config_path)
     return long_term_memory(config, data_dir(config))

@@ -1,29 +1,38 @@
-"""OpenheimClient: the one construction path for the runtime, used by every front end and by embedders."""
+"""OpenheimClient: the one door to the runtime, used by every front end and by embedders.
+
+A front end opens a session here, starts turns with ``SessionHandle.start_turn`` and renders the
+``Turn``'s events in its own medium. Nothing outside this module reaches the runtime's internals.
+"""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from openheim.core.models import AgentResult, ContentBlock, ImageBlock, Message, StreamEvent, TextBlock, Tool
+from openheim.core.models import (
+    AgentResult,
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    Tool,
+)
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.schema import Config
+    from openheim.conversation.history import ConversationMeta
+    from openheim.conversation.skills import Skill
     from openheim.core.client_io import ClientIo
+    from openheim.core.events import StreamEvent
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.core.runtime.state import AgentState, LoadedSession
-    from openheim.tools.registry import ToolHandler
+    from openheim.core.tools import ToolCapabilities, ToolHandler, ToolView
+    from openheim.runtime.state import AgentState
+    from openheim.runtime.turn import Turn
 
-BUILTIN_PROVIDERS = {
-    "openai": ("https://api.openai.com/v1", "gpt-4o"),
-    "anthropic": ("https://api.anthropic.com/v1", "claude-sonnet-4-6"),
-    "gemini": ("https://generativelanguage.googleapis.com/v1beta", "gemini-3.8-flash"),
-}
-
-
-def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] = ()) -> list[ContentBlock]:
+def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] | tuple = ()) -> list[ContentBlock]:
     """Prompt text (empty adds no block) followed by (base64 data, mime type) images, in order."""
     blocks: list[ContentBlock] = [TextBlock(prompt)] if isinstance(prompt, str) and prompt else []
     if not isinstance(prompt, str):
@@ -32,8 +41,16 @@ def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] = 
     return blocks
 
 
+@dataclass
+class LoadedSession:
+    """What resuming a stored session gives back besides its handle."""
+
+    messages: list[Message]
+    warning: str | None = None  # e.g. its provider is gone and the default one was used
+
+
 class SessionHandle:
-    """One conversation: prompt it, cancel it, switch its model or mode."""
+    """One conversation: start turns on it, cancel them, switch its model or mode."""
 
     def __init__(self, client: OpenheimClient, session_id: str) -> None:
         self._client = client
@@ -42,38 +59,99 @@ class SessionHandle:
         self._io: ClientIo | None = None
         self.context_usage = None
 
+    @property
+    def _state(self) -> AgentState:
+        return self._client.state
+
     def permission_gate(self, gate: PermissionGate) -> SessionHandle:
-        self._gate = gate
+        """Ask ``gate`` before side-effect tool calls (default: allow all)."""
+        from openheim.core.permission import check_gate
+
+        self._gate = check_gate(gate)
         return self
 
     def client_io(self, io: ClientIo) -> SessionHandle:
+        """Read and write files (and run commands) through ``io`` where it can."""
         self._io = io
         return self
 
+    # --- turns -----------------------------------------------------------------------
+
+    def start_turn(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
+                   extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
+                   client_io: ClientIo | None = None) -> Turn:
+        """Start a turn on its own worker thread and return it at once.
+
+        Raises SessionBusy while another turn runs on this session (one that was cancelled is waited
+        for instead). ``gate`` and ``client_io`` override the session's own for this turn.
+        """
+        blocks = to_blocks(prompt, images)
+        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills)
+
     def prompt(self, prompt: str | list[ContentBlock], on_event: Callable[[StreamEvent], None] | None = None,
-               images: list[tuple[str, str]] = (), extra_skills: list[str] = ()) -> AgentResult:
-        """Run one turn on the calling thread; ``on_event`` sees every StreamEvent as it happens."""
-        result = self._client.state.prompt(self.id, to_blocks(prompt, images), self._gate, self._io, on_event,
-                                           extra_skills)
+               images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = ()) -> AgentResult:
+        """Run one turn to its end; ``on_event`` sees every StreamEvent on the calling thread."""
+        turn = self.start_turn(prompt, images=images, extra_skills=extra_skills)
+        for batch in turn.batches():
+            if on_event is not None:
+                for event in batch:
+                    on_event(event)
+        result = turn.result
         self.context_usage = result.context_usage or self.context_usage
         return result
 
+    def stream(self, prompt: str | list[ContentBlock], **kwargs: object) -> Turn:
+        """``for event in session.stream("...")``: the turn's events on the calling thread."""
+        return self.start_turn(prompt, **kwargs)  # type: ignore[arg-type]
+
     def cancel(self) -> None:
-        self._client.state.cancel(self.id)
+        """Cancel the running turn, if any (from any thread)."""
+        self._state.cancel(self.id)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a turn is running on this session."""
+        return self._state.session(self.id).in_flight
+
+    # --- settings -----------------------------------------------------------------------
 
     def switch_model(self, provider: str | None, model: str | None = None) -> AgentConfig:
-        return self._client.state.set_model(self.id, provider, model)
+        return self._state.set_model(self.id, provider, model)
 
     def set_mode(self, mode: str) -> str:
-        return self._client.state.set_mode(self.id, mode)
+        return self._state.set_mode(self.id, mode)
 
     @property
     def config(self) -> AgentConfig:
-        return self._client.state.session(self.id).config
+        return self._state.session(self.id).config
+
+    @property
+    def mode(self) -> str:
+        return self._state.session(self.id).mode
+
+    @property
+    def cwd(self) -> Path:
+        return self._state.session(self.id).cwd
+
+    @property
+    def has_history(self) -> bool:
+        """Whether the conversation has been stored (it is, from its first turn on)."""
+        return self._state.conversations.history.exists(self.id)
+
+    def present(self, tool_name: str, args: dict | None, with_diff: bool = False) -> ToolView:
+        """How a call of ``tool_name`` looks in this session (title, kind, locations; a diff if asked)."""
+        from openheim.core.tools import ViewContext
+
+        where = ViewContext(self.cwd, self._io, with_diff=with_diff)
+        return self._state.registry.present(tool_name, args, where)
+
+    def close(self) -> None:
+        """Cancel what runs and forget the live session (its history stays on disk)."""
+        self._client.close_session(self.id)
 
 
 class OpenheimClient:
-    """The library facade around AgentState."""
+    """The library facade around the runtime. ``state`` is internal: front ends never touch it."""
 
     def __init__(self, state: AgentState) -> None:
         self.state = state
@@ -94,31 +172,55 @@ class OpenheimClient:
     def data_dir(self) -> Path:
         return self.state.settings.data_dir
 
+    # --- sessions ---------------------------------------------------------------------
+
     def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
-                    skills: list[str] = ()) -> SessionHandle:
+                    skills: list[str] | tuple[str, ...] = ()) -> SessionHandle:
         session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills)
         return SessionHandle(self, session.id)
 
     def resume_session(self, session_id: str, cwd: str | Path | None = None) -> tuple[SessionHandle, LoadedSession]:
         loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None)
-        return SessionHandle(self, loaded.session.id), loaded
+        return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
 
-    def list_sessions(self, cwd: str | None = None) -> list:
+    def session(self, session_id: str) -> SessionHandle:
+        """The handle of a live session (NotFound if there is none with that id)."""
+        return SessionHandle(self, self.state.session(session_id).id)
+
+    def list_sessions(self, cwd: str | None = None) -> list[ConversationMeta]:
         return self.state.list_sessions(cwd)
 
     def get_session(self, session_id: str) -> list[Message]:
-        from openheim.core.runtime.state import check_session_id
+        from openheim.conversation.history import check_session_id
 
-        return self.state.memory.history.load(check_session_id(session_id)).messages
+        return self.state.conversations.history.load(check_session_id(session_id)).messages
 
     def delete_session(self, session_id: str) -> None:
         self.state.delete_session(session_id)
 
+    def cancel(self, session_id: str) -> None:
+        """Cancel the turn running on ``session_id``, if any; unknown ids are ignored."""
+        self.state.cancel(session_id)
+
+    def close_session(self, session_id: str) -> None:
+        """Cancel what runs on a live session and forget it (its history stays on disk)."""
+        self.state.close_session(session_id)
+
+    # --- what the runtime offers ---------------------------------------------------------------
+
     def models(self) -> list[tuple[str, str]]:
+        """(provider, model) pairs the config offers."""
         return self.state.models()
 
     def tools(self) -> list[Tool]:
         return self.state.registry.definitions()
+
+    def tool_capabilities(self, name: str) -> ToolCapabilities:
+        return self.state.registry.capabilities(name)
+
+    def skills(self) -> list[Skill]:
+        """The installed skills (name and description)."""
+        return self.state.conversations.skills.list()
 
 
 class OpenheimBuilder:
@@ -173,7 +275,9 @@ class OpenheimBuilder:
         return self._set("data_dir", path)
 
     def tool(self, handler: ToolHandler) -> OpenheimBuilder:
-        self._tools.append(handler)
+        from openheim.core.tools import check_handler
+
+        self._tools.append(check_handler(handler))
         return self
 
     def llm_factory(self, factory: Callable[[AgentConfig], LlmClient]) -> OpenheimBuilder:
@@ -182,6 +286,6 @@ class OpenheimBuilder:
         return self
 
     def build(self) -> OpenheimClient:
-        from openheim.core.runtime.build import build_state
+        from openheim.runtime.build import build_state
 
         return OpenheimClient(build_state(self._opts, self._tools, self._llm_factory))

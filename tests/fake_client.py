@@ -5,9 +5,17 @@ import json
 import threading
 
 from openheim.core.llm.base import Chunk
-from openheim.core.models import Choice, FinishReason, Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from openheim.core.models import (
+    Choice,
+    FinishReason,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
+from openheim.core.tools import BaseTool, ToolCapabilities
 from openheim.errors import Cancelled, ContextOverflow
-from openheim.tools.registry import ToolCapabilities
 
 
 class ScriptedLlm:
@@ -47,7 +55,7 @@ def tool_reply(*calls: tuple[str, object], finish: FinishReason = FinishReason.T
     return Choice(Message("assistant", blocks), finish)
 
 
-class EchoTool:
+class EchoTool(BaseTool):
     """Returns its ``text`` argument; ``fail`` raises a tool error; ``wait`` blocks until cancelled."""
 
     name = "echo"

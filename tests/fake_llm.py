@@ -25,7 +25,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fake_wires import RENDERERS, StreamCtx, error_body, last_user_text, overflow_body, stream_error
+from fake_wires import (
+    RENDERERS,
+    StreamCtx,
+    error_body,
+    last_user_text,
+    overflow_body,
+    stream_error,
+)
 
 __all__ = ["FakeLLMServer", "Reply", "ToolCall", "Fault", "RecordedRequest"]
 

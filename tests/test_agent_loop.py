@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import threading
 
-from fake_client import EchoTool, ScriptedLlm, WriteTool, overflow, text_reply, tool_reply
+from fake_client import (
+    EchoTool,
+    ScriptedLlm,
+    WriteTool,
+    overflow,
+    text_reply,
+    tool_reply,
+)
 
 from openheim.config.agent_config import AgentConfig
 from openheim.core.agent import NO_RESULT, repair_missing_results, run_turn
 from openheim.core.models import FinishReason, Message, StopReason, ToolUseBlock, Usage
-from openheim.core.permission import Decision
+from openheim.core.permission import Decision, PermissionGate
 from openheim.core.tool_calls import RESULT_CAP, cap_result
+from openheim.core.tools import ToolRegistry
 from openheim.core.turn import TurnContext
 from openheim.errors import ContextOverflow
-from openheim.tools.registry import ToolRegistry
 
 CFG = AgentConfig("fake", "openai_compatible", "http://127.0.0.1:1", "", "fake-model", max_iterations=4)
 
@@ -111,7 +118,7 @@ def test_missing_results_are_repaired_in_the_request_only():
     assert len(history) == 4
 
 
-class Gate:
+class Gate(PermissionGate):
     gates_read_only = False
 
     def __init__(self, decision):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from cli_helpers import openheim, write_config
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 KINDS = {"openai": "openai", "openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
 FAST_RETRY = {"OPENHEIM_RETRY_BASE_DELAY": "0.01"}

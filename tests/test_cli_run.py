@@ -7,7 +7,7 @@ import time
 
 import pytest
 from cli_helpers import openheim, spawn, write_config
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 SECRET = "sk-test-SECRET-123"
 

@@ -6,10 +6,24 @@ import random
 
 import pytest
 
-from openheim.core.context import (ContextFitter, FitResult, message_bytes, omission_note, tools_bytes,
-                                   turn_too_large)
-from openheim.core.models import (ImageBlock, Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, Tool,
-                                  ToolUseBlock, Usage)
+from openheim.core.context import (
+    ContextFitter,
+    FitResult,
+    message_bytes,
+    omission_note,
+    tools_bytes,
+    turn_too_large,
+)
+from openheim.core.models import (
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolUseBlock,
+    Usage,
+)
 
 RESULT_BYTES = 5000
 # sizes by hand: 16 bytes overhead per message plus the payload

@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import openheim, spawn, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
-from openheim.memory.history import HistoryManager
+from openheim.conversation.history import HistoryManager
 
 KILLS = 50
 

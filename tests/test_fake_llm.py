@@ -6,7 +6,7 @@ import socket
 
 import pytest
 import requests
-from fake_llm import Fault, FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Fault, Reply
 
 
 def post(srv, path, body):

@@ -146,6 +146,7 @@ class FakeClient:
 
     can_read = True
     can_write = True
+    can_run_commands = False
 
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files

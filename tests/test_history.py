@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from openheim.conversation.history import (
+    ConversationMeta,
+    HistoryManager,
+    parse_log,
+    title_from,
+)
 from openheim.core.models import Message, ThinkingBlock, ToolUseBlock, Usage
 from openheim.errors import HistoryDiverged, InvalidArgument, NotFound, ParseError
-from openheim.memory.history import ConversationMeta, HistoryManager, parse_log, title_from
 
 
 @pytest.fixture
@@ -304,7 +309,7 @@ def test_append_never_rereads_the_log(hm: HistoryManager, monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the log was re-read")
 
-    monkeypatch.setattr("openheim.memory.history.parse_log", boom)
+    monkeypatch.setattr("openheim.conversation.history.parse_log", boom)
     monkeypatch.setattr(Path, "read_bytes", boom)
     monkeypatch.setattr(Path, "read_text", boom)
     for m in _tool_turn(2):

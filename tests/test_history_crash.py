@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from openheim.conversation.history import HistoryManager
 from openheim.core.models import Message
-from openheim.memory.history import HistoryManager
 
 ROOT = Path(__file__).resolve().parent.parent
 
 _WRITER = r"""
 import sys
 from openheim.core.models import Message
-from openheim.memory.history import HistoryManager
+from openheim.conversation.history import HistoryManager
 hm = HistoryManager(sys.argv[1])
 conv = hm.load(sys.argv[2])
 start = len(conv.messages)

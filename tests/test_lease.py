@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from openheim.conversation.lease import (
+    CORRUPT_GRACE_SECS,
+    STALE_AFTER_SECS,
+    Lease,
+    LeasePolicy,
+    LeaseRecord,
+    hostname,
+    pid_alive,
+    process_start,
+)
 from openheim.errors import SessionLocked
-from openheim.memory.lease import (CORRUPT_GRACE_SECS, STALE_AFTER_SECS, Lease, LeasePolicy, LeaseRecord,
-                                   hostname, pid_alive, process_start)
 
 ROOT = Path(__file__).resolve().parent.parent
 SID = "0b5e1c3a-94c6-4c1e-9a53-0f6f9d2f5e11"
@@ -149,7 +157,7 @@ def test_no_temp_files_left_behind(tmp_path: Path) -> None:
 _HOLDER = r"""
 import sys
 import time
-from openheim.memory.lease import Lease
+from openheim.conversation.lease import Lease
 lease = Lease.acquire(sys.argv[1], sys.argv[2])
 print("held", flush=True)
 sys.stdin.readline()

@@ -2,13 +2,21 @@
 from __future__ import annotations
 
 import pytest
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.anthropic import MessagesStreamParser, build_request
 from openheim.core.llm.factory import create_client
 from openheim.core.models import (
-    FinishReason, ImageBlock, Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, Tool, ToolUseBlock, Usage,
+    FinishReason,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolUseBlock,
+    Usage,
 )
 from openheim.core.turn import CancelToken
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse

@@ -5,13 +5,19 @@ import threading
 import time
 
 import pytest
-from fake_llm import Fault, FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Fault, Reply
 
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
 from openheim.core.models import Message
 from openheim.core.turn import CancelToken
-from openheim.errors import ApiError, Cancelled, ContextOverflow, HttpError, TransportError
+from openheim.errors import (
+    ApiError,
+    Cancelled,
+    ContextOverflow,
+    HttpError,
+    TransportError,
+)
 
 KINDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini"}
 QUOTA = {"openai": {"error": {"type": "insufficient_quota", "code": "insufficient_quota",

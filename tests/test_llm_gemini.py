@@ -4,14 +4,21 @@ from __future__ import annotations
 import re
 
 import pytest
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
 from openheim.core.llm.gemini import GenerateStreamParser, build_request, retry_delay
 from openheim.core.llm.gemini_schema import gemini_schema
 from openheim.core.models import (
-    FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, Tool, ToolUseBlock, Usage,
+    FinishReason,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolUseBlock,
+    Usage,
 )
 from openheim.core.turn import CancelToken
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse

@@ -8,13 +8,25 @@ import time
 from email.utils import formatdate
 
 import pytest
-from fake_llm import Fault, FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Fault, Reply
 
 from openheim.core.llm.http import (
-    HttpTransport, dechunk, error_for_status, is_overflow, parse_retry_after, read_chunks,
+    HttpTransport,
+    dechunk,
+    error_for_status,
+    is_overflow,
+    parse_retry_after,
+    read_chunks,
 )
 from openheim.core.turn import CancelToken
-from openheim.errors import ApiError, Cancelled, ConfigError, ContextOverflow, HttpError, TransportError
+from openheim.errors import (
+    ApiError,
+    Cancelled,
+    ConfigError,
+    ContextOverflow,
+    HttpError,
+    TransportError,
+)
 
 OVERFLOW_BODIES = [
     '{"error":{"code":"context_length_exceeded"}}',

@@ -6,16 +6,36 @@ import threading
 import time
 
 import pytest
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
-from openheim.core.llm.openai import CUT_STREAM, ChatStreamParser, OpenAIClient, build_request, stream_error
+from openheim.core.llm.openai import (
+    CUT_STREAM,
+    ChatStreamParser,
+    OpenAIClient,
+    build_request,
+    stream_error,
+)
 from openheim.core.models import (
-    FinishReason, ImageBlock, Message, TextBlock, ThinkingBlock, Tool, ToolUseBlock, Usage,
+    FinishReason,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolUseBlock,
+    Usage,
 )
 from openheim.core.turn import CancelToken
-from openheim.errors import ApiError, Cancelled, ContextOverflow, HttpError, IncompleteResponse, TransportError
+from openheim.errors import (
+    ApiError,
+    Cancelled,
+    ContextOverflow,
+    HttpError,
+    IncompleteResponse,
+    TransportError,
+)
 
 CALL_ID = re.compile(r"call_[0-9a-f]{32}")
 TOOL = Tool("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}},

@@ -12,7 +12,13 @@ from openheim.core.llm.retry import RetryClient, is_retryable
 from openheim.core.models import Choice, Message
 from openheim.core.turn import CancelToken
 from openheim.errors import (
-    ApiError, Cancelled, ContextOverflow, HttpError, IncompleteResponse, ParseError, TransportError,
+    ApiError,
+    Cancelled,
+    ContextOverflow,
+    HttpError,
+    IncompleteResponse,
+    ParseError,
+    TransportError,
 )
 
 OK = Choice(Message.assistant("ok"))

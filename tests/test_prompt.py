@@ -1,4 +1,4 @@
-"""System prompt assembly: identity, project instructions, skills, MemoryContext.prepare."""
+"""System prompt assembly: identity, project instructions, skills, ConversationStore.prepare."""
 from __future__ import annotations
 
 import os
@@ -6,12 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from openheim.conversation.identity import DEFAULT_IDENTITY, load_identity
+from openheim.conversation.instructions import (
+    MAX_BYTES,
+    Instruction,
+    directories,
+    load_instructions,
+)
+from openheim.conversation.prompt import PromptBuilder
+from openheim.conversation.skills import Skill
+from openheim.conversation.store import ConversationStore
 from openheim.errors import ConfigError
-from openheim.memory.context import MemoryContext
-from openheim.memory.instructions import MAX_BYTES, Instruction, directories, load_instructions
-from openheim.memory.prompt import PromptBuilder
-from openheim.memory.skills import Skill
-from openheim.memory.system import DEFAULT_IDENTITY, load_identity
 
 SEP = "\n\n---\n\n"
 BASE = "You are a general purpose multiprovider LLM agent."
@@ -106,7 +111,7 @@ def test_memory_context_prepare(tmp_path: Path, caplog) -> None:
     (data / "system.md").write_text("Identity.")
     root = tmp_path / "project"
     deep = _tree(root)
-    memory = MemoryContext(data)
+    memory = ConversationStore(data)
     conv = memory.history.create(skills=["one", "gone"])
     builder = memory.prepare(conv, root, deep, extra_skills=["two", "one"])
     assert [s.name for s in builder.skills] == ["one", "two"]
@@ -118,7 +123,7 @@ def test_memory_context_prepare(tmp_path: Path, caplog) -> None:
 
 
 def test_memory_context_default_identity_and_dirs(tmp_path: Path) -> None:
-    memory = MemoryContext(tmp_path)
+    memory = ConversationStore(tmp_path)
     assert memory.history.dir == tmp_path / "history" and memory.skills.dir == tmp_path / "skills"
     conv = memory.history.create()
     builder = memory.prepare(conv, tmp_path, os.fspath(tmp_path))

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 from rag_fakes import FakeEmbedder
 
-from openheim.rag.cli import memory
-from openheim.rag.memory import LongTermMemory
+from openheim.memory.cli import memory
+from openheim.memory.long_term import LongTermMemory
 
 
 @pytest.fixture

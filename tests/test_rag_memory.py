@@ -7,9 +7,15 @@ import sqlite3
 import pytest
 from rag_fakes import EmbeddingsServer, FakeEmbedder, fake_vector
 
-from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError, TransportError
-from openheim.rag import sqlite as rag_sqlite
-from openheim.rag.embedding import (
+from openheim.errors import (
+    ApiError,
+    ConfigError,
+    DatabaseError,
+    HttpError,
+    TransportError,
+)
+from openheim.memory import sqlite as rag_sqlite
+from openheim.memory.embedding import (
     GeminiEmbeddings,
     OpenAIEmbeddings,
     embedding_client_for,
@@ -17,8 +23,8 @@ from openheim.rag.embedding import (
     parse_gemini_response,
     parse_openai_response,
 )
-from openheim.rag.memory import LongTermMemory
-from openheim.rag.store import VectorStore
+from openheim.memory.long_term import LongTermMemory
+from openheim.memory.store import VectorStore
 
 
 @pytest.fixture
@@ -141,7 +147,7 @@ def test_client_factory_by_kind():
 
 def test_construction_touches_nothing(db):
     ltm = LongTermMemory(db, FakeEmbedder())
-    from openheim.rag.tools import memory_tools
+    from openheim.memory.tools import memory_tools
 
     memory_tools(ltm)
     assert not db.parent.exists()
@@ -369,9 +375,9 @@ def test_memory_modules_import_lightly(tmp_path):
     from pathlib import Path
 
     code = ("import sys\n"
-            "from openheim.rag.memory import LongTermMemory\n"
-            "from openheim.rag.tools import memory_tools\n"
-            "import openheim.rag.embedding, openheim.rag.sqlite\n"
+            "from openheim.memory.long_term import LongTermMemory\n"
+            "from openheim.memory.tools import memory_tools\n"
+            "import openheim.memory.embedding, openheim.memory.sqlite\n"
             "memory_tools(LongTermMemory(sys.argv[1]))\n"
             "print(sorted(m for m in ('requests', 'sqlite_vec', 'sqlite3', 'pysqlite3') if m in sys.modules))\n")
     db = tmp_path / "never" / "memory.db"

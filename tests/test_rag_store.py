@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import pytest
 
 from openheim.errors import DatabaseError
-from openheim.rag import migrations
-from openheim.rag import sqlite as rag_sqlite
-from openheim.rag.store import VectorStore, fts_query, pack_vector, parse_time
+from openheim.memory import migrations
+from openheim.memory import sqlite as rag_sqlite
+from openheim.memory.store import VectorStore, fts_query, pack_vector, parse_time
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 import pytest
 from rag_fakes import FakeEmbedder
 
+from openheim.core.tools import ToolHandler, ToolRegistry
 from openheim.core.turn import TurnContext
 from openheim.errors import ToolExecutionError
-from openheim.rag.memory import LongTermMemory
-from openheim.rag.store import Hit
-from openheim.rag.tools import format_hit, format_hits, memory_tools
-from openheim.tools.registry import ToolHandler, ToolRegistry, capabilities_of
+from openheim.memory.long_term import LongTermMemory
+from openheim.memory.store import Hit
+from openheim.memory.tools import format_hit, format_hits, memory_tools
 
 TODAY = datetime.now(timezone.utc).strftime("%Y-%m-%d")
 
@@ -38,10 +38,10 @@ def test_the_four_tools_and_their_capabilities(ltm):
     tools = {t.name: t for t in memory_tools(ltm)}
     assert sorted(tools) == ["edit_memory", "forget", "remember", "search_memory"]
     assert all(isinstance(t, ToolHandler) for t in tools.values())
-    caps = {n: (capabilities_of(t).read_only, capabilities_of(t).kind) for n, t in tools.items()}
+    caps = {n: (t.capabilities.read_only, t.capabilities.kind) for n, t in tools.items()}
     assert caps == {"remember": (False, "think"), "search_memory": (True, "search"),
                     "edit_memory": (False, "edit"), "forget": (False, "delete")}
-    assert all(capabilities_of(t).approval_scope == "tool_name" for t in tools.values())
+    assert all(t.capabilities.approval_scope == "tool_name" for t in tools.values())
     assert tools["edit_memory"].parameters["required"] == ["id", "content"]
     assert tools["search_memory"].parameters["properties"]["top_k"]["maximum"] == 20
 

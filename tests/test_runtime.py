@@ -11,8 +11,8 @@ from fake_client import ScriptedLlm, text_reply, tool_reply
 
 from openheim.client import OpenheimClient
 from openheim.core.models import StopReason
-from openheim.core.runtime.session import SessionMap, SessionState
 from openheim.errors import ConfigError, InvalidArgument, NotFound, SessionBusy
+from openheim.runtime.session import SessionMap, SessionState
 
 
 def make_client(home: Path, llm: ScriptedLlm, extra: str = "", **opts) -> OpenheimClient:
@@ -106,9 +106,9 @@ def test_unrestorable_provider_falls_back_with_warning(isolated_home, tmp_path):
     client = make_client(isolated_home, ScriptedLlm([text_reply("a")]))
     session = client.new_session(tmp_path)
     session.prompt("hi")
-    conv = client.state.memory.history.load(session.id)
+    conv = client.state.conversations.history.load(session.id)
     conv.meta.provider = "gone"
-    client.state.memory.history.save_meta(conv)
+    client.state.conversations.history.save_meta(conv)
     fresh = make_client(isolated_home, ScriptedLlm([]))
     _, loaded = fresh.resume_session(session.id, tmp_path)
     assert loaded.warning.startswith("[warning] Could not restore this session's provider 'gone'")
@@ -132,7 +132,7 @@ class FlakyHistory:
 
 def test_failed_append_falls_back_to_a_full_rewrite(isolated_home, tmp_path):
     client = make_client(isolated_home, ScriptedLlm([tool_reply(("list_dir", {})), text_reply("done")]))
-    client.state.memory.history = FlakyHistory(client.state.memory.history)
+    client.state.conversations.history = FlakyHistory(client.state.conversations.history)
     session = client.new_session(tmp_path)
     session.prompt("go")
     fresh = make_client(isolated_home, ScriptedLlm([]))

@@ -11,7 +11,12 @@ from openheim.errors import OpenheimError, ToolExecutionError
 from openheim.tools.edit_file import EditFileTool
 from openheim.tools.list_dir import ListDirTool
 from openheim.tools.read_file import ReadFileTool
-from openheim.tools.sandbox import normalize, sandbox_root, validate_entry, validate_path
+from openheim.tools.sandbox import (
+    normalize,
+    sandbox_root,
+    validate_entry,
+    validate_path,
+)
 from openheim.tools.search import SearchTool
 from openheim.tools.write_file import WriteFileTool
 

@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from openheim.conversation.skills import (
+    Skill,
+    SkillsManager,
+    is_valid_name,
+    split_frontmatter,
+)
 from openheim.errors import InvalidArgument, NotFound
-from openheim.memory.skills import Skill, SkillsManager, is_valid_name, split_frontmatter
 
 
 @pytest.fixture

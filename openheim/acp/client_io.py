@@ -10,7 +10,7 @@ from openheim.errors import ToolExecutionError
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.terminal import Terminals
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn import CancelToken, TurnContext
 
 FS_TIMEOUT = 300.0
 
@@ -38,6 +38,15 @@ class AcpClientIo:
     @property
     def can_write(self) -> bool:
         return self._can_write
+
+    @property
+    def can_run_commands(self) -> bool:
+        return self.terminals is not None
+
+    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int) -> str:
+        if self.terminals is None:
+            raise ToolExecutionError("the editor offered no terminal")
+        return self.terminals.run(command, ctx, timeout, cap)
 
     def read_text_file(self, path: Path, line: int | None, limit: int | None,
                        cancel: CancelToken | None) -> str:

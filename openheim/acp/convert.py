@@ -1,13 +1,20 @@
 """ACP content blocks to our ContentBlocks, and stored history back to session/update replays."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
-from openheim.acp.toolcalls import parse_arguments, text_content, tool_locations, tool_title
+from openheim.acp.toolcalls import Present, text_content, tool_call_object
 from openheim.acp.util import invalid_params
-from openheim.core.models import (ContentBlock, ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock,
-                                  ToolUseBlock)
+from openheim.core.models import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from openheim.core.tools import parse_arguments
 
 INTERRUPTED = "No result: the turn was interrupted before this tool call finished."
 
@@ -81,7 +88,7 @@ def text_chunk(kind: str, text: str) -> dict:
 # --- history replay ------------------------------------------------------------------
 
 
-def replay(messages: list[Message], cwd: Path, kind_of: Callable[[str], str]) -> Iterator[dict]:
+def replay(messages: list[Message], present: Present) -> Iterator[dict]:
     """The whole stored conversation as the updates a live turn would have sent, in order."""
     open_calls: dict[str, ToolUseBlock] = {}
     for message in messages:
@@ -90,11 +97,11 @@ def replay(messages: list[Message], cwd: Path, kind_of: Callable[[str], str]) ->
         if message.role != "tool":
             yield from _close_unanswered(open_calls)  # results always follow their calls directly
         for block in message.content:
-            yield from _replay_block(message.role, block, cwd, kind_of, open_calls)
+            yield from _replay_block(message.role, block, present, open_calls)
     yield from _close_unanswered(open_calls)
 
 
-def _replay_block(role: str, block: ContentBlock, cwd: Path, kind_of: Callable[[str], str],
+def _replay_block(role: str, block: ContentBlock, present: Present,
                   open_calls: dict[str, ToolUseBlock]) -> Iterator[dict]:
     speaker = "user_message_chunk" if role == "user" else "agent_message_chunk"
     if isinstance(block, TextBlock) and block.text:
@@ -105,20 +112,15 @@ def _replay_block(role: str, block: ContentBlock, cwd: Path, kind_of: Callable[[
         yield text_chunk("agent_thought_chunk", block.thinking)
     elif isinstance(block, ToolUseBlock):
         open_calls[block.id] = block
-        yield _replayed_call(block, cwd, kind_of)
+        yield _replayed_call(block, present)
     elif isinstance(block, ToolResultBlock) and block.tool_call_id in open_calls:
         open_calls.pop(block.tool_call_id)
         yield _replayed_result(block.tool_call_id, block.content, block.is_error)
 
 
-def _replayed_call(block: ToolUseBlock, cwd: Path, kind_of: Callable[[str], str]) -> dict:
+def _replayed_call(block: ToolUseBlock, present: Present) -> dict:
     args = parse_arguments(block.arguments)
-    update = {"sessionUpdate": "tool_call", "toolCallId": block.id, "title": tool_title(block.name, args),
-              "kind": kind_of(block.name), "status": "in_progress",
-              "locations": tool_locations(block.name, args, cwd)}
-    if args is not None:
-        update["rawInput"] = args
-    return update
+    return {"sessionUpdate": "tool_call", **tool_call_object(block.id, present(block.name, args), args, "in_progress")}
 
 
 def _replayed_result(call_id: str, content: str, is_error: bool) -> dict:

@@ -16,7 +16,7 @@ from openheim.errors import NotFound, SessionBusy
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.core.runtime.state import AgentState
+    from openheim.client import OpenheimClient
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,8 @@ DEFERRED = object()  # a handler that answers later (session/prompt)
 class Handlers:
     """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
 
-    def __init__(self, state: AgentState, conn: Connection) -> None:
-        self.state, self.conn = state, conn
+    def __init__(self, client: OpenheimClient, conn: Connection) -> None:
+        self.client, self.conn = client, conn
         self.features = ClientFeatures()
         self.runs: dict[str, PromptRun] = {}
         self._runs_lock = threading.Lock()
@@ -75,9 +75,9 @@ class Handlers:
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise invalid_params("'_meta.skills' must be an array of skill names")
         model = meta.get("model")
-        provider, model = util.parse_model_value(self.state, model) if isinstance(model, str) else (None, None)
-        session = self.state.new_session(cwd, model=model, provider=provider, skills=skills)
-        self.conn.respond(request_id, {"sessionId": session.id, **util.session_setup(self.state, session)})
+        provider, model = util.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
+        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills)
+        self.conn.respond(request_id, {"sessionId": session.id, **util.session_setup(self.client, session)})
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -91,7 +91,7 @@ class Handlers:
     def commands(self) -> list[dict]:
         """One slash command per installed skill: `/name args` runs the turn with that skill added."""
         try:
-            skills = self.state.memory.skills.list()
+            skills = self.client.skills()
         except Exception as e:  # a broken skills dir must not break session/new
             log.warning("could not list skills: %s", e)
             return []
@@ -103,14 +103,12 @@ class Handlers:
         cwd = _cwd(params)
         _mcp_servers(params)
         self._check_idle(session_id)
-        loaded = self.state.load_session(session_id, cwd)
-        session = loaded.session
+        session, loaded = self.client.resume_session(session_id, cwd)
         if loaded.warning:
             self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
-        kind_of = lambda n: self.state.registry.capabilities(n).kind  # noqa: E731
-        for update in replay(loaded.messages, session.cwd, kind_of):
+        for update in replay(loaded.messages, session.present):
             self._send_update(session.id, update)
-        self.conn.respond(request_id, util.session_setup(self.state, session))
+        self.conn.respond(request_id, util.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -119,8 +117,8 @@ class Handlers:
         cwd = _cwd(params)
         _mcp_servers(params)
         self._check_idle(session_id)
-        session = self.state.load_session(session_id, cwd).session
-        self.conn.respond(request_id, util.session_setup(self.state, session))
+        session, _ = self.client.resume_session(session_id, cwd)
+        self.conn.respond(request_id, util.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -129,7 +127,7 @@ class Handlers:
         if params.get("cursor") is not None:
             raise invalid_params("unknown cursor: session/list returns every session in one page")
         sessions = []
-        for meta in self.state.list_sessions(cwd):
+        for meta in self.client.list_sessions(cwd):
             info = {"sessionId": meta.id, "cwd": meta.cwd or "/", "updatedAt": meta.updated_at}
             if meta.title:
                 info["title"] = meta.title
@@ -139,14 +137,14 @@ class Handlers:
     def close_session(self, request_id: Any, params: dict) -> dict:
         session_id = require_str(params, "sessionId")
         self.cancel(session_id)
-        self.state.close_session(session_id)
+        self.client.close_session(session_id)
         return {}
 
     def delete_session(self, request_id: Any, params: dict) -> dict:
         session_id = require_str(params, "sessionId")
         self._check_idle(session_id)
         try:
-            self.state.delete_session(session_id)
+            self.client.delete_session(session_id)
         except NotFound:
             pass
         return {}
@@ -156,18 +154,12 @@ class Handlers:
     def prompt(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         blocks = prompt_blocks(util.require_list(params, "prompt"))
-        session = self.state.session(session_id)
+        session = self.client.session(session_id)
         blocks, extra = self._slash_command(blocks)
+        run = PromptRun(session, self.conn, request_id, blocks, extra, self.features, on_done=self._run_done)
         with self._runs_lock:
-            running = self.runs.get(session.id)
-            if running is not None and not running.cancelled:
-                raise SessionBusy(session.id)
-            if running is None and session.in_flight:
-                raise SessionBusy(session.id)
-            run = PromptRun(self.state, self.conn, request_id, session.id, blocks, extra, self.features,
-                            on_done=self._run_done, after=running)
+            run.start()  # SessionBusy while a turn that was not cancelled runs
             self.runs[session.id] = run
-        run.start()
         return DEFERRED
 
     def _slash_command(self, blocks: list) -> tuple[list, list[str]]:
@@ -177,7 +169,7 @@ class Handlers:
             return blocks, []
         name, _, rest = first.text[1:].partition(" ")
         try:
-            known = set(self.state.memory.skills.names())
+            known = {s.name for s in self.client.skills()}
         except Exception:
             known = set()
         if name not in known:
@@ -204,7 +196,7 @@ class Handlers:
         if run is not None:
             run.cancel()
         else:
-            self.state.cancel(session_id)
+            self.client.cancel(session_id)
 
     def cancel_all(self) -> list[PromptRun]:
         with self._runs_lock:
@@ -219,14 +211,14 @@ class Handlers:
         session_id = require_str(params, "sessionId")
         mode = require_str(params, "modeId")
         self._apply_mode(session_id, mode)
-        options = util.config_options(self.state, self.state.session(session_id))
+        options = util.config_options(self.client, self.client.session(session_id))
         self._send_update(session_id, {"sessionUpdate": "config_option_update", "configOptions": options})
         return {}
 
     def _apply_mode(self, session_id: str, mode: str) -> None:
         if mode not in {m[0] for m in util.MODES}:
             raise invalid_params(f"unknown mode '{mode}'; use one of: " + ", ".join(m[0] for m in util.MODES))
-        current = self.state.set_mode(session_id, mode)
+        current = self.client.session(session_id).set_mode(mode)
         self._send_update(session_id, {"sessionUpdate": "current_mode_update", "currentModeId": current})
 
     def set_config_option(self, request_id: Any, params: dict) -> dict:
@@ -236,15 +228,15 @@ class Handlers:
         if config_id == "model":
             if not isinstance(value, str) or not value:
                 raise invalid_params("model config option requires a value id")
-            provider, model = util.parse_model_value(self.state, value)
-            self.state.set_model(session_id, provider, model)
+            provider, model = util.parse_model_value(self.client, value)
+            self.client.session(session_id).switch_model(provider, model)
         elif config_id == "mode":
             if not isinstance(value, str):
                 raise invalid_params("mode config option requires a value id")
             self._apply_mode(session_id, value)
         else:
             raise invalid_params(f"unknown session config option '{config_id}'")
-        return {"configOptions": util.config_options(self.state, self.state.session(session_id))}
+        return {"configOptions": util.config_options(self.client, self.client.session(session_id))}
 
     def _send_update(self, session_id: str, update: dict) -> None:
         self.conn.notify("session/update", {"sessionId": session_id, "update": update})

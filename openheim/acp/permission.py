@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from openheim.acp.toolcalls import parse_arguments, tool_title
+from openheim.acp.toolcalls import tool_call_object
 from openheim.acp.util import RpcError
 from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
+from openheim.core.tools import ToolView, parse_arguments
 from openheim.errors import Cancelled
 
 if TYPE_CHECKING:
@@ -37,9 +39,8 @@ def decision_from(result: object) -> Decision:
 class AcpGate(FailClosedGate):
     """Puts each side-effect tool call to the user; cancel, error or unknown answers never run the tool."""
 
-    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
-                 kind_of: Callable[[str], str]) -> None:
-        self.conn, self.session_id, self.tracker, self.kind_of = conn, session_id, tracker, kind_of
+    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker) -> None:
+        self.conn, self.session_id, self.tracker = conn, session_id, tracker
 
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         params = {"sessionId": self.session_id, "toolCall": self._tool_call(req), "options": OPTIONS}
@@ -63,12 +64,13 @@ class AcpGate(FailClosedGate):
             if view is not None:
                 return view
         args = parse_arguments(req.arguments)
-        title = tool_title(req.tool_name, args)
+        shown = self.tracker.present(req.tool_name, args) if self.tracker.present else ToolView(req.tool_name)
         call_id = req.tool_call_id
         if req.subagent is not None:
-            title = f"{title} (subagent '{req.subagent}')"
+            shown = replace(shown, title=f"{shown.title} (subagent '{req.subagent}')")
             call_id = f"subagent:{req.subagent}:{req.tool_call_id}"
-        view = {"toolCallId": call_id, "title": title, "kind": self.kind_of(req.tool_name), "status": "pending"}
+        view = tool_call_object(call_id, replace(shown, locations=()), None, "pending")
+        view.pop("locations")
         view["rawInput"] = args if args is not None else {"arguments": req.arguments}
         if args is None:
             view["content"] = [{"type": "content", "content": {"type": "text", "text": json.dumps(req.arguments)}}]

@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.connection import MAX_LINE_BYTES, Connection, Writer, read_lines
 from openheim.acp.handlers import DEFERRED, Handlers
-from openheim.acp.util import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, error_for
+from openheim.acp.util import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RpcError,
+    error_for,
+)
 
 if TYPE_CHECKING:
-    from openheim.core.runtime.state import AgentState
+    from openheim.client import OpenheimClient
 
 log = logging.getLogger(__name__)
 
@@ -21,13 +28,13 @@ SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after stdin closes
 class AcpServer:
     """Serve one ACP client over a pair of byte streams until the input ends."""
 
-    def __init__(self, state: AgentState, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
-        self.state = state
+    def __init__(self, client: OpenheimClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
+        self.client = client
         self.inp = inp
         self.max_line = max_line
         self.writer = Writer(out)
         self.conn = Connection(self.writer)
-        self.handlers = Handlers(state, self.conn)
+        self.handlers = Handlers(client, self.conn)
 
     def serve(self) -> int:
         """Read and dispatch until EOF; then cancel what runs, flush and return the exit code (0)."""

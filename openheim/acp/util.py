@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 from openheim.core.models import StopReason
 
 if TYPE_CHECKING:
-    from openheim.core.runtime.session import SessionState
-    from openheim.core.runtime.state import AgentState
+    from openheim.client import OpenheimClient, SessionHandle
 
 PROTOCOL_VERSION = 1
 
@@ -16,7 +15,6 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-REQUEST_CANCELLED = -32800
 RESOURCE_NOT_FOUND = -32002
 
 MODES = (
@@ -54,8 +52,14 @@ def invalid_params(message: str) -> RpcError:
 
 def error_for(exc: BaseException) -> RpcError:
     """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
-    from openheim.errors import (ConfigError, InvalidArgument, NotFound, OpenheimError, SessionBusy,
-                                 SessionLocked)
+    from openheim.errors import (
+        ConfigError,
+        InvalidArgument,
+        NotFound,
+        OpenheimError,
+        SessionBusy,
+        SessionLocked,
+    )
 
     if isinstance(exc, RpcError):
         return exc
@@ -118,14 +122,15 @@ def model_value(provider: str, model: str) -> str:
     return f"{provider}/{model}"
 
 
-def config_options(state: AgentState, session: SessionState) -> list[dict]:
+def config_options(client: OpenheimClient, session: SessionHandle) -> list[dict]:
     """The full option list: the model picker first, then the mode picker."""
     options = [{"value": model_value(p, m), "name": m, "description": p, "_meta": {"provider": p}}
-               for p, m in state.models()]
-    current = model_value(session.config.provider_name, session.config.model)
+               for p, m in client.models()]
+    config = session.config
+    current = model_value(config.provider_name, config.model)
     if current not in {o["value"] for o in options}:
-        options.insert(0, {"value": current, "name": session.config.model, "description": session.config.provider_name,
-                           "_meta": {"provider": session.config.provider_name}})
+        options.insert(0, {"value": current, "name": config.model, "description": config.provider_name,
+                           "_meta": {"provider": config.provider_name}})
     model = {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": current,
              "options": options}
     mode = {"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": session.mode,
@@ -133,14 +138,14 @@ def config_options(state: AgentState, session: SessionState) -> list[dict]:
     return [model, mode]
 
 
-def parse_model_value(state: AgentState, value: str) -> tuple[str | None, str]:
+def parse_model_value(client: OpenheimClient, value: str) -> tuple[str | None, str]:
     """A picker value ("provider/model", or a bare model name) as (provider, model)."""
-    for provider, model in state.models():
+    for provider, model in client.models():
         if value == model_value(provider, model):
             return provider, model
     return None, value
 
 
-def session_setup(state: AgentState, session: SessionState) -> dict:
+def session_setup(client: OpenheimClient, session: SessionHandle) -> dict:
     """The modes and config options every session/new, load and resume answer carries."""
-    return {"modes": modes_state(session.mode), "configOptions": config_options(state, session)}
+    return {"modes": modes_state(session.mode), "configOptions": config_options(client, session)}

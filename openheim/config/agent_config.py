@@ -3,12 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-PROVIDER_KINDS = ("openai", "anthropic", "gemini", "openai_compatible")
-
-
-def infer_kind(provider_name: str) -> str:
-    """`openai`, `anthropic` and `gemini` name their own kind; anything else is OpenAI-compatible."""
-    return provider_name if provider_name in ("openai", "anthropic", "gemini") else "openai_compatible"
+from openheim.config.secrecy import scrub_url
 
 
 @dataclass(frozen=True)
@@ -30,7 +25,7 @@ class AgentConfig:
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""
         return (f"AgentConfig(provider_name={self.provider_name!r}, kind={self.kind!r}, "
-                f"api_base={self.api_base!r}, api_key={key!r}, model={self.model!r}, "
+                f"api_base={scrub_url(self.api_base)!r}, api_key={key!r}, model={self.model!r}, "
                 f"max_iterations={self.max_iterations}, timeout_secs={self.timeout_secs}, "
                 f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking})")
 

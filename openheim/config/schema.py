@@ -5,7 +5,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openheim.config.agent_config import PROVIDER_KINDS, infer_kind
+from openheim.config.providers import infer_kind, provider_kind
+from openheim.config.secrecy import scrub_url
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,6 @@ class ProviderConfig:
     thinking: bool = False
 
     def __repr__(self) -> str:
-        from openheim.config.secrecy import scrub_url
-
         key = "<redacted>" if self.api_key else ""
         return (f"ProviderConfig(name={self.name!r}, kind={self.kind!r}, api_base={scrub_url(self.api_base)!r}, "
                 f"default_model={self.default_model!r}, models={self.models!r}, env_var={self.env_var!r}, "
@@ -44,8 +43,6 @@ class McpServerConfig:
     tool_timeout_secs: int = 600
 
     def __repr__(self) -> str:
-        from openheim.config.secrecy import scrub_url
-
         return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
                 f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
                 f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs})")
@@ -147,10 +144,8 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
         raise ConfigError(f"[providers.{name}] must be a table")
     section = f"providers.{name}"
     _warn_unknown(d, _PROVIDER_KEYS, section)
-    kind = _get_str(d, "kind", section) or infer_kind(name)
-    if kind not in PROVIDER_KINDS:
-        raise ConfigError(f"'{section}.kind' is '{kind}'; use one of: {', '.join(PROVIDER_KINDS)}")
-    thinking = d.get("thinking", "adaptive" if kind == "anthropic" else "off")
+    kind = provider_kind(_get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
+    thinking = d.get("thinking", "adaptive" if kind.thinking else "off")
     if thinking not in ("adaptive", "off"):
         raise ConfigError(f"'{section}.thinking' must be \"adaptive\" or \"off\", got {thinking!r}")
     return ProviderConfig(
@@ -158,7 +153,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
         api_base=_get_str(d, "api_base", section, required=True) or "",
         default_model=_get_str(d, "default_model", section, required=True) or "",
         models=_get_str_list(d, "models", section),
-        kind=kind,
+        kind=kind.name,
         env_var=_get_str(d, "env_var", section),
         api_key=_get_str(d, "api_key", section),
         timeout_secs=_get_int(d, "timeout_secs", section, default=120) or 120,

@@ -1,9 +1,11 @@
 """Secrecy rules: what of the config may appear in output, logs and views."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from openheim.config.schema import Config
+if TYPE_CHECKING:
+    from openheim.config.schema import Config
 
 
 def scrub_url(url: str) -> str:

@@ -5,9 +5,18 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from openheim.core import events
 from openheim.core.context import ContextFitter, turn_too_large
+from openheim.core.events import StreamEvent
 from openheim.core.llm.base import Chunk
-from openheim.core.models import AgentResult, Choice, FinishReason, Message, StopReason, StreamEvent, Usage
+from openheim.core.models import (
+    AgentResult,
+    Choice,
+    FinishReason,
+    Message,
+    StopReason,
+    Usage,
+)
 from openheim.core.tool_calls import run_tool_calls
 from openheim.errors import Cancelled, ContextOverflow
 
@@ -15,8 +24,8 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
+    from openheim.core.tools import ToolExecutor
     from openheim.core.turn import TurnContext
-    from openheim.tools.registry import ToolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +53,7 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     for iteration in range(1, cfg.max_iterations + 1):
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
-        on_event(StreamEvent.iteration_start(iteration))
+        on_event(events.IterationStart(iteration))
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state)
         except Cancelled:
@@ -53,7 +62,7 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         if choice.usage is not None:
             state.usage = state.usage + choice.usage
             state.last_usage = choice.usage
-            on_event(StreamEvent.usage(choice.usage))
+            on_event(events.UsageReport(choice.usage))
         calls = choice.message.tool_calls()
         if calls:
             finished = run_tool_calls(executor, calls, ctx, on_event,
@@ -87,8 +96,8 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
     request = repair_missing_results(history)
 
     def on_chunk(chunk: Chunk) -> None:
-        on_event(StreamEvent.llm_response(chunk.text) if chunk.kind == "text"
-                 else StreamEvent.thinking_content(chunk.text))
+        on_event(events.LlmResponse(chunk.text) if chunk.kind == "text"
+                 else events.ThinkingContent(chunk.text))
 
     while True:
         fit = fitter.fit(request, system, tools)
@@ -111,18 +120,18 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
 
 def _report_trim(fit: FitResult, on_event: OnEvent, state: _TurnState) -> None:
     if fit.dropped > 0 and fit.dropped != state.last_dropped:
-        on_event(StreamEvent.context_trimmed(fit.dropped))
+        on_event(events.ContextTrimmed(fit.dropped))
     state.last_dropped = fit.dropped
 
 
 def _append(history: list[Message], message: Message, on_event: OnEvent) -> None:
     history.append(message)
-    on_event(StreamEvent.message_appended(message))
+    on_event(events.MessageAppended(message))
 
 
 def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: int,
             reason: StopReason) -> AgentResult:
-    on_event(StreamEvent.finished(text, iterations))
+    on_event(events.Finished(text, iterations))
     return AgentResult(text, iterations, reason, state.usage, state.last_usage)
 
 

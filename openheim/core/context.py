@@ -13,8 +13,17 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from openheim.core.models import (ImageBlock, Message, RedactedThinkingBlock, TextBlock, ThinkingBlock, Tool,
-                                  ToolResultBlock, ToolUseBlock, Usage)
+from openheim.core.models import (
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 from openheim.errors import ContextOverflow
 
 FILL_RATIO = 0.9

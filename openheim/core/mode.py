@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from openheim.errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from openheim.tools.registry import ToolExecutor
+    from openheim.core.tools import ToolExecutor
 
 
 class AgentMode(str, Enum):
@@ -23,12 +23,10 @@ class AgentMode(str, Enum):
             raise InvalidArgument(f"unknown session mode: {value}") from None
 
 
-DEFAULT_MODE = AgentMode.CODE
-
 
 def tools_for_mode(executor: ToolExecutor, mode: AgentMode | str) -> ToolExecutor:
     """The tools a session in ``mode`` may see: all in code mode, only read-only ones in architect."""
-    from openheim.tools.scoped import ScopedExecutor
+    from openheim.core.tools import ScopedExecutor
 
     if AgentMode.parse(mode) is AgentMode.CODE:
         return executor

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Union
 
 # --- content blocks --------------------------------------------------------
 
@@ -277,66 +277,3 @@ class AgentResult:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
     context_usage: Usage | None = None  # the last call's usage: what the context holds
-
-
-# --- stream events ------------------------------------------------------------
-
-
-@dataclass
-class StreamEvent:
-    """One thing that happened during a turn; ``kind`` is the event name."""
-
-    kind: str
-    data: dict = field(default_factory=dict)
-
-    KINDS = ("iteration_start", "tool_call", "tool_result", "llm_response", "thinking_content",
-             "usage", "context_trimmed", "finished", "message_appended")
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def to_dict(self) -> dict:
-        """JSON shape: ``{"event_type": kind, ...fields}`` with nested objects as dicts."""
-        out: dict[str, Any] = {"event_type": self.kind}
-        for k, v in self.data.items():
-            out[k] = v.to_dict() if hasattr(v, "to_dict") else v
-        return out
-
-    @staticmethod
-    def iteration_start(iteration: int) -> StreamEvent:
-        return StreamEvent("iteration_start", {"iteration": iteration})
-
-    @staticmethod
-    def tool_call(id: str, tool_name: str, arguments: str) -> StreamEvent:
-        return StreamEvent("tool_call", {"id": id, "tool_name": tool_name, "arguments": arguments})
-
-    @staticmethod
-    def tool_result(id: str, tool_name: str, result: str, is_error: bool) -> StreamEvent:
-        return StreamEvent("tool_result", {"id": id, "tool_name": tool_name, "result": result, "is_error": is_error})
-
-    @staticmethod
-    def llm_response(content: str) -> StreamEvent:
-        return StreamEvent("llm_response", {"content": content})
-
-    @staticmethod
-    def thinking_content(content: str) -> StreamEvent:
-        return StreamEvent("thinking_content", {"content": content})
-
-    @staticmethod
-    def usage(usage: Usage) -> StreamEvent:
-        return StreamEvent("usage", {"usage": usage})
-
-    @staticmethod
-    def context_trimmed(dropped: int) -> StreamEvent:
-        return StreamEvent("context_trimmed", {"dropped": dropped})
-
-    @staticmethod
-    def finished(final_response: str | None, iterations: int) -> StreamEvent:
-        return StreamEvent("finished", {"final_response": final_response, "iterations": iterations})
-
-    @staticmethod
-    def message_appended(message: Message) -> StreamEvent:
-        return StreamEvent("message_appended", {"message": message})

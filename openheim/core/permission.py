@@ -14,10 +14,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
+    from openheim.core.tools import ToolCapabilities
     from openheim.core.turn import CancelToken
-    from openheim.tools.registry import ToolCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +48,19 @@ class PermissionRequest:
 
 
 class PermissionGate(Protocol):
-    """Asked once per side-effect tool call; may block (the agent worker waits)."""
+    """Asked once per side-effect tool call; may block (the agent worker waits).
 
-    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision: ...
+    Subclass it (or one of the gates here) to inherit the defaults: read-only tools run without
+    asking, and a denied call tells the model "Permission denied by user."
+    """
+
+    gates_read_only: bool = False  # True: read-only tools are put to the gate too
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision: ...
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        """The tool result the model reads when this gate refused a call."""
+        return DENIED_BY_USER
 
 
 CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
@@ -85,27 +93,28 @@ def policy_denied_message(policy: str) -> str:
     return "Permission denied by policy (--approve reads): this tool is not read-only."
 
 
-def denied_message(gate: object, req: PermissionRequest) -> str:
-    """The result text for a denied call: the gate's own wording, else DENIED_BY_USER."""
-    describe = getattr(gate, "denial_message", None)
-    return describe(req) if callable(describe) else DENIED_BY_USER
+def check_gate(gate: object) -> PermissionGate:
+    """``gate`` if it has every PermissionGate member, else a TypeError naming what is missing."""
+    missing = [m for m in ("request", "gates_read_only", "denial_message") if not hasattr(gate, m)]
+    if missing:
+        raise TypeError(f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
+                        "subclass openheim.PermissionGate")
+    return gate  # type: ignore[return-value]
 
 
-def needs_permission(gate: object, capabilities: ToolCapabilities) -> bool:
+def needs_permission(gate: PermissionGate, capabilities: ToolCapabilities) -> bool:
     """Whether the loop must ask ``gate`` before running a tool with these capabilities."""
-    return not capabilities.read_only or bool(getattr(gate, "gates_read_only", False))
+    return not capabilities.read_only or gate.gates_read_only
 
 
-class AllowAll:
+class AllowAll(PermissionGate):
     """The library default: every call runs."""
 
-    gates_read_only = False
-
-    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         return Decision.ALLOW_ONCE
 
 
-class PolicyGate:
+class PolicyGate(PermissionGate):
     """``openheim run --approve all|reads|none``: decides without asking anyone."""
 
     def __init__(self, policy: str, capabilities: CapabilitiesLookup) -> None:
@@ -119,7 +128,7 @@ class PolicyGate:
         """With ``none`` even read-only tools must be put to the gate."""
         return self.policy == "none"
 
-    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         if self.policy == "all":
             return Decision.ALLOW_ONCE
         if self.policy == "reads" and self._capabilities(req.tool_name).read_only:
@@ -130,41 +139,25 @@ class PolicyGate:
         return policy_denied_message(self.policy)
 
 
-class FailClosedGate:
+class FailClosedGate(PermissionGate):
     """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
-
-    gates_read_only = False
 
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         """Ask the user; None means no answer (UI gone, request dropped)."""
         return None
 
-    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
-        if cancel is not None and getattr(cancel, "cancelled", False):
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        if cancel is not None and cancel.cancelled:
             return Decision.REJECT_ONCE
         try:
-            answer = self.ask(req, cancel)  # type: ignore[arg-type]
+            answer = self.ask(req, cancel)
         except Exception:  # a broken front end must never let a call through
             log.exception("permission prompt failed; rejecting %s", req.tool_name)
             return Decision.REJECT_ONCE
         return answer if isinstance(answer, Decision) else Decision.REJECT_ONCE
 
 
-def wait_for_answer(future: Future, cancel: CancelToken | None, timeout: float | None = None) -> Decision | None:
-    """Block on a front end's answer; cancellation or a timeout give None (so the gate rejects)."""
-    from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
-
-    remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
-    try:
-        answer = future.result(timeout)
-    except (CancelledError, FutureTimeout):
-        return None
-    finally:
-        remove()
-    return answer if isinstance(answer, Decision) else None
-
-
-class RememberingGate:
+class RememberingGate(PermissionGate):
     """Wraps a gate with the session's remembered *Always decisions (shared with subagents)."""
 
     def __init__(self, inner: PermissionGate, approvals: dict[str, Decision] | None = None,
@@ -175,17 +168,17 @@ class RememberingGate:
         self._lock = threading.Lock()
 
     @property
-    def gates_read_only(self) -> bool:
-        return bool(getattr(self.inner, "gates_read_only", False))
+    def gates_read_only(self) -> bool:  # type: ignore[override]
+        return self.inner.gates_read_only
 
     def denial_message(self, req: PermissionRequest) -> str:
-        return denied_message(self.inner, req)
+        return self.inner.denial_message(req)
 
     def key(self, req: PermissionRequest) -> str:
         scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
         return approval_key(req.tool_name, req.arguments, scope)
 
-    def request(self, req: PermissionRequest, cancel: object | None = None) -> Decision:
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         key = self.key(req)
         with self._lock:
             stored = self.approvals.get(key)

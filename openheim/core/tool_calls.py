@@ -8,13 +8,14 @@ import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
-from openheim.core.models import Message, StreamEvent, ToolUseBlock
-from openheim.core.permission import PermissionRequest, denied_message, needs_permission
+from openheim.core.events import StreamEvent, ToolCall, ToolResult
+from openheim.core.models import Message, ToolUseBlock
+from openheim.core.permission import PermissionRequest, needs_permission
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
+    from openheim.core.tools import ToolExecutor
     from openheim.core.turn import TurnContext
-    from openheim.tools.registry import ToolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> 
     request = PermissionRequest(call.id, call.name, call.arguments)
     if gate.request(request, ctx.cancel).allowed:
         return None
-    return ToolOutcome(denied_message(gate, request), True)
+    return ToolOutcome(gate.denial_message(request), True)
 
 
 def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:
@@ -93,7 +94,7 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
                    on_event: Callable[[StreamEvent], None], cut_off: bool = False) -> FinishedCalls:
     """Run calls concurrently; events in completion order, result messages in call order."""
     for call in calls:
-        on_event(StreamEvent.tool_call(call.id, call.name, call.arguments))
+        on_event(ToolCall(call.id, call.name, call.arguments))
     done: queue.Queue[tuple[int, ToolOutcome]] = queue.Queue()
     for index, call in enumerate(calls):
         worker = threading.Thread(target=lambda i=index, c=call: done.put((i, execute_one(executor, c, ctx, cut_off))),
@@ -107,14 +108,14 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
             if index < 0:
                 break
             outcomes[index] = outcome
-            on_event(StreamEvent.tool_result(calls[index].id, calls[index].name, outcome.content, outcome.is_error))
+            on_event(ToolResult(calls[index].id, calls[index].name, outcome.content, outcome.is_error))
     finally:
         wake()
     cancelled = ctx.cancel.cancelled
     for index, call in enumerate(calls):
         if index not in outcomes:
             outcomes[index] = ToolOutcome(CANCELLED_BY_USER, True)
-            on_event(StreamEvent.tool_result(call.id, call.name, CANCELLED_BY_USER, True))
+            on_event(ToolResult(call.id, call.name, CANCELLED_BY_USER, True))
     messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error)
                 for i, c in enumerate(calls)]
     return FinishedCalls(messages, cancelled)

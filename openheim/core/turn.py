@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from openheim.core.client_io import ClientIo
@@ -74,14 +74,8 @@ class TurnContext:
     session_id: str | None = None
     tool_call_id: str | None = None  # set on the per-call copy a tool receives
     secret_env_vars: frozenset[str] = frozenset()
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def effective_cwd(self) -> Path:
-        """The session cwd when it lies inside work_dir, else work_dir itself."""
-        cwd = self.cwd or self.work_dir
-        try:
-            cwd.resolve().relative_to(self.work_dir.resolve())
-        except ValueError:
-            return self.work_dir
-        return cwd
+        """Where relative paths start: the session cwd (the runtime keeps it inside work_dir)."""
+        return self.cwd or self.work_dir

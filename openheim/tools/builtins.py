@@ -1,10 +1,10 @@
 """The built-in tools every session gets (execute_command only when allow_shell is on)."""
 from __future__ import annotations
 
+from openheim.core.tools import ToolRegistry
 from openheim.tools.edit_file import EditFileTool
 from openheim.tools.list_dir import ListDirTool
 from openheim.tools.read_file import ReadFileTool
-from openheim.tools.registry import ToolRegistry
 from openheim.tools.search import SearchTool
 from openheim.tools.web_fetch import Resolver, WebFetchTool
 from openheim.tools.write_file import WriteFileTool

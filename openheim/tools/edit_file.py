@@ -1,12 +1,21 @@
 """edit_file: replace an exact, unique piece of text in a file."""
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.core.tool_args import optional_bool, require_str, require_text
+from openheim.core.tools import (
+    BaseTool,
+    DiffPreview,
+    ToolCapabilities,
+    ToolView,
+    ViewContext,
+)
 from openheim.errors import ToolExecutionError
-from openheim.tools.args import optional_bool, require_str, require_text
+from openheim.tools.presentation import current_text, path_view
 from openheim.tools.read_file import read_whole_text
-from openheim.tools.registry import ToolCapabilities
 from openheim.tools.sandbox import validate_path
 from openheim.tools.write_file import write_text
 
@@ -34,7 +43,7 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool) -> tuple[str, i
     return text.replace(old, new), count
 
 
-class EditFileTool:
+class EditFileTool(BaseTool):
     """Replace text in an existing file."""
 
     name = "edit_file"
@@ -51,6 +60,22 @@ class EditFileTool:
         "required": ["path", "old_string", "new_string"],
     }
     capabilities = ToolCapabilities(read_only=False, kind="edit")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        view = path_view("Edit", self.capabilities.kind, args, where)
+        args = args or {}
+        old_string, new_string = args.get("old_string"), args.get("new_string")
+        if not where.with_diff or not view.locations or not isinstance(old_string, str) or not isinstance(new_string, str):
+            return view
+        path = view.locations[0].path
+        old = current_text(Path(path), where)
+        if old is None:
+            return view
+        try:
+            new = apply_edit(old, old_string, new_string, bool(args.get("replace_all")))[0]
+        except Exception:
+            return view
+        return replace(view, diff=DiffPreview(path, old, new))
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         requested = require_str(args, "path")

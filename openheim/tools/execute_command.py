@@ -8,10 +8,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from openheim.core.client_io import terminal
+from openheim.core.tool_args import require_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.args import require_str
-from openheim.tools.process import child_env, kill_group, register_group, unregister_group
-from openheim.tools.registry import ToolCapabilities
+from openheim.tools.process import (
+    child_env,
+    kill_group,
+    register_group,
+    unregister_group,
+)
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken, TurnContext
@@ -176,7 +182,7 @@ def format_outcome(out: Outcome, timeout: float) -> str:
     return f"{stdout}[stderr]\n{stderr}"
 
 
-class ExecuteCommandTool:
+class ExecuteCommandTool(BaseTool):
     """Run a shell command (only registered when allow_shell is on)."""
 
     name = "execute_command"
@@ -190,6 +196,12 @@ class ExecuteCommandTool:
     }
     capabilities = ToolCapabilities(read_only=False, kind="execute", approval_scope="exact_arguments")
 
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        command = (args or {}).get("command")
+        if not command:
+            return ToolView(self.name, self.capabilities.kind)
+        return ToolView(f"Run `{short(command)}`", self.capabilities.kind, command=str(command))
+
     def __init__(self, timeout: float = TIMEOUT, cap: int = CAP) -> None:
         self.timeout = timeout
         self.cap = cap
@@ -198,9 +210,9 @@ class ExecuteCommandTool:
         command = require_str(args, "command")
         if ctx.cancel.cancelled:
             raise ToolExecutionError("Command cancelled.")
-        terminals = getattr(ctx.client_io, "terminals", None)
-        if terminals is not None:  # an ACP client that runs commands in its own terminal
-            return terminals.run(command, ctx, self.timeout, self.cap)
+        client = terminal(ctx.client_io)
+        if client is not None:  # an editor that runs commands in its own terminal
+            return client.run_command(command, ctx, self.timeout, self.cap)
         try:
             proc = subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

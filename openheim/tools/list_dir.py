@@ -4,9 +4,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from openheim.core.tool_args import optional_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
 from openheim.errors import ToolExecutionError
-from openheim.tools.args import optional_str
-from openheim.tools.registry import ToolCapabilities
+from openheim.tools.presentation import path_view
 from openheim.tools.sandbox import validate_path
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def format_listing(lines: list[str]) -> str:
     return "\n".join(shown)
 
 
-class ListDirTool:
+class ListDirTool(BaseTool):
     """List one directory (not recursive)."""
 
     name = "list_dir"
@@ -50,6 +51,9 @@ class ListDirTool:
         },
     }
     capabilities = ToolCapabilities(read_only=True, kind="read")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        return path_view("List", self.capabilities.kind, args, where, cwd_if_absent=True)
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         requested = optional_str(args, "path") or "."

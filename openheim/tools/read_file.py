@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openheim.core.client_io import reader
+from openheim.core.tool_args import optional_int, require_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
 from openheim.errors import Cancelled, InvalidArgument, ToolExecutionError
-from openheim.tools.args import optional_int, require_str
-from openheim.tools.registry import ToolCapabilities
+from openheim.tools.presentation import path_view
 from openheim.tools.sandbox import validate_path
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ def read_whole_text(path: Path, ctx: TurnContext) -> str:
         raise ToolExecutionError(NOT_UTF8) from None
 
 
-class ReadFileTool:
+class ReadFileTool(BaseTool):
     """Read a text file a page at a time."""
 
     name = "read_file"
@@ -209,6 +210,9 @@ class ReadFileTool:
         "required": ["path"],
     }
     capabilities = ToolCapabilities(read_only=True, kind="read")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        return path_view("Read", self.capabilities.kind, args, where, line=(args or {}).get("offset"))
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         requested = require_str(args, "path")

@@ -147,14 +147,12 @@ def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
 
 def sandbox_root(work_dir: str | os.PathLike | None, cwd: str | os.PathLike) -> Path:
     """A session's sandbox root: the configured work_dir (the cwd must lie inside it), else the cwd."""
+    if not os.path.isabs(cwd):
+        raise InvalidArgument(f"cwd must be an absolute path, got '{os.fspath(cwd)}'")
     if work_dir is None:
         return Path(cwd)
-    try:
-        root = os.path.realpath(work_dir, strict=True)
-        real_cwd = os.path.realpath(cwd, strict=True)
-    except (OSError, ValueError) as e:
-        raise InvalidArgument(f"cannot open the session's directories: {e}") from None
-    if not is_inside(real_cwd, root):
-        raise InvalidArgument(f"session cwd '{os.fspath(cwd)}' is outside the configured work_dir "
+    root = os.path.realpath(work_dir)
+    if not is_inside(os.path.realpath(cwd), root):
+        raise InvalidArgument(f"cwd '{os.fspath(cwd)}' is outside the configured work_dir "
                               f"'{os.fspath(work_dir)}'; start the session inside it or change work_dir")
     return Path(work_dir)

@@ -8,10 +8,10 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from openheim.core.tool_args import optional_bool, optional_str, require_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.args import optional_bool, optional_str, require_str
 from openheim.tools.ignore import RuleSet, is_ignored
-from openheim.tools.registry import ToolCapabilities
 from openheim.tools.sandbox import validate_path
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelTo
     return format_results(found, files, root, capped)
 
 
-class SearchTool:
+class SearchTool(BaseTool):
     """Search file contents with a regular expression."""
 
     name = "search"
@@ -230,6 +230,13 @@ class SearchTool:
         "required": ["pattern"],
     }
     capabilities = ToolCapabilities(read_only=True, kind="search")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        args = args or {}
+        if not args.get("pattern"):
+            return ToolView(self.name, self.capabilities.kind)
+        within = f" in {short(args['path'])}" if args.get("path") else ""
+        return ToolView(f"Search `{short(args['pattern'])}`{within}", self.capabilities.kind)
 
     def __init__(self, use_rg: bool | None = None) -> None:
         """``use_rg``: None = when available, False = never (tests compare both engines)."""

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
+from openheim.core.tool_args import require_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.args import require_str
 from openheim.tools.html_text import html_to_text
 from openheim.tools.netguard import IPAddress, is_public, parse_address, parse_literal
-from openheim.tools.registry import ToolCapabilities
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken, TurnContext
@@ -201,7 +201,7 @@ def render(body: bytes, content_type: str) -> str:
     return text
 
 
-class WebFetchTool:
+class WebFetchTool(BaseTool):
     """Fetch a public web page as text."""
 
     name = "web_fetch"
@@ -214,6 +214,11 @@ class WebFetchTool:
         "required": ["url"],
     }
     capabilities = ToolCapabilities(read_only=True, kind="fetch")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        url = (args or {}).get("url")
+        title = f"Fetch {short(url)}" if url else self.name
+        return ToolView(title, self.capabilities.kind)
 
     def __init__(self, resolver: Resolver | None = None, *, allowed_addresses: Iterable[str] = (),
                  timeout: float = TIMEOUT, tls_context=None) -> None:

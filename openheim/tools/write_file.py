@@ -3,13 +3,21 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openheim.core.client_io import writer
+from openheim.core.tool_args import require_str, require_text
+from openheim.core.tools import (
+    BaseTool,
+    DiffPreview,
+    ToolCapabilities,
+    ToolView,
+    ViewContext,
+)
 from openheim.errors import Cancelled, ToolExecutionError
-from openheim.tools.args import require_str, require_text
-from openheim.tools.registry import ToolCapabilities
+from openheim.tools.presentation import current_text, path_view
 from openheim.tools.sandbox import validate_path
 
 if TYPE_CHECKING:
@@ -45,7 +53,7 @@ def write_text(path: Path, content: str, ctx: TurnContext) -> None:
         raise ToolExecutionError(f"cannot write '{path}': {e.strerror or e}") from None
 
 
-class WriteFileTool:
+class WriteFileTool(BaseTool):
     """Create or overwrite a file."""
 
     name = "write_file"
@@ -60,6 +68,14 @@ class WriteFileTool:
         "required": ["path", "content"],
     }
     capabilities = ToolCapabilities(read_only=False, kind="edit")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        view = path_view("Write", self.capabilities.kind, args, where)
+        content = (args or {}).get("content")
+        if not where.with_diff or not view.locations or not isinstance(content, str):
+            return view
+        path = view.locations[0].path
+        return replace(view, diff=DiffPreview(path, current_text(Path(path), where), content))
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         requested = require_str(args, "path")

@@ -3,18 +3,19 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from openheim.core.models import AgentResult, StopReason, StreamEvent
+from openheim.core import events
+from openheim.core.models import AgentResult, StopReason
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
+    from openheim.core.events import StreamEvent
+    from openheim.runtime.turn import Turn
 
 SCHEMA_VERSION = 1
 EXIT_CODES = {
@@ -36,13 +37,6 @@ class RunOptions:
     cwd: Path | None = None
     session: str | None = None
     resume_latest: bool = False
-
-
-class _Done:
-    """Sentinel the worker puts on the queue: the result or the error."""
-
-    def __init__(self, result: AgentResult | None = None, error: BaseException | None = None) -> None:
-        self.result, self.error = result, error
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -71,10 +65,16 @@ class Printer:
         self.output, self.verbose, self.out, self.err = output, verbose, out, err
         self.ends_with_newline = True
 
+    def events(self, batch: list[StreamEvent]) -> None:
+        """Write a batch of events, then flush once."""
+        for event in batch:
+            self.event(event)
+        self.out.flush()
+
     def event(self, event: StreamEvent) -> None:
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
-        elif event.kind == "llm_response" and self.output == "text":
+        elif isinstance(event, events.LlmResponse) and self.output == "text":
             self.out.write(event.content)
             if event.content:
                 self.ends_with_newline = event.content.endswith("\n")
@@ -82,12 +82,12 @@ class Printer:
             self._activity(event)
 
     def _activity(self, event: StreamEvent) -> None:
-        if event.kind == "tool_call":
+        if isinstance(event, events.ToolCall):
             self.err.write(f"⚙ {event.tool_name} {_preview(event.arguments)}\n")
-        elif event.kind == "tool_result":
+        elif isinstance(event, events.ToolResult):
             mark = "✗" if event.is_error else "→"
             self.err.write(f"  {mark} {_preview(event.result)}\n")
-        elif event.kind == "context_trimmed":
+        elif isinstance(event, events.ContextTrimmed):
             self.err.write(f"[{event.dropped} earlier messages left out to fit the context window]\n")
         else:
             return
@@ -134,64 +134,47 @@ def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session
 
 
 def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Run one turn with the worker thread feeding the printer through a queue; returns the exit code."""
+    """Run one turn, printing its events on this thread as they arrive; returns the exit code."""
     from openheim.core.permission import PolicyGate
 
     cwd = (opts.cwd or Path(os.getcwd())).absolute()
     handle = open_session(client, opts, cwd)
-    handle.permission_gate(PolicyGate(opts.approve, client.state.registry.capabilities))
+    handle.permission_gate(PolicyGate(opts.approve, client.tool_capabilities))
     printer = Printer(opts.output, opts.verbose, out, err)
-    events: queue.Queue = queue.Queue()
-
-    def work() -> None:
-        try:
-            events.put(_Done(result=handle.prompt(opts.prompt, on_event=events.put)))
-        except BaseException as e:  # handed to the main thread, which owns all output
-            events.put(_Done(error=e))
-
-    worker = threading.Thread(target=work, name="openheim-agent", daemon=True)
     signals = _SignalGuard(handle)
-    worker.start()
     try:
-        done = _drain(events, printer, out)
-    except KeyboardInterrupt:
-        handle.cancel()
-        done = _drain_after_cancel(events, printer, out)
-        if done is None or done.error is not None or done.result is None:
-            return 130
+        turn = handle.start_turn(opts.prompt)
+        try:
+            _print_events(turn, printer)
+        except KeyboardInterrupt:
+            turn.cancel()
+            if not _print_after_cancel(turn, printer):
+                return 130
     finally:
         signals.restore()
     if signals.received:
         return 128 + signals.received
-    if done.error is not None:
-        printer.error(str(done.error))
-        raise done.error
-    printer.result(done.result, handle)
-    return EXIT_CODES[done.result.stop_reason]
+    if turn.error is not None:
+        printer.error(str(turn.error))
+        raise turn.error
+    printer.result(turn.result, handle)
+    return EXIT_CODES[turn.result.stop_reason]
 
 
-def _drain(events: queue.Queue, printer: Printer, out: TextIO) -> _Done:
-    while True:
-        item = events.get()
-        if isinstance(item, _Done):
-            return item
-        printer.event(item)
-        if events.empty():
-            out.flush()
+def _print_events(turn: Turn, printer: Printer) -> None:
+    for batch in turn.batches():
+        printer.events(batch)
 
 
-def _drain_after_cancel(events: queue.Queue, printer: Printer, out: TextIO, wait: float = 3.0) -> _Done | None:
-    """After Ctrl-C: let the worker wind down briefly so the history stays consistent."""
+def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
+    """After Ctrl-C: print what the winding-down turn still says; False when it did not end cleanly."""
     try:
-        while True:
-            item = events.get(timeout=wait)
-            if isinstance(item, _Done):
-                return item
-            printer.event(item)
-    except (queue.Empty, KeyboardInterrupt):
-        return None
+        _print_events(turn, printer)
+    except KeyboardInterrupt:
+        return False
     finally:
-        out.flush()
+        printer.out.flush()
+    return turn.completed and turn.error is None
 
 
 class _SignalGuard:

@@ -27,24 +27,22 @@ def _on_signal(signum: int, frame: object) -> None:
 
 def serve(config_path: str | None) -> int:
     """Build the runtime (config errors: one stderr line, exit 2), then serve until stdin closes."""
+    from openheim.cli import exit_code_for
     from openheim.client import OpenheimClient
-    from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+    from openheim.errors import OpenheimError
 
     try:
         client = OpenheimClient.builder().config_path(config_path).build()
-    except (ConfigError, InvalidArgument) as e:
-        click.echo(f"Error: {e}", err=True)
-        return 2
     except OpenheimError as e:
         click.echo(f"Error: {e}", err=True)
-        return 1
+        return exit_code_for(e)
     from openheim.acp.server import AcpServer
 
     inp, out = protocol_streams()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     try:
-        return AcpServer(client.state, inp, out).serve()
+        return AcpServer(client, inp, out).serve()
     except KeyboardInterrupt:
         return 130
 

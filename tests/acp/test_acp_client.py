@@ -16,10 +16,22 @@ from fake_llm import Reply, ToolCall
 acp = pytest.importorskip("acp")
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
 from acp.connection import StreamDirection  # noqa: E402
-from acp.schema import (AllowedOutcome, ClientCapabilities, CreateTerminalResponse, DeniedOutcome,  # noqa: E402
-                        FileSystemCapabilities, Implementation, KillTerminalResponse, ReadTextFileResponse,
-                        ReleaseTerminalResponse, RequestPermissionResponse, TerminalExitStatus,
-                        TerminalOutputResponse, WaitForTerminalExitResponse, WriteTextFileResponse)
+from acp.schema import (  # noqa: E402
+    AllowedOutcome,
+    ClientCapabilities,
+    CreateTerminalResponse,
+    DeniedOutcome,
+    FileSystemCapabilities,
+    Implementation,
+    KillTerminalResponse,
+    ReadTextFileResponse,
+    ReleaseTerminalResponse,
+    RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
+    WriteTextFileResponse,
+)
 
 
 class FakeEditor:

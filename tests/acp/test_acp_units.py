@@ -8,16 +8,50 @@ from pathlib import Path
 import pytest
 from acp_schema_check import check
 
+from openheim.acp import toolcalls
 from openheim.acp.connection import Connection, Writer, read_lines
 from openheim.acp.convert import prompt_blocks, replay
 from openheim.acp.permission import decision_from
 from openheim.acp.terminal import TerminalRun, format_run
-from openheim.acp.toolcalls import diff_content, tool_locations, tool_title
+from openheim.core.tools import ToolRegistry, ViewContext
+from openheim.tools.builtins import register_builtins
+
+
+def _builtins() -> ToolRegistry:
+    registry = ToolRegistry()
+    register_builtins(registry, allow_shell=True)
+    return registry
+
+
+def tool_title(name, args):
+    return _builtins().present(name, args, ViewContext(Path("/w"))).title
+
+
+def tool_locations(name, args, cwd):
+    return toolcalls.locations(_builtins().present(name, args, ViewContext(cwd)))
+
+
+def diff_content(name, args, cwd, client_io):
+    return toolcalls.diff_content(_builtins().present(name, args, ViewContext(cwd, client_io)))
 from openheim.acp.util import RpcError, error_for, stop_reason
-from openheim.core.models import ImageBlock, Message, StopReason, TextBlock, ThinkingBlock, ToolUseBlock
+from openheim.core.models import (
+    ImageBlock,
+    Message,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from openheim.core.permission import Decision
-from openheim.errors import (ConfigError, InvalidArgument, NotFound, OpenheimError, SessionBusy, SessionLocked,
-                             ToolExecutionError)
+from openheim.errors import (
+    ConfigError,
+    InvalidArgument,
+    NotFound,
+    OpenheimError,
+    SessionBusy,
+    SessionLocked,
+    ToolExecutionError,
+)
 
 
 def test_prompt_blocks_convert_every_supported_kind():
@@ -61,7 +95,7 @@ def test_replay_mirrors_live_updates_and_closes_unanswered_calls():
         Message.tool_result("c1", "read_file", "alpha"),
         Message.user("next"),
     ]
-    out = list(replay(messages, Path("/p"), lambda name: "read"))
+    out = list(replay(messages, lambda name, args: _builtins().present(name, args, ViewContext(Path("/p"), with_diff=False))))
     for update in out:
         check("SessionUpdate", update)
     kinds = [u["sessionUpdate"] for u in out]
@@ -171,7 +205,7 @@ def test_oversized_line_is_refused_and_serving_continues(isolated_home):
 
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url)
-        state = OpenheimClient.builder().build().state
+        state = OpenheimClient.builder().build()
         lines = (b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"p" * 5000 + b'"}}\n'
                  b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n')
         out = io.BytesIO()

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from common import ROOT, table  # noqa: E402
-
 from acp_wire import AcpWire  # noqa: E402
 from cli_helpers import write_config  # noqa: E402
+from common import ROOT, table  # noqa: E402
 from fake_llm import FakeLLMServer  # noqa: E402
 
 PROMPTS = 500

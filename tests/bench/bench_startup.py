@@ -6,9 +6,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import compare, env_with_home, openheim_argv, table, time_command
-
 from cli_helpers import write_config
+from common import compare, env_with_home, openheim_argv, table, time_command
 from fake_llm import FakeLLMServer, Reply
 
 PY = sys.executable

@@ -1,9 +1,11 @@
 """create_client: the LlmClient for a resolved provider config, wrapped in the retry policy."""
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING
 
+from openheim.config.providers import KINDS
 from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -14,18 +16,12 @@ RETRY_DELAY_ENV = "OPENHEIM_RETRY_BASE_DELAY"  # seconds; lets tests retry witho
 
 
 def _inner_client(cfg: AgentConfig) -> LlmClient:
-    kind = cfg.kind
-    if kind in ("openai", "openai_compatible"):
-        from openheim.core.llm.openai import OpenAIClient
-        return OpenAIClient(cfg)
-    if kind == "anthropic":
-        from openheim.core.llm.anthropic import AnthropicClient
-        return AnthropicClient(cfg)
-    if kind == "gemini":
-        from openheim.core.llm.gemini import GeminiClient
-        return GeminiClient(cfg)
-    raise ConfigError(f"provider '{cfg.provider_name}' has unknown kind '{kind}'; "
-                      "use one of openai, anthropic, gemini, openai_compatible")
+    kind = KINDS.get(cfg.kind)
+    if kind is None:
+        raise ConfigError(f"provider '{cfg.provider_name}' has unknown kind '{cfg.kind}'; "
+                          f"use one of {', '.join(KINDS)}")
+    module, _, name = kind.client.partition(":")
+    return getattr(importlib.import_module(module), name)(cfg)
 
 
 def _base_delay() -> float:

@@ -7,12 +7,25 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from openheim.core.llm.base import Chunk
-from openheim.core.llm.convert import arguments_object, json_text, new_call_id, reply_blocks, system_text
+from openheim.core.llm.convert import (
+    arguments_object,
+    json_text,
+    new_call_id,
+    reply_blocks,
+    system_text,
+)
 from openheim.core.llm.gemini_schema import gemini_schema
 from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
 from openheim.core.llm.sse import iter_sse, parse_json
 from openheim.core.models import (
-    Choice, FinishReason, ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage,
+    Choice,
+    FinishReason,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
 )
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 

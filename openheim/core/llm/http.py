@@ -19,7 +19,15 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from openheim.errors import ApiError, Cancelled, ConfigError, ContextOverflow, HttpError, OpenheimError, TransportError
+from openheim.errors import (
+    ApiError,
+    Cancelled,
+    ConfigError,
+    ContextOverflow,
+    HttpError,
+    OpenheimError,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken

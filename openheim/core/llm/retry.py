@@ -5,7 +5,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from openheim.errors import (
-    ApiError, Cancelled, ContextOverflow, HttpError, IncompleteResponse, OpenheimError, TransportError,
+    ApiError,
+    Cancelled,
+    ContextOverflow,
+    HttpError,
+    IncompleteResponse,
+    OpenheimError,
+    TransportError,
 )
 
 if TYPE_CHECKING:

@@ -31,6 +31,14 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+def check_session_id(session_id: str) -> str:
+    """The canonical form of a session id (a UUID), or InvalidArgument."""
+    try:
+        return str(uuid.UUID(session_id))
+    except (ValueError, AttributeError, TypeError):
+        raise InvalidArgument("invalid session id format") from None
+
+
 def now_rfc3339() -> str:
     """The current UTC time as RFC 3339 with microseconds and a ``Z`` suffix."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")

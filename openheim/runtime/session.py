@@ -11,8 +11,9 @@ from openheim.core.turn import CancelToken
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.conversation.history import Conversation
     from openheim.core.context import ContextFitter
-    from openheim.memory.history import Conversation
+    from openheim.runtime.turn import Turn
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 512
@@ -31,10 +32,19 @@ class SessionState:
     last_active: float = field(default_factory=time.monotonic)
     fitter: ContextFitter | None = None  # kept across turns: learned limits and ratios carry over
     conversation: Conversation | None = None  # the last turn's conversation, reused while disk agrees
+    turn: Turn | None = None  # the latest turn started through start_turn
+    turn_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def in_flight(self) -> bool:
-        return self.prompt_lock.locked()
+        return self.prompt_lock.locked() or (self.turn is not None and self.turn.running)
+
+    def stop(self) -> None:
+        """Cancel whatever runs on this session."""
+        turn = self.turn
+        if turn is not None and turn.running:
+            turn.cancel()
+        self.cancel.cancel()
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from openheim.config.schema import Config
-    from openheim.rag.embedding import EmbeddingClient
-    from openheim.rag.memory import LongTermMemory
+    from openheim.memory.embedding import EmbeddingClient
+    from openheim.memory.long_term import LongTermMemory
 
 
 def embedder_for(config: Config) -> EmbeddingClient | None:
     """The embeddings client [memory] names, or None (keyword search only)."""
     from openheim.config.resolve import resolve_api_key, validate_provider
     from openheim.errors import ConfigError
-    from openheim.rag.embedding import embedding_client_for
+    from openheim.memory.embedding import embedding_client_for
 
     memory = config.memory
     if memory is None or not memory.embedding_provider:
@@ -30,7 +30,7 @@ def embedder_for(config: Config) -> EmbeddingClient | None:
 
 
 def long_term_memory(config: Config, data_dir: Path) -> LongTermMemory:
-    from openheim.rag.memory import LongTermMemory
+    from openheim.memory.long_term import LongTermMemory
 
     memory = config.memory
     db_path = memory.db_path if memory and memory.db_path else data_dir / "memory.db"

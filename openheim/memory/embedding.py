@@ -150,12 +150,15 @@ class GeminiEmbeddings:
 def embedding_client_for(kind: str, api_base: str, api_key: str, model: str, timeout: float = 120,
                          provider_name: str = "") -> EmbeddingClient:
     """The embeddings client for a provider kind; Anthropic has none."""
-    if kind == "anthropic":
-        name = provider_name or "anthropic"
-        raise ConfigError(f"[memory] embedding_provider '{name}' is an Anthropic provider, which has no "
+    from openheim.config.providers import provider_kind
+
+    api = provider_kind(kind).embeddings
+    if api is None:
+        name = provider_name or kind
+        raise ConfigError(f"[memory] embedding_provider '{name}' is an {kind.title()} provider, which has no "
                           "embeddings API; use an OpenAI-compatible or Gemini provider")
     if not model.strip():
         raise ConfigError("[memory] embedding_model is required when embedding_provider is set")
-    cls = GeminiEmbeddings if kind == "gemini" else OpenAIEmbeddings
+    cls = GeminiEmbeddings if api == "gemini" else OpenAIEmbeddings
     return cls(api_base, api_key, model, timeout)
 

@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from openheim.conversation.history import validate_id
 from openheim.errors import SessionLocked
-from openheim.memory.history import validate_id
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Callable
 from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError
 
 if TYPE_CHECKING:
-    from openheim.rag.embedding import EmbeddingClient
-    from openheim.rag.store import Hit, Memory, VectorStore
+    from openheim.memory.embedding import EmbeddingClient
+    from openheim.memory.store import Hit, Memory, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ class LongTermMemory:
             return self._store
 
     def _open(self) -> VectorStore:
-        from openheim.rag.sqlite import notice_vectors_off
-        from openheim.rag.store import VectorStore
+        from openheim.memory.sqlite import notice_vectors_off
+        from openheim.memory.store import VectorStore
 
         try:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from openheim.errors import DatabaseError
-from openheim.rag import migrations
-from openheim.rag import sqlite as _sqlite
+from openheim.memory import migrations
+from openheim.memory import sqlite as _sqlite
 
 VEC_TABLE = "vec_memories"
 MAX_KNN = 4096  # sqlite-vec refuses larger k

@@ -1,21 +1,21 @@
-"""MemoryContext: the history, skills and identity of one data directory, and per-turn prompt preparation."""
+"""ConversationStore: the history, skills and identity of one data directory, and per-turn prompt preparation."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 from typing import Iterable
 
+from openheim.conversation.history import Conversation, HistoryManager
+from openheim.conversation.identity import load_identity
+from openheim.conversation.instructions import load_instructions
+from openheim.conversation.prompt import PromptBuilder
+from openheim.conversation.skills import Skill, SkillsManager
 from openheim.errors import OpenheimError
-from openheim.memory.history import Conversation, HistoryManager
-from openheim.memory.instructions import load_instructions
-from openheim.memory.prompt import PromptBuilder
-from openheim.memory.skills import Skill, SkillsManager
-from openheim.memory.system import load_identity
 
 log = logging.getLogger(__name__)
 
 
-class MemoryContext:
+class ConversationStore:
     """``{data_dir}/history``, ``{data_dir}/skills`` and ``{data_dir}/system.md`` behind one object."""
 
     def __init__(self, data_dir: Path | str, history_dir: Path | str | None = None,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from openheim.conversation.instructions import Instruction
+from openheim.conversation.skills import Skill
 from openheim.core.models import Message
-from openheim.memory.instructions import Instruction
-from openheim.memory.skills import Skill
 
 BASE_LINE = "You are a general purpose multiprovider LLM agent."
 SEPARATOR = "\n\n---\n\n"

@@ -4,14 +4,14 @@ from __future__ import annotations
 from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
+from openheim.core.tools import BaseTool, ToolCapabilities
 from openheim.errors import OpenheimError, ToolExecutionError
-from openheim.tools.registry import ToolCapabilities
 
 if TYPE_CHECKING:
+    from openheim.core.tools import ToolHandler
     from openheim.core.turn import TurnContext
-    from openheim.rag.memory import LongTermMemory
-    from openheim.rag.store import Hit
-    from openheim.tools.registry import ToolHandler
+    from openheim.memory.long_term import LongTermMemory
+    from openheim.memory.store import Hit
 
 MAX_NOTE_CHARS = 4000
 MAX_TOP_K = 20
@@ -89,7 +89,7 @@ def format_hits(hits: list[Hit]) -> str:
     return f"Found {len(hits)} {noun}:" + "".join(f"\n\n{format_hit(h)}" for h in hits)
 
 
-class _MemoryTool:
+class _MemoryTool(BaseTool):
     name = ""
     description = ""
     parameters: dict = {}

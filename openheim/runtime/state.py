@@ -9,20 +9,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from openheim.config.resolve import all_models, resolve_choice
-from openheim.core.models import AgentResult, ContentBlock, Message, StreamEvent
+from openheim.conversation.history import check_session_id
+from openheim.core.events import MessageAppended, StreamEvent
+from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
-from openheim.core.runtime.session import SessionMap, SessionState
 from openheim.core.turn import CancelToken, TurnContext
 from openheim.errors import InvalidArgument, NotFound, OpenheimError, SessionBusy
+from openheim.runtime.session import SessionMap, SessionState
+from openheim.runtime.turn import Turn
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.schema import Config
+    from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.memory.history import Conversation
-    from openheim.tools.registry import ToolRegistry
+    from openheim.core.tools import ToolRegistry, ToolView
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +52,17 @@ class RuntimeSettings:
     default_model: str | None = None
 
 
-def check_session_id(session_id: str) -> str:
-    try:
-        return str(uuid.UUID(session_id))
-    except (ValueError, AttributeError, TypeError):
-        raise InvalidArgument("invalid session id format") from None
-
-
 class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
                  llm_factory: Callable[[AgentConfig], LlmClient] | None = None) -> None:
-        from openheim.memory.context import MemoryContext
+        from openheim.conversation.store import ConversationStore
 
         self.settings = settings
         self.config = settings.config
         self.registry = registry
-        self.memory = MemoryContext(settings.data_dir)
+        self.conversations = ConversationStore(settings.data_dir)
         self.sessions = SessionMap()
         self._llm_factory = llm_factory
         self._clients: dict[tuple[str, str], LlmClient] = {}
@@ -98,16 +94,9 @@ class AgentState:
 
     def sandbox_for(self, cwd: Path) -> tuple[Path, Path]:
         """(sandbox root, session cwd): the configured work_dir bounds every session."""
-        if not cwd.is_absolute():
-            raise InvalidArgument(f"cwd must be an absolute path, got '{cwd}'")
-        work_dir = self.settings.work_dir
-        if work_dir is None:
-            return cwd, cwd
-        try:
-            cwd.resolve().relative_to(work_dir)
-        except ValueError:
-            raise InvalidArgument(f"cwd '{cwd}' is outside the configured work_dir '{work_dir}'") from None
-        return work_dir, cwd
+        from openheim.tools.sandbox import sandbox_root
+
+        return sandbox_root(self.settings.work_dir, cwd), cwd
 
     # --- sessions --------------------------------------------------------------
 
@@ -130,7 +119,7 @@ class AgentState:
     def load_session(self, session_id: str, cwd: Path | None = None) -> LoadedSession:
         """Attach to a stored conversation (a live session keeps its state)."""
         sid = check_session_id(session_id)
-        conv = self.memory.history.load(sid)
+        conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
         if live is not None:
             if live.in_flight:
@@ -157,7 +146,7 @@ class AgentState:
             return self.resolve_model(None, None), warning
 
     def list_sessions(self, cwd: str | None = None) -> list:
-        metas = self.memory.history.list()
+        metas = self.conversations.history.list()
         return [m for m in metas if cwd is None or m.cwd == cwd]
 
     def delete_session(self, session_id: str) -> None:
@@ -166,12 +155,12 @@ class AgentState:
         if live is not None and live.in_flight:
             raise SessionBusy(sid)
         self.sessions.remove(sid)
-        self.memory.history.delete(sid)
+        self.conversations.history.delete(sid)
 
     def close_session(self, session_id: str) -> None:
         session = self.sessions.remove(check_session_id(session_id))
         if session is not None:
-            session.cancel.cancel()
+            session.stop()
 
     def cancel(self, session_id: str) -> None:
         try:
@@ -179,7 +168,7 @@ class AgentState:
         except InvalidArgument:
             return
         if session is not None:
-            session.cancel.cancel()
+            session.stop()
 
     def set_model(self, session_id: str, provider: str | None, model: str | None) -> AgentConfig:
         session = self.session(session_id)
@@ -198,7 +187,7 @@ class AgentState:
 
     def _persist_session_fields(self, session: SessionState) -> None:
         """Model and mode switches survive a reload (when the conversation exists)."""
-        history = self.memory.history
+        history = self.conversations.history
         if session.in_flight or not history.exists(session.id):
             return
         conv = history.load(session.id)
@@ -207,6 +196,34 @@ class AgentState:
         history.save_meta(conv)
 
     # --- the turn -----------------------------------------------------------------
+
+    def start_turn(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
+                   client_io: ClientIo | None = None, extra_skills: list[str] | tuple[str, ...] = ()) -> Turn:
+        """Start a turn on its own worker thread: SessionBusy while another runs, unless that one was
+        cancelled, in which case the new turn first waits for it to let go."""
+        from openheim.core.tools import ViewContext
+
+        session = self.session(session_id)
+        with session.turn_lock:
+            previous = session.turn
+            if previous is not None and previous.running:
+                if not previous.cancelled:
+                    raise SessionBusy(session.id)
+            elif session.in_flight:
+                raise SessionBusy(session.id)
+            else:
+                previous = None
+
+            def body(on_event: OnEvent, cancel: CancelToken) -> AgentResult:
+                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel)
+
+            def present(tool_name: str, args: dict | None) -> ToolView:
+                where = ViewContext(session.cwd, client_io, turn.token)
+                return self.registry.present(tool_name, args, where)
+
+            turn = Turn(session.id, body, present, after=previous)
+            session.turn = turn
+        return turn.start()
 
     def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
                client_io: ClientIo | None = None, on_event: OnEvent | None = None,
@@ -227,13 +244,13 @@ class AgentState:
 
     def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
                     client_io: ClientIo | None, on_event: OnEvent, extra_skills) -> AgentResult:
+        from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
-        from openheim.memory.lease import Lease
 
-        history = self.memory.history
+        history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
@@ -241,7 +258,7 @@ class AgentState:
                           session_id=session.id, secret_env_vars=self.settings.secret_env_vars)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
-            system = self.memory.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
+            system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
@@ -256,7 +273,7 @@ class AgentState:
             return result
 
     def _conversation_for(self, session: SessionState) -> Conversation:
-        history = self.memory.history
+        history = self.conversations.history
         cfg = session.config
         cached = session.conversation
         if cached is not None and history.is_current(cached):
@@ -286,7 +303,7 @@ class _Recorder:
         self._write(message)
 
     def __call__(self, event: StreamEvent) -> None:
-        if event.kind == "message_appended":
+        if isinstance(event, MessageAppended):
             self._write(event.message)
         self.on_event(event)
 

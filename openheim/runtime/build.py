@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Callable
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
 from openheim.config.schema import Config, ProviderConfig
-from openheim.core.runtime.state import AgentState, RuntimeSettings
+from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
-from openheim.tools.registry import ToolRegistry
+from openheim.runtime.state import AgentState, RuntimeSettings
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import LlmClient
-    from openheim.tools.registry import ToolHandler
+    from openheim.core.tools import ToolHandler
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +25,15 @@ _OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window")
 
 def programmatic_config(opts: dict) -> Config:
     """A one-provider config from builder options (no config file)."""
-    from openheim.client import BUILTIN_PROVIDERS
+    from openheim.config.providers import KINDS, infer_kind
 
     name = opts.get("provider") or "openai"
-    base, model = BUILTIN_PROVIDERS.get(name, BUILTIN_PROVIDERS["openai"])
-    model = opts.get("model") or model
-    provider = ProviderConfig(name=name, api_base=opts.get("api_base") or base, default_model=model,
-                              models=[model], kind=name if name in BUILTIN_PROVIDERS else "openai_compatible",
-                              api_key=opts.get("api_key") or "", thinking=name == "anthropic")
+    kind = KINDS[infer_kind(name)]
+    defaults = kind if kind.api_base else KINDS["openai"]
+    model = opts.get("model") or defaults.default_model or ""
+    provider = ProviderConfig(name=name, api_base=opts.get("api_base") or defaults.api_base or "",
+                              default_model=model, models=[model], kind=kind.name,
+                              api_key=opts.get("api_key") or "", thinking=kind.thinking)
     return Config(default_provider=name, providers={name: provider})
 
 
@@ -90,7 +91,7 @@ def _build_registry(config: Config, data_dir: Path, custom: list[ToolHandler]) -
 
 def _memory_tools(config: Config, data_dir: Path) -> list[ToolHandler]:
     """The four long-term memory tools over a database opened on first use."""
-    from openheim.rag.setup import long_term_memory
-    from openheim.rag.tools import memory_tools
+    from openheim.memory.setup import long_term_memory
+    from openheim.memory.tools import memory_tools
 
     return memory_tools(long_term_memory(config, data_dir))

@@ -1,0 +1,99 @@
+"""StreamEvents: what happens during a turn, one frozen dataclass per kind.
+
+Every front end renders these in its own medium; ``to_dict`` is their JSON shape
+(``{"event_type": kind, ...fields}``, nested objects as dicts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Union
+
+from openheim.core.models import Message, Usage
+
+
+class _Event:
+    __slots__ = ()
+    kind: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event_type": self.kind}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class IterationStart(_Event):
+    kind: ClassVar[str] = "iteration_start"
+    iteration: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall(_Event):
+    kind: ClassVar[str] = "tool_call"
+    id: str
+    tool_name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult(_Event):
+    kind: ClassVar[str] = "tool_result"
+    id: str
+    tool_name: str
+    result: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LlmResponse(_Event):
+    """A streamed fragment of the reply's text."""
+
+    kind: ClassVar[str] = "llm_response"
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingContent(_Event):
+    """A streamed fragment of the model's visible thinking."""
+
+    kind: ClassVar[str] = "thinking_content"
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport(_Event):
+    """The token usage of one model call."""
+
+    kind: ClassVar[str] = "usage"
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ContextTrimmed(_Event):
+    """``dropped`` earlier messages were left out of the request to fit the context window."""
+
+    kind: ClassVar[str] = "context_trimmed"
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(_Event):
+    kind: ClassVar[str] = "finished"
+    final_response: str | None
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageAppended(_Event):
+    """A finished message joined the conversation (and is on disk)."""
+
+    kind: ClassVar[str] = "message_appended"
+    message: Message
+
+
+StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
+                    ContextTrimmed, Finished, MessageAppended]
+EVENT_TYPES: tuple[type, ...] = StreamEvent.__args__  # type: ignore[attr-defined]
+KINDS = tuple(t.kind for t in EVENT_TYPES)

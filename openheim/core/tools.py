@@ -1,0 +1,258 @@
+"""The tool contract the agent loop runs on: handlers, executors, capabilities and how a call is shown."""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from openheim.core.models import Tool
+from openheim.errors import ToolExecutionError
+
+if TYPE_CHECKING:
+    from openheim.core.client_io import ClientIo
+    from openheim.core.turn import CancelToken, TurnContext
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ToolCapabilities:
+    """What the runtime may assume about a tool: read-only tools survive architect mode."""
+
+    read_only: bool = False
+    kind: str = "other"  # read, edit, delete, move, search, execute, think, fetch, other
+    approval_scope: str = "tool_name"  # or "exact_arguments"
+
+
+DEFAULT_CAPABILITIES = ToolCapabilities()
+
+
+# --- presentation ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file a tool call touches (absolute path, 1-based line)."""
+
+    path: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class DiffPreview:
+    """What a file-changing call will do: the old text (None for a new file) and the new text."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """How every front end shows a tool call: a title naming what it touches, its kind, files, diff, command."""
+
+    title: str
+    kind: str = "other"
+    locations: tuple[Location, ...] = ()
+    diff: DiffPreview | None = None
+    command: str | None = None  # the shell command a permission prompt shows
+    read_only: bool = False  # filled in by the executor from the tool's capabilities
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    """What a presentation hook may consult: the session cwd, the client's buffers, the turn's cancel token."""
+
+    cwd: Path
+    client_io: ClientIo | None = None
+    cancel: CancelToken | None = None
+    with_diff: bool = True  # reading the old text for a diff preview costs I/O; history replays skip it
+
+    def absolute(self, path: str) -> str:
+        p = Path(path).expanduser()
+        return str(p if p.is_absolute() else (self.cwd / p))
+
+
+def short(text: object, limit: int = TITLE_CHARS) -> str:
+    """One line of at most ``limit`` characters (for titles)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# --- arguments -----------------------------------------------------------------
+
+
+def decode_arguments(arguments: str) -> dict:
+    """Arguments text to a dict: blank means no arguments; anything but a JSON object is a ToolExecutionError."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError) as e:
+        raise ToolExecutionError(f"failed to parse arguments: {e}") from None
+    if not isinstance(value, dict):
+        raise ToolExecutionError("failed to parse arguments: expected a JSON object")
+    return value
+
+
+def parse_arguments(arguments: str) -> dict | None:
+    """The call's arguments as a dict, or None when they are not a JSON object (for display)."""
+    try:
+        return decode_arguments(arguments)
+    except ToolExecutionError:
+        return None
+
+
+# --- handlers and executors -------------------------------------------------------------
+
+
+@runtime_checkable
+class ToolHandler(Protocol):
+    """A tool the model can call. ``execute`` returns the result text or raises ToolExecutionError."""
+
+    name: str
+    description: str
+    parameters: dict
+    capabilities: ToolCapabilities
+
+    def execute(self, args: dict, ctx: TurnContext) -> str: ...
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView: ...
+
+
+class BaseTool:
+    """Defaults for a ToolHandler: no special capabilities, the tool's name as the title."""
+
+    name: str = ""
+    description: str = ""
+    parameters: dict = {"type": "object", "properties": {}}
+    capabilities: ToolCapabilities = DEFAULT_CAPABILITIES
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        raise NotImplementedError
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        return ToolView(self.name, self.capabilities.kind)
+
+
+_HANDLER_MEMBERS = ("name", "description", "parameters", "capabilities", "execute", "present")
+
+
+def check_handler(handler: object) -> ToolHandler:
+    """``handler`` if it has every ToolHandler member, else a TypeError naming what is missing."""
+    missing = [m for m in _HANDLER_MEMBERS if not hasattr(handler, m)]
+    if missing:
+        raise TypeError(f"{type(handler).__name__} is not a ToolHandler: it lacks {', '.join(missing)}; "
+                        "subclass openheim.BaseTool or use the @openheim.tool decorator")
+    return handler  # type: ignore[return-value]
+
+
+def definition_of(handler: ToolHandler) -> Tool:
+    return Tool(handler.name, handler.description, handler.parameters)
+
+
+class ToolExecutor(Protocol):
+    """Anything the agent loop can list tools from and dispatch calls to."""
+
+    def names(self) -> list[str]: ...
+
+    def definitions(self) -> list[Tool]: ...
+
+    def capabilities(self, name: str) -> ToolCapabilities: ...
+
+    def execute(self, name: str, arguments: str, ctx: TurnContext) -> str: ...
+
+    def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView: ...
+
+
+def _unknown_view(name: str) -> ToolView:
+    return ToolView(name, DEFAULT_CAPABILITIES.kind)
+
+
+class ToolRegistry:
+    """Tools by name, listed in sorted order so provider prompt caches stay reusable."""
+
+    def __init__(self, handlers: Iterable[ToolHandler] = ()) -> None:
+        self._handlers: dict[str, ToolHandler] = {}
+        for h in handlers:
+            self.register(h)
+
+    def register(self, handler: ToolHandler) -> None:
+        check_handler(handler)
+        if handler.name in self._handlers:
+            log.warning("Tool name collision: %s registered twice; the later one wins", handler.name)
+        self._handlers[handler.name] = handler
+
+    def names(self) -> list[str]:
+        return sorted(self._handlers)
+
+    def get(self, name: str) -> ToolHandler | None:
+        return self._handlers.get(name)
+
+    def definitions(self) -> list[Tool]:
+        return [definition_of(self._handlers[n]) for n in self.names()]
+
+    def capabilities(self, name: str) -> ToolCapabilities:
+        h = self._handlers.get(name)
+        return h.capabilities if h else DEFAULT_CAPABILITIES
+
+    def execute(self, name: str, arguments: str, ctx: TurnContext) -> str:
+        handler = self._handlers.get(name)
+        if handler is None:
+            raise ToolExecutionError(f"Unknown tool: {name}")
+        return handler.execute(decode_arguments(arguments), ctx)
+
+    def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
+        handler = self._handlers.get(name)
+        if handler is None:
+            return _unknown_view(name)
+        try:
+            view = handler.present(args, where)
+        except Exception:  # how a call looks must never break the turn
+            log.exception("tool %s could not present its call", name)
+            view = ToolView(name, handler.capabilities.kind)
+        return replace(view, read_only=handler.capabilities.read_only)
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._handlers
+
+
+class ScopedExecutor:
+    """Lists and runs only the allowed tools of ``inner``; other calls get a clear tool error."""
+
+    def __init__(self, inner: ToolExecutor, allowed: Iterable[str]) -> None:
+        self.inner = inner
+        present = {t.name for t in inner.definitions()}
+        self.allowed = frozenset(name for name in allowed if name in present)
+
+    def names(self) -> list[str]:
+        return sorted(self.allowed)
+
+    def definitions(self) -> list[Tool]:
+        return [t for t in self.inner.definitions() if t.name in self.allowed]
+
+    def capabilities(self, name: str) -> ToolCapabilities:
+        return self.inner.capabilities(name) if name in self.allowed else DEFAULT_CAPABILITIES
+
+    def execute(self, name: str, arguments: str, ctx: TurnContext) -> str:
+        if name not in self.allowed:
+            available = ", ".join(self.names()) or "(none)"
+            raise ToolExecutionError(f"Tool '{name}' is not available to this agent. Available tools: {available}")
+        return self.inner.execute(name, arguments, ctx)
+
+    def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
+        return self.inner.present(name, args, where) if name in self.allowed else _unknown_view(name)
+
+    def __len__(self) -> int:
+        return len(self.allowed)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.allowed

@@ -1,0 +1,216 @@
+"""Turn: one prompt running on its own worker thread, its events handed to the front end's thread.
+
+Every front end (run, ACP, the TUI, serve, an embedder) starts turns through
+``SessionHandle.start_turn`` and consumes the same thing: a bounded batch queue of StreamEvents,
+``cancel()`` from any thread, and an outcome that is known at the latest ``CANCEL_GRACE`` seconds
+after a cancel, even if something below will not let go.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from openheim.core.models import AgentResult, StopReason
+from openheim.core.turn import CancelToken
+
+if TYPE_CHECKING:
+    from openheim.core.events import StreamEvent
+    from openheim.core.tools import ToolView
+
+CANCEL_GRACE = 0.8  # seconds a cancelled turn gets to wind down before its outcome is "cancelled" anyway
+FOLLOW_WAIT = 2.0  # seconds a turn started right after a cancel waits for the cancelled one to let go
+CAPACITY = 4096  # events the worker may run ahead of the front end before it waits
+
+Body = Callable[[Callable[["StreamEvent"], None], CancelToken], AgentResult]
+Present = Callable[[str, "dict | None"], "ToolView"]
+
+
+class EventBuffer:
+    """A bounded hand-off from one producer to one consumer; ``take`` returns everything queued at once."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self._items: deque = deque()
+        self._capacity = capacity
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+        self._consumer_waiting = False
+        self._producer_waiting = False
+
+    def put(self, item: object) -> None:
+        """Queue ``item``; waits while the buffer is full; dropped once the buffer is closed."""
+        with self._cond:
+            while len(self._items) >= self._capacity and not self._closed:
+                self._producer_waiting = True
+                self._cond.wait()
+            if self._closed:
+                return
+            self._items.append(item)
+            if self._consumer_waiting:
+                self._consumer_waiting = False
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """No more items: the consumer gets what is queued, then the end."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def ended(self) -> bool:
+        with self._cond:
+            return self._closed and not self._items
+
+    def take(self, timeout: float | None = None) -> tuple[list, bool]:
+        """(everything queued, whether the stream has ended); waits up to ``timeout`` for the first item."""
+        with self._cond:
+            if not self._items and not self._closed and timeout != 0:
+                self._consumer_waiting = True
+                self._cond.wait(timeout)
+                self._consumer_waiting = False
+            batch = list(self._items)
+            self._items.clear()
+            if batch and self._producer_waiting:
+                self._producer_waiting = False
+                self._cond.notify_all()
+            return batch, self._closed and not self._items
+
+
+class Turn:
+    """A running prompt: iterate its events, ``cancel()`` it from any thread, ``wait()`` for its ``result``."""
+
+    def __init__(self, session_id: str, body: Body, present: Present | None = None,
+                 after: Turn | None = None, capacity: int = CAPACITY) -> None:
+        self.session_id = session_id
+        self.token = CancelToken()
+        self._body = body
+        self._present = present
+        self._after = after  # a cancelled turn on the same session that must let go first
+        self._buffer = EventBuffer(capacity)
+        self._lock = threading.Lock()
+        self._settled = threading.Event()
+        self._result: AgentResult | None = None
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._completed = False
+        self._thread = threading.Thread(target=self._work, name=f"openheim-turn-{session_id[:8]}", daemon=True)
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> Turn:
+        self._thread.start()
+        return self
+
+    def _work(self) -> None:
+        if self._after is not None:
+            self._after.join(FOLLOW_WAIT)
+            self._after = None
+        try:
+            if self.token.cancelled:
+                self._settle(None, None)
+            else:
+                self._settle(self._body(self._buffer.put, self.token), None)
+        except BaseException as e:  # handed to whoever reads the result
+            self._settle(None, e)
+
+    def _settle(self, result: AgentResult | None, error: BaseException | None, by_worker: bool = True) -> None:
+        with self._lock:
+            if self._settled.is_set():
+                return
+            self._result, self._error, self._completed = result, error, by_worker
+            self._settled.set()
+        self._buffer.close()
+
+    def cancel(self) -> None:
+        """Stop the turn; its outcome is "cancelled" once it lets go, or after CANCEL_GRACE at the latest."""
+        with self._lock:
+            if self._settled.is_set() or self._cancelled:
+                return
+            self._cancelled = True
+        self.token.cancel()
+        timer = threading.Timer(CANCEL_GRACE, self._settle, (None, None, False))
+        timer.daemon = True
+        timer.start()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether cancel() was called before the turn ended."""
+        return self._cancelled
+
+    @property
+    def finished(self) -> bool:
+        """Whether the outcome is known (events may still be queued for the consumer)."""
+        return self._settled.is_set()
+
+    @property
+    def completed(self) -> bool:
+        """Whether the worker itself ended the turn (not the cancel grace period running out)."""
+        return self._settled.is_set() and self._completed
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker thread still runs (it may outlive a cancelled turn's outcome)."""
+        return self._thread.is_alive() or not self._thread.ident
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the outcome is known; False if ``timeout`` passed first."""
+        return self._settled.wait(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Block until the worker thread itself has ended; False if ``timeout`` passed first."""
+        if self._thread.ident:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def result(self) -> AgentResult:
+        """The outcome (waits for it): a cancelled turn ends ``cancelled``; a failed one raises its error."""
+        self._settled.wait()
+        if self._cancelled:
+            if self._result is None:
+                return AgentResult(None, 0, StopReason.CANCELLED)
+            return replace(self._result, stop_reason=StopReason.CANCELLED)
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception the turn failed with (None when it succeeded or was cancelled)."""
+        self._settled.wait()
+        return None if self._cancelled else self._error
+
+    # --- events ---------------------------------------------------------------------
+
+    def batches(self) -> Iterator[list[StreamEvent]]:
+        """Lists of events as they arrive (everything queued at once); ends when the turn ends."""
+        while True:
+            batch, ended = self._buffer.take()
+            if batch:
+                yield batch
+            if ended:
+                return
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        for batch in self.batches():
+            yield from batch
+
+    def poll(self, timeout: float = 0) -> list[StreamEvent]:
+        """Whatever events are queued now (waiting up to ``timeout`` for one); for UI loops that poll."""
+        return self._buffer.take(timeout)[0]
+
+    @property
+    def ended(self) -> bool:
+        """True once the turn has ended and every event has been taken."""
+        return self._buffer.ended
+
+    def present(self, tool_name: str, args: dict | None) -> ToolView:
+        """How a tool call of this turn looks (title, kind, locations, diff preview)."""
+        from openheim.core.tools import ToolView
+
+        if self._present is None:
+            return ToolView(tool_name)
+        return self._present(tool_name, args)
