@@ -65,7 +65,7 @@ def test_remember_limits(registry, ltm):
     assert e.value.message == "note is longer than 4000 characters; split it into smaller notes"
     with pytest.raises(ToolExecutionError) as e:
         call(registry, "remember", content="   ")
-    assert e.value.message == "expected non-empty text, got an empty string"
+    assert e.value.message == "failed to parse arguments: expected non-empty text, got an empty string (field `content`)"
     with pytest.raises(ToolExecutionError) as e:
         call(registry, "remember")
     assert e.value.message == "failed to parse arguments: missing field `content`"

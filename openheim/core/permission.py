@@ -78,9 +78,10 @@ def approval_key(tool_name: str, arguments: str, scope: str = "tool_name") -> st
     """What an *Always decision covers: the tool, or (exact_arguments scope) these exact arguments."""
     if scope != "exact_arguments":
         return tool_name
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except (json.JSONDecodeError, RecursionError):
+    from openheim.core.tools import parse_arguments
+
+    value = parse_arguments(arguments)
+    if value is None:
         return f"{tool_name}:unparsed:{arguments}"
     compact = json.dumps(_sorted_json(value), separators=(",", ":"), ensure_ascii=False)
     return f"{tool_name}:{compact}"

@@ -43,12 +43,12 @@ def require_text(args: dict, name: str) -> str:
     return value
 
 
-def require_str(args: dict, name: str) -> str:
-    """A required string that must not be blank."""
+def require_str(args: dict, name: str, strip: bool = False) -> str:
+    """A required string that must not be blank (``strip``: returned without surrounding whitespace)."""
     value = require_text(args, name)
     if not value.strip():
         raise ParseError(f"{_PREFIX}expected non-empty text, got an empty string (field `{name}`)")
-    return value
+    return value.strip() if strip else value
 
 
 def optional_str(args: dict, name: str) -> str | None:
@@ -61,18 +61,29 @@ def optional_str(args: dict, name: str) -> str | None:
     return value if value.strip() else None
 
 
-def optional_int(args: dict, name: str, minimum: int | None = None) -> int | None:
-    """An optional integer (null = unset); integral floats such as 3.0 are accepted."""
+def optional_int(args: dict, name: str, minimum: int | None = None, digits: bool = False) -> int | None:
+    """An optional integer (null = unset); integral floats such as 3.0 are accepted, and with
+    ``digits`` also strings of digits such as "3"."""
     value = args.get(name)
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    elif digits and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid_type(name, value, "an integer")
     if minimum is not None and value < minimum:
         raise ParseError(f"{_PREFIX}invalid value: integer `{value}`, expected an integer of at least "
                          f"{minimum} (field `{name}`)")
+    return value
+
+
+def require_int(args: dict, name: str, digits: bool = False) -> int:
+    """A required integer (see optional_int)."""
+    value = optional_int(args, name, digits=digits)
+    if value is None:
+        raise _missing(name)
     return value
 
 

@@ -1,7 +1,6 @@
 """Running one reply's tool calls: argument check, permission, concurrent execution, capping."""
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from openheim.core.events import StreamEvent, ToolCall, ToolResult
 from openheim.core.models import Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, needs_permission
+from openheim.core.tools import parse_arguments
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
@@ -50,12 +50,7 @@ def cap_result(text: str, cap: int = RESULT_CAP) -> str:
 
 def arguments_usable(arguments: str) -> bool:
     """Blank or a JSON object: anything else is not run."""
-    if not arguments.strip():
-        return True
-    try:
-        return isinstance(json.loads(arguments), dict)
-    except ValueError:
-        return False
+    return parse_arguments(arguments) is not None
 
 
 def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> ToolOutcome | None:

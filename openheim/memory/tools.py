@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from datetime import timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from openheim.core.tool_args import optional_int, require_int, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities
-from openheim.errors import OpenheimError, ToolExecutionError
+from openheim.errors import OpenheimError, ParseError, ToolExecutionError
 
 if TYPE_CHECKING:
     from openheim.core.tools import ToolHandler
@@ -22,50 +23,11 @@ _ID = {"type": "integer", "description": "The memory's id, as shown by search_me
 _CONTENT = {"type": "string", "description": f"The note: one self-contained fact, at most {MAX_NOTE_CHARS} characters."}
 
 
-def _arg_error(detail: str) -> ToolExecutionError:
-    return ToolExecutionError(f"failed to parse arguments: {detail}")
-
-
-def text_arg(args: dict, key: str) -> str:
-    """A required string argument, trimmed and non-empty."""
-    value = args.get(key)
-    if value is None:
-        raise _arg_error(f"missing field `{key}`")
-    if not isinstance(value, str):
-        raise _arg_error(f"invalid type for `{key}`: expected a string")
-    value = value.strip()
-    if not value:
-        raise ToolExecutionError("expected non-empty text, got an empty string")
-    return value
-
-
 def note_arg(args: dict, key: str = "content") -> str:
     """A note's text: trimmed, non-empty, at most 4,000 characters."""
-    value = text_arg(args, key)
+    value = require_str(args, key, strip=True)
     if len(value) > MAX_NOTE_CHARS:
         raise ToolExecutionError(f"note is longer than {MAX_NOTE_CHARS} characters; split it into smaller notes")
-    return value
-
-
-def optional_int_arg(args: dict, key: str) -> int | None:
-    """An optional integer argument (integral numbers and digit strings accepted)."""
-    value: Any = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _arg_error(f"invalid type for `{key}`: expected an integer")
-    return value
-
-
-def int_arg(args: dict, key: str) -> int:
-    """A required integer argument."""
-    value = optional_int_arg(args, key)
-    if value is None:
-        raise _arg_error(f"missing field `{key}`")
     return value
 
 
@@ -103,6 +65,8 @@ class _MemoryTool(BaseTool):
             return self.run(args)
         except ToolExecutionError:
             raise
+        except ParseError as e:  # the arguments: the model reads the plain message
+            raise ToolExecutionError(e.message) from e
         except OpenheimError as e:
             raise ToolExecutionError(str(e)) from e
 
@@ -142,8 +106,8 @@ class SearchMemoryTool(_MemoryTool):
                             " Returns each note's id, date, score and text.")
 
     def run(self, args: dict) -> str:
-        query = text_arg(args, "query")
-        k = clamp_top_k(optional_int_arg(args, "top_k"), self.ltm.top_k)
+        query = require_str(args, "query", strip=True)
+        k = clamp_top_k(optional_int(args, "top_k", digits=True), self.ltm.top_k)
         if self.ltm.count() == 0:
             return EMPTY_STORE
         return format_hits(self.ltm.search(query, k))
@@ -157,7 +121,7 @@ class EditMemoryTool(_MemoryTool):
     capabilities = ToolCapabilities(read_only=False, kind="edit")
 
     def run(self, args: dict) -> str:
-        memory_id, content = int_arg(args, "id"), note_arg(args)
+        memory_id, content = require_int(args, "id", digits=True), note_arg(args)
         if self.ltm.edit(memory_id, content):
             return f"Updated memory #{memory_id}."
         return f"No memory #{memory_id} exists; nothing to edit."
@@ -171,7 +135,7 @@ class ForgetTool(_MemoryTool):
     capabilities = ToolCapabilities(read_only=False, kind="delete")
 
     def run(self, args: dict) -> str:
-        memory_id = int_arg(args, "id")
+        memory_id = require_int(args, "id", digits=True)
         if self.ltm.forget(memory_id):
             return f"Forgot memory #{memory_id}."
         return f"No memory #{memory_id} exists; nothing to forget."
