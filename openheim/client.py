@@ -5,6 +5,7 @@ A front end opens a session here, starts turns with ``SessionHandle.start_turn``
 """
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from openheim.core.models import (
     Message,
     TextBlock,
     Tool,
+    Usage,
 )
 
 if TYPE_CHECKING:
@@ -26,9 +28,11 @@ if TYPE_CHECKING:
     from openheim.conversation.skills import Skill
     from openheim.core.client_io import ClientIo
     from openheim.core.events import StreamEvent
+    from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.tools import ToolCapabilities, ToolHandler, ToolView
+    from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.state import AgentState
     from openheim.runtime.turn import Turn
 
@@ -57,7 +61,7 @@ class SessionHandle:
         self.id = session_id
         self._gate: PermissionGate | None = None
         self._io: ClientIo | None = None
-        self.context_usage = None
+        self._context_usage: Usage | None = None
 
     @property
     def _state(self) -> AgentState:
@@ -97,8 +101,12 @@ class SessionHandle:
                 for event in batch:
                     on_event(event)
         result = turn.result
-        self.context_usage = result.context_usage or self.context_usage
+        self._context_usage = result.context_usage or self._context_usage
         return result
+
+    def context_usage(self) -> Usage | None:
+        """What the context held at the end of the last prompt() (None before the first one)."""
+        return self._context_usage
 
     def stream(self, prompt: str | list[ContentBlock], **kwargs: object) -> Turn:
         """``for event in session.stream("...")``: the turn's events on the calling thread."""
@@ -155,6 +163,16 @@ class OpenheimClient:
 
     def __init__(self, state: AgentState) -> None:
         self.state = state
+
+    def close(self) -> None:
+        """Cancel running turns, wait for them briefly, and release threads, children and databases."""
+        self.state.close()
+
+    def __enter__(self) -> OpenheimClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @staticmethod
     def builder() -> OpenheimBuilder:
@@ -218,6 +236,10 @@ class OpenheimClient:
     def tool_capabilities(self, name: str) -> ToolCapabilities:
         return self.state.registry.capabilities(name)
 
+    def memory(self) -> LongTermMemory | None:
+        """The long-term memory behind the remember / search_memory / edit_memory / forget tools."""
+        return self.state.long_term_memory
+
     def skills(self) -> list[Skill]:
         """The installed skills (name and description)."""
         return self.state.conversations.skills.list()
@@ -274,14 +296,22 @@ class OpenheimBuilder:
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
 
-    def tool(self, handler: ToolHandler) -> OpenheimBuilder:
+    def tool(self, handler: ToolHandler | Callable[..., object]) -> OpenheimBuilder:
+        """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""
+        from openheim.core.function_tool import FunctionTool
         from openheim.core.tools import check_handler
 
+        if not isinstance(handler, FunctionTool) and inspect.isfunction(handler):
+            handler = FunctionTool(handler)
         self._tools.append(check_handler(handler))
         return self
 
-    def llm_factory(self, factory: Callable[[AgentConfig], LlmClient]) -> OpenheimBuilder:
-        """Use a custom LlmClient (any provider not built in, or a fake in tests)."""
+    def long_term_memory(self, memory: LongTermMemory) -> OpenheimBuilder:
+        """Use this long-term memory (e.g. with your own EmbeddingClient) instead of the configured one."""
+        return self._set("long_term_memory", memory)
+
+    def llm_factory(self, factory: Callable[[AgentConfig], LlmClient | BlockingLlm]) -> OpenheimBuilder:
+        """Use a custom provider: an LlmClient (``stream``), or any object with a blocking ``send``."""
         self._llm_factory = factory
         return self
 

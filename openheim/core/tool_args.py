@@ -8,7 +8,7 @@ from openheim.errors import ParseError
 _PREFIX = "failed to parse arguments: "
 
 
-def _describe(value: object) -> str:
+def describe_json(value: object) -> str:
     """The JSON value as serde names it in an 'invalid type' message."""
     if value is None:
         return "null"
@@ -26,7 +26,7 @@ def _describe(value: object) -> str:
 
 
 def _invalid_type(name: str, value: object, expected: str) -> ParseError:
-    return ParseError(f"{_PREFIX}invalid type: {_describe(value)}, expected {expected} (field `{name}`)")
+    return ParseError(f"{_PREFIX}invalid type: {describe_json(value)}, expected {expected} (field `{name}`)")
 
 
 def _missing(name: str) -> ParseError:

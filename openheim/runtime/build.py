@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import LlmClient
     from openheim.core.tools import ToolHandler
+    from openheim.memory.long_term import LongTermMemory
 
 log = logging.getLogger(__name__)
 
@@ -71,27 +72,26 @@ def build_state(opts: dict, tools: list[ToolHandler],
     if config.mcp_servers:
         log.warning("config: [mcp_servers] (%s) is not supported by this version of openheim; those servers "
                     "are not started and their tools are not offered", ", ".join(config.mcp_servers))
-    registry = _build_registry(config, settings.data_dir, tools)
-    state = AgentState(settings, registry, llm_factory)
+    ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
+    registry = _build_registry(config, ltm, tools)
+    state = AgentState(settings, registry, llm_factory, ltm)
     state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
     return state
 
 
-def _build_registry(config: Config, data_dir: Path, custom: list[ToolHandler]) -> ToolRegistry:
+def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandler]) -> ToolRegistry:
+    from openheim.memory.tools import memory_tools
     from openheim.tools.builtins import register_builtins
 
     registry = ToolRegistry()
     register_builtins(registry, allow_shell=config.allow_shell)
-    for handler in _memory_tools(config, data_dir):
-        registry.register(handler)
-    for handler in custom:
+    for handler in [*memory_tools(ltm), *custom]:
         registry.register(handler)
     return registry
 
 
-def _memory_tools(config: Config, data_dir: Path) -> list[ToolHandler]:
-    """The four long-term memory tools over a database opened on first use."""
+def _long_term_memory(config: Config, data_dir: Path) -> LongTermMemory:
+    """The long-term memory [memory] configures (its database is opened on first use)."""
     from openheim.memory.setup import long_term_memory
-    from openheim.memory.tools import memory_tools
 
-    return memory_tools(long_term_memory(config, data_dir))
+    return long_term_memory(config, data_dir)

@@ -81,6 +81,10 @@ class SessionMap:
         with self._lock:
             return self._sessions.pop(session_id, None)
 
+    def all(self) -> list[SessionState]:
+        with self._lock:
+            return list(self._sessions.values())
+
     def __len__(self) -> int:
         return len(self._sessions)
 

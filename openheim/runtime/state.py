@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.tools import ToolRegistry, ToolView
+    from openheim.memory.long_term import LongTermMemory
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,14 @@ class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None) -> None:
+                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None,
+                 long_term_memory: LongTermMemory | None = None) -> None:
         from openheim.conversation.store import ConversationStore
 
         self.settings = settings
         self.config = settings.config
         self.registry = registry
+        self.long_term_memory = long_term_memory
         self.conversations = ConversationStore(settings.data_dir)
         self.sessions = SessionMap()
         self._llm_factory = llm_factory
@@ -84,7 +87,9 @@ class AgentState:
             client = self._clients.get(key)
             if client is None:
                 if self._llm_factory is not None:
-                    client = self._llm_factory(cfg)
+                    from openheim.core.llm.adapters import as_llm_client
+
+                    client = as_llm_client(self._llm_factory(cfg))
                 else:
                     from openheim.core.llm.factory import create_client
 
@@ -194,6 +199,20 @@ class AgentState:
         conv.meta.model, conv.meta.provider = session.config.model, session.config.provider_name
         conv.meta.mode = session.mode
         history.save_meta(conv)
+
+    def close(self, wait: float = 2.0) -> None:
+        """Cancel every running turn, wait for them briefly, and release what the runtime holds."""
+        import time
+
+        sessions = self.sessions.all()
+        for session in sessions:
+            session.stop()
+        deadline = time.monotonic() + wait
+        for session in sessions:
+            if session.turn is not None:
+                session.turn.join(max(0.0, deadline - time.monotonic()))
+        if self.long_term_memory is not None:
+            self.long_term_memory.close()
 
     # --- the turn -----------------------------------------------------------------
 
