@@ -153,6 +153,24 @@ class SessionHandle:
         where = ViewContext(self.cwd, self._io, with_diff=with_diff)
         return self._state.registry.present(tool_name, args, where)
 
+    # --- ACP adapters -------------------------------------------------------------------
+
+    def acp_updates(self, callback: Callable[[dict], None]) -> Callable[[StreamEvent], None]:
+        """An ``on_event`` that maps this session's events to ACP ``session/update`` payloads for
+        ``callback`` (events with no ACP equivalent are dropped): ``session.prompt(text,
+        on_event=session.acp_updates(send))``."""
+        from openheim.acp.updates import AcpUpdates
+
+        return AcpUpdates(callback, lambda name, args: self.present(name, args, with_diff=True),
+                          self.config.context_window)
+
+    def acp_replay(self, messages: list[Message], callback: Callable[[dict], None]) -> None:
+        """Send a stored conversation to ``callback`` as the ACP updates a live turn would have sent."""
+        from openheim.acp.convert import replay
+
+        for update in replay(messages, self.present):
+            callback(update)
+
     def close(self) -> None:
         """Cancel what runs and forget the live session (its history stays on disk)."""
         self._client.close_session(self.id)

@@ -23,6 +23,9 @@ LAYERS = {
     "acp": 6, "transport": 6, "tui": 6, "cli": 6,
 }
 FRONT_END = 6
+# The ACP vocabulary (content blocks, tool calls, updates, replays) is pure mapping over core's types:
+# the door offers it to embedders (SessionHandle.acp_updates / acp_replay), so it sits beside the door.
+ACP_VOCABULARY = {"openheim.acp.convert", "openheim.acp.toolcalls", "openheim.acp.updates", "openheim.acp.util"}
 PUBLIC_RUNTIME = {"openheim.runtime.turn"}  # the Turn a front end iterates is part of the door
 
 
@@ -42,6 +45,8 @@ def layer_of(name: str) -> int | None:
     parts = name.split(".")
     if len(parts) < 2 or parts[0] != "openheim":
         return None
+    if ".".join(parts[:3]) in ACP_VOCABULARY:
+        return LAYERS["client"]
     if parts[-1] == "cli":
         return FRONT_END
     return LAYERS.get(parts[1])

@@ -194,3 +194,25 @@ def test_tool_calls_are_presented_by_the_tool(srv, tmp_path):
         views = [turn.present(e.tool_name, {"path": "a.txt"}) for e in turn if isinstance(e, ToolCallEvent)]
     assert views[0].title == "Read a.txt" and views[0].kind == "read" and views[0].read_only
     assert views[0].locations[0].path == str(tmp_path / "a.txt")
+
+
+def test_acp_updates_and_replay_speak_valid_acp(srv, tmp_path):
+    from acp_schema_check import check
+
+    (tmp_path / "notes.md").write_text("old\n")
+    srv.enqueue(Reply(thinking="hmm", tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "new\n"})]),
+                Reply(text="written"))
+    live: list[dict] = []
+    with client_for(srv, tmp_path) as client:
+        session = client.new_session(cwd=tmp_path)
+        session.prompt("write it", on_event=session.acp_updates(live.append))
+        replayed: list[dict] = []
+        session.acp_replay(client.get_session(session.id), replayed.append)
+    for update in live + replayed:
+        check("SessionUpdate", update)
+    kinds = [u["sessionUpdate"] for u in live]
+    assert kinds[0] == "agent_thought_chunk" and kinds[-1] == "agent_message_chunk"
+    call = next(u for u in live if u["sessionUpdate"] == "tool_call")
+    assert call["title"] == "Write notes.md" and call["content"][0]["oldText"] == "old\n"
+    assert next(u for u in live if u.get("status") == "completed")["toolCallId"] == call["toolCallId"]
+    assert [u["sessionUpdate"] for u in replayed][:2] == ["user_message_chunk", "agent_thought_chunk"]

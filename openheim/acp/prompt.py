@@ -7,18 +7,15 @@ from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
 from openheim.acp.connection import encode
-from openheim.acp.convert import text_chunk
 from openheim.acp.permission import AcpGate
 from openheim.acp.terminal import Terminals
-from openheim.acp.toolcalls import ToolCallTracker
+from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
-from openheim.core import events
 from openheim.core.models import Message
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.client import SessionHandle
-    from openheim.core.events import StreamEvent
     from openheim.core.models import ContentBlock
     from openheim.runtime.turn import Turn
 
@@ -46,8 +43,8 @@ class PromptRun:
         self.on_done = on_done
         self.answered = False
         self._lock = threading.Lock()
-        self.context_window = handle.config.context_window
-        self.tracker = ToolCallTracker(self.update)
+        self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
+        self.tracker = self.updates.tracker
         self.client_io = self._client_io(features)
         self.gate = AcpGate(conn, self.session_id, self.tracker)
         self.turn: Turn | None = None
@@ -82,28 +79,6 @@ class PromptRun:
             if not self.answered:
                 self.conn.writer.send_line(line)
 
-    def on_event(self, event: StreamEvent) -> None:
-        try:
-            self._convert(event)
-        except Exception:  # a display problem must never end the turn
-            log.exception("could not turn a %s event into an ACP update", event.kind)
-
-    def _convert(self, event: StreamEvent) -> None:
-        if isinstance(event, events.LlmResponse):
-            if event.content:
-                self.update(text_chunk("agent_message_chunk", event.content))
-        elif isinstance(event, events.ThinkingContent):
-            if event.content:
-                self.update(text_chunk("agent_thought_chunk", event.content))
-        elif isinstance(event, events.ToolCall):
-            self.tracker.opened(event.id, event.tool_name, event.arguments)
-        elif isinstance(event, events.ToolResult):
-            self.tracker.closed(event.id, event.result, event.is_error)
-        elif isinstance(event, events.UsageReport) and self.context_window:
-            usage = event.usage
-            self.update({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
-                         "size": self.context_window})
-
     # --- the turn ------------------------------------------------------------------
 
     def _pump(self) -> None:
@@ -111,7 +86,7 @@ class PromptRun:
         assert turn is not None
         for batch in turn.batches():
             for event in batch:
-                self.on_event(event)
+                self.updates(event)
         if turn.cancelled:
             self.finish("cancelled", None)
             return
@@ -138,7 +113,7 @@ class PromptRun:
 
     def finish(self, reason: str | None, error: BaseException | None) -> None:
         """Close every open tool call, then answer the prompt exactly once."""
-        self.tracker.close_all(INTERRUPTED if self.cancelled else "The turn ended before this tool call finished.")
+        self.updates.close(INTERRUPTED if self.cancelled else "The turn ended before this tool call finished.")
         with self._lock:
             if self.answered:
                 return

@@ -1,0 +1,55 @@
+"""StreamEvents as ACP session updates: the one mapping every ACP transport and embedder uses."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from openheim.acp.convert import text_chunk
+from openheim.acp.toolcalls import Present, ToolCallTracker
+from openheim.core import events
+
+if TYPE_CHECKING:
+    from openheim.core.events import StreamEvent
+
+log = logging.getLogger(__name__)
+
+
+class AcpUpdates:
+    """Feed it a turn's events; it sends the matching ``session/update`` payloads to ``send``.
+
+    Text and thinking become message and thought chunks, tool calls are announced, started and
+    closed through a ToolCallTracker, usage becomes ``usage_update`` when the context window is
+    known; events with no ACP equivalent are dropped.
+    """
+
+    def __init__(self, send: Callable[[dict], None], present: Present | None = None,
+                 context_window: int | None = None) -> None:
+        self.send = send
+        self.tracker = ToolCallTracker(send, present)
+        self.context_window = context_window
+
+    def __call__(self, event: StreamEvent) -> None:
+        try:
+            self._convert(event)
+        except Exception:  # a display problem must never end the turn
+            log.exception("could not turn a %s event into an ACP update", event.kind)
+
+    def _convert(self, event: StreamEvent) -> None:
+        if isinstance(event, events.LlmResponse):
+            if event.content:
+                self.send(text_chunk("agent_message_chunk", event.content))
+        elif isinstance(event, events.ThinkingContent):
+            if event.content:
+                self.send(text_chunk("agent_thought_chunk", event.content))
+        elif isinstance(event, events.ToolCall):
+            self.tracker.opened(event.id, event.tool_name, event.arguments)
+        elif isinstance(event, events.ToolResult):
+            self.tracker.closed(event.id, event.result, event.is_error)
+        elif isinstance(event, events.UsageReport) and self.context_window:
+            usage = event.usage
+            self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
+                       "size": self.context_window})
+
+    def close(self, reason: str) -> None:
+        """Fail every tool call still open (the turn was cancelled or failed)."""
+        self.tracker.close_all(reason)
