@@ -1,3 +1,3 @@
-from openheim.cli import main
+from openheim.__main__ import main
 
 main()

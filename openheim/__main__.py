@@ -1,3 +1,19 @@
-from openheim.cli import main
+"""The `openheim` command (and `python -m openheim`): `--version` is answered before the CLI is imported."""
+from __future__ import annotations
 
-main()
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        from openheim import __version__
+
+        sys.stdout.write(f"openheim, version {__version__}\n")
+        return
+    from openheim.cli import main as cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()
