@@ -151,7 +151,7 @@ class SessionHandle:
         from openheim.core.tools import ViewContext
 
         where = ViewContext(self.cwd, self._io, with_diff=with_diff)
-        return self._state.registry.present(tool_name, args, where)
+        return self._state.tools_for(self._state.session(self.id)).present(tool_name, args, where)
 
     # --- ACP adapters -------------------------------------------------------------------
 

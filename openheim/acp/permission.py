@@ -6,7 +6,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from openheim.acp.toolcalls import tool_call_object
+from openheim.acp.toolcalls import subagent_call_id, tool_call_object
 from openheim.acp.util import RpcError
 from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 from openheim.core.tools import ToolView, parse_arguments
@@ -54,21 +54,25 @@ class AcpGate(FailClosedGate):
         if cancel is not None and cancel.cancelled:
             return None
         decision = decision_from(result)
-        if decision.allowed and req.subagent is None:
-            self.tracker.start(req.tool_call_id)
+        if decision.allowed:
+            self.tracker.start(self._call_id(req))
         return decision
 
-    def _tool_call(self, req: PermissionRequest) -> dict:
+    @staticmethod
+    def _call_id(req: PermissionRequest) -> str:
         if req.subagent is None:
-            view = self.tracker.permission_view(req.tool_call_id)
-            if view is not None:
-                return view
+            return req.tool_call_id
+        return subagent_call_id(req.subagent, req.parent_tool_call_id or "", req.tool_call_id)
+
+    def _tool_call(self, req: PermissionRequest) -> dict:
+        call_id = self._call_id(req)
+        view = self.tracker.permission_view(call_id)
+        if view is not None:
+            return view
         args = parse_arguments(req.arguments)
         shown = self.tracker.present(req.tool_name, args) if self.tracker.present else ToolView(req.tool_name)
-        call_id = req.tool_call_id
         if req.subagent is not None:
-            shown = replace(shown, title=f"{shown.title} (subagent '{req.subagent}')")
-            call_id = f"subagent:{req.subagent}:{req.tool_call_id}"
+            shown = replace(shown, title=f"{shown.title} (subagent {req.subagent})")
         view = tool_call_object(call_id, replace(shown, locations=()), None, "pending")
         view.pop("locations")
         view["rawInput"] = args if args is not None else {"arguments": req.arguments}

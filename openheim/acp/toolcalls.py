@@ -36,13 +36,24 @@ def diff_content(view: ToolView) -> dict | None:
     return {"type": "diff", "path": d.path, "oldText": d.old_text, "newText": d.new_text}
 
 
-def tool_call_object(call_id: str, view: ToolView, args: dict | None, status: str) -> dict:
+def tool_call_object(call_id: str, view: ToolView, args: dict | None, status: str, meta: dict | None = None) -> dict:
     """The ToolCall fields every announcement and permission request carries."""
     obj = {"toolCallId": call_id, "title": view.title, "kind": view.kind, "status": status,
            "locations": locations(view)}
     if args is not None:
         obj["rawInput"] = args
+    if meta:
+        obj["_meta"] = meta
     return obj
+
+
+def subagent_call_id(subagent: str, parent_tool_call_id: str, call_id: str) -> str:
+    """A subagent's tool call as the client sees it: unique beside the parent's own calls."""
+    return f"subagent:{subagent}:{parent_tool_call_id}:{call_id}"
+
+
+def subagent_meta(subagent: str, parent_tool_call_id: str) -> dict:
+    return {"openheim/parentToolCallId": parent_tool_call_id, "openheim/subagent": subagent}
 
 
 def text_content(text: str) -> dict:
@@ -55,6 +66,7 @@ class OpenCall:
     name: str
     args: dict | None
     view: ToolView
+    meta: dict | None = None
     started: bool = False
     terminal_id: str | None = None
 
@@ -69,12 +81,17 @@ class ToolCallTracker:
         self._announced: set[str] = set()
         self._cond = threading.Condition()
 
-    def opened(self, call_id: str, name: str, arguments: str) -> None:
+    def opened(self, call_id: str, name: str, arguments: str, subagent: str | None = None,
+               meta: dict | None = None) -> None:
+        from dataclasses import replace
+
         from openheim.core.tools import ToolView
 
         args = parse_arguments(arguments)
         view = self.present(name, args) if self.present is not None else ToolView(name)
-        call = OpenCall(call_id, name, args, view)
+        if subagent is not None:
+            view = replace(view, title=f"{view.title} (subagent {subagent})")
+        call = OpenCall(call_id, name, args, view, meta)
         self.send(self.announcement(call))
         with self._cond:
             self._open[call_id] = call
@@ -84,7 +101,7 @@ class ToolCallTracker:
             self.start(call_id)
 
     def announcement(self, call: OpenCall, status: str = "pending") -> dict:
-        update = {"sessionUpdate": "tool_call", **tool_call_object(call.id, call.view, call.args, status)}
+        update = {"sessionUpdate": "tool_call", **tool_call_object(call.id, call.view, call.args, status, call.meta)}
         diff = diff_content(call.view)
         if diff is not None:
             update["content"] = [diff]

@@ -5,7 +5,12 @@ import logging
 from typing import TYPE_CHECKING, Callable
 
 from openheim.acp.convert import text_chunk
-from openheim.acp.toolcalls import Present, ToolCallTracker
+from openheim.acp.toolcalls import (
+    Present,
+    ToolCallTracker,
+    subagent_call_id,
+    subagent_meta,
+)
 from openheim.core import events
 
 if TYPE_CHECKING:
@@ -45,10 +50,22 @@ class AcpUpdates:
             self.tracker.opened(event.id, event.tool_name, event.arguments)
         elif isinstance(event, events.ToolResult):
             self.tracker.closed(event.id, event.result, event.is_error)
+        elif isinstance(event, events.SubagentEvent):
+            self._subagent(event)
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
                        "size": self.context_window})
+
+    def _subagent(self, event: events.SubagentEvent) -> None:
+        """A delegated agent's tool call: its own tool_call, tied to the parent's call by ``_meta``."""
+        inner = event.event
+        call_id = subagent_call_id(event.subagent, event.parent_tool_call_id, inner.id)
+        if isinstance(inner, events.ToolCall):
+            meta = subagent_meta(event.subagent, event.parent_tool_call_id)
+            self.tracker.opened(call_id, inner.tool_name, inner.arguments, event.subagent, meta)
+        else:
+            self.tracker.closed(call_id, inner.result, inner.is_error)
 
     def close(self, reason: str) -> None:
         """Fail every tool call still open (the turn was cancelled or failed)."""

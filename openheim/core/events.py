@@ -93,7 +93,17 @@ class MessageAppended(_Event):
     message: Message
 
 
+@dataclass(frozen=True, slots=True)
+class SubagentEvent(_Event):
+    """Something a subagent did (its tool calls and results), inside the parent's ``delegate_task`` call."""
+
+    kind: ClassVar[str] = "subagent"
+    subagent: str
+    parent_tool_call_id: str
+    event: ToolCall | ToolResult
+
+
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended]
+                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
 EVENT_TYPES: tuple[type, ...] = StreamEvent.__args__  # type: ignore[attr-defined]
 KINDS = tuple(t.kind for t in EVENT_TYPES)

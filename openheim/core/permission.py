@@ -44,7 +44,8 @@ class PermissionRequest:
     tool_call_id: str
     tool_name: str
     arguments: str
-    subagent: str | None = None
+    subagent: str | None = None  # the delegated agent asking, when it is not the session's own
+    parent_tool_call_id: str | None = None  # the delegate_task call it runs in
 
 
 class PermissionGate(Protocol):
@@ -190,3 +191,23 @@ class RememberingGate(PermissionGate):
             with self._lock:
                 self.approvals[key] = decision
         return decision
+
+
+class SubagentGate(PermissionGate):
+    """A subagent's view of its parent's gate: every request is tagged with the subagent's name."""
+
+    def __init__(self, inner: PermissionGate, subagent: str, parent_tool_call_id: str | None) -> None:
+        self.inner, self.subagent, self.parent_tool_call_id = inner, subagent, parent_tool_call_id
+
+    @property
+    def gates_read_only(self) -> bool:  # type: ignore[override]
+        return self.inner.gates_read_only
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        return self.inner.denial_message(req)
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        from dataclasses import replace
+
+        return self.inner.request(replace(req, subagent=self.subagent, parent_tool_call_id=self.parent_tool_call_id),
+                                  cancel)

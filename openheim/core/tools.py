@@ -191,6 +191,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._handlers)
 
+    def with_tools(self, *handlers: ToolHandler) -> ToolRegistry:
+        """A copy of this registry with ``handlers`` added (later names win)."""
+        return ToolRegistry([*self._handlers.values(), *handlers])
+
     def get(self, name: str) -> ToolHandler | None:
         return self._handlers.get(name)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from openheim.core.client_io import ClientIo
+    from openheim.core.events import StreamEvent
     from openheim.core.permission import PermissionGate
 
 
@@ -74,6 +75,7 @@ class TurnContext:
     session_id: str | None = None
     tool_call_id: str | None = None  # set on the per-call copy a tool receives
     secret_env_vars: frozenset[str] = frozenset()
+    emit: Callable[[StreamEvent], None] | None = None  # a tool's progress events, to the turn's front end
 
     @property
     def effective_cwd(self) -> Path:

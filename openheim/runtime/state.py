@@ -66,6 +66,7 @@ class AgentState:
         self.registry = registry
         self.long_term_memory = long_term_memory
         self.conversations = ConversationStore(settings.data_dir)
+        self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
         self._llm_factory = llm_factory
         self._clients: dict[tuple[str, str], LlmClient] = {}
@@ -238,7 +239,7 @@ class AgentState:
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token)
-                return self.registry.present(tool_name, args, where)
+                return self.tools_for(session).present(tool_name, args, where)
 
             turn = Turn(session.id, body, present, after=previous)
             session.turn = turn
@@ -272,9 +273,11 @@ class AgentState:
         history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
+        tools = self.tools_for(session)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=RememberingGate(gate or AllowAll(), session.approvals, self.registry.capabilities), client_io=client_io,
-                          session_id=session.id, secret_env_vars=self.settings.secret_env_vars)
+                          gate=RememberingGate(gate or AllowAll(), session.approvals, tools.capabilities),
+                          client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
+                          emit=on_event)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
@@ -283,13 +286,20 @@ class AgentState:
             try:
                 if session.fitter is None:
                     session.fitter = ContextFitter(session.config.context_window)
-                result = run_turn(llm, tools_for_mode(self.registry, session.mode), session.config,
+                result = run_turn(llm, tools_for_mode(tools, session.mode), session.config,
                                   conv.messages, ctx, recorder, system, session.fitter)
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
                 recorder.close()
             return result
+
+    def tools_for(self, session: SessionState) -> ToolRegistry:
+        """The session's tools: the runtime's, plus delegate_task bound to the session's live model."""
+        from openheim.tools.delegate import DelegateTool, Delegation
+
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, self.registry)
+        return self.registry.with_tools(DelegateTool(delegation))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
         history = self.conversations.history
@@ -307,6 +317,31 @@ class AgentState:
         conv.meta.mode = session.mode
         session.conversation = conv
         return conv
+
+
+class ProfileCache:
+    """Subagent profiles, read again only when the agents directory changes."""
+
+    def __init__(self, agents_dir: Path) -> None:
+        self.dir = agents_dir
+        self._stamp: tuple | None = None
+        self._profiles: list = []
+        self._lock = threading.Lock()
+
+    def get(self) -> list:
+        from openheim.subagents.profiles import load_profiles
+
+        try:
+            st = self.dir.stat()
+            stamp: tuple | None = (st.st_mtime_ns, st.st_ino, *sorted((p.name, p.stat().st_mtime_ns)
+                                                                       for p in self.dir.glob("*.md")))
+        except OSError:
+            stamp = None
+        with self._lock:
+            if stamp != self._stamp:
+                self._profiles = load_profiles(self.dir) if stamp is not None else []
+                self._stamp = stamp
+            return self._profiles
 
 
 class _Recorder:

@@ -82,7 +82,14 @@ class Printer:
             self._activity(event)
 
     def _activity(self, event: StreamEvent) -> None:
-        if isinstance(event, events.ToolCall):
+        if isinstance(event, events.SubagentEvent):
+            inner = event.event
+            if isinstance(inner, events.ToolCall):
+                self.err.write(f"  ⚙ [{event.subagent}] {inner.tool_name} {_preview(inner.arguments)}\n")
+            else:
+                mark = "✗" if inner.is_error else "→"
+                self.err.write(f"    {mark} {_preview(inner.result)}\n")
+        elif isinstance(event, events.ToolCall):
             self.err.write(f"⚙ {event.tool_name} {_preview(event.arguments)}\n")
         elif isinstance(event, events.ToolResult):
             mark = "✗" if event.is_error else "→"

@@ -1,0 +1,1 @@
+"""Subagents: delegated agent personas, defined as Markdown files in ``{data_dir}/agents``."""
