@@ -19,6 +19,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -232,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
             if delay or flush_each or not fake.burst or len(buf) >= _FLUSH_AT:
                 self.wfile.write(buf)
                 buf.clear()
+                fake.sent_at.append(time.monotonic())
         if buf:
             self.wfile.write(buf)
 
@@ -273,6 +275,7 @@ class FakeLLMServer:
         self.slow = slow
         self.burst = burst  # True: coalesce events into 32 KiB writes instead of one write per event
         self.requests: list[RecordedRequest] = []
+        self.sent_at: list[float] = []  # time.monotonic() of every flushed write of a stream
         self._queue: deque = deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
