@@ -4,9 +4,6 @@ Public names are resolved lazily so ``import openheim`` costs almost nothing.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -42,7 +39,9 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    import importlib
+
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'openheim' has no attribute {name!r}")
