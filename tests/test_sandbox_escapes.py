@@ -283,3 +283,21 @@ def test_a_directory_flipped_to_a_symlink_mid_call_leads_nowhere(tmp_path):
     after = {p.name: p.read_bytes() for p in outside.iterdir()}
     assert leaks == [] and after == before, f"{len(leaks)} leaks, outside changed: {sorted(set(after) - set(before))}"
     assert counts["ok"] > 100 and counts["refused"] > 0, counts  # both states of d were really met
+
+
+def test_a_diff_preview_never_shows_a_file_outside(tree):
+    """The permission prompt's diff for write_file/edit_file reads the old text: only inside the session dir."""
+    from openheim.core.tools import ToolRegistry, ViewContext
+    from openheim.tools.builtins import register_builtins
+
+    registry = ToolRegistry()
+    register_builtins(registry, allow_shell=False)
+    where = ViewContext(tree["work"])
+    for path in ("../outside/secret.txt", str(tree["outside"] / "secret.txt"), "link_out/secret.txt",
+                 "link_out_file"):
+        write = registry.present("write_file", {"path": path, "content": "x"}, where)
+        edit = registry.present("edit_file", {"path": path, "old_string": "TOP", "new_string": "x"}, where)
+        assert write.diff is not None and write.diff.old_text is None, path
+        assert edit.diff is None, path
+    inside = registry.present("write_file", {"path": "file.txt", "content": "x"}, where)
+    assert inside.diff.old_text == "inside\n"
