@@ -8,6 +8,7 @@ death signal) if the parent cannot.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import selectors
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
 
 _BACKSTOP = 2.0  # the child's own alarm fires this long after the parent's deadline
+_fork_lock = threading.Lock()
 
 
 class Expired(Exception):
@@ -54,26 +56,28 @@ def run_forked(work: Callable[[], object], timeout: float, cancel: CancelToken) 
     whole process group killed.
     """
     libc()  # loaded here: the child must not dlopen (another thread may have held the loader's lock)
-    read_end, write_end = os.pipe()
     parent = os.getpid()
-    try:
-        with warnings.catch_warnings():  # 3.12+ warns about fork() in a threaded process
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-    except BaseException:
-        os.close(read_end)
+    with _fork_lock:  # no other child may inherit this pipe's write end: its EOF is the answer
+        read_end, write_end = os.pipe()
+        try:
+            with warnings.catch_warnings():  # 3.12+ warns about fork() in a threaded process
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except BaseException:
+            os.close(read_end)
+            os.close(write_end)
+            raise
+        if pid == 0:  # the child: never returns
+            os.close(read_end)
+            _child(work, write_end, timeout, parent)
         os.close(write_end)
-        raise
-    if pid == 0:  # the child: never returns
-        os.close(read_end)
-        _child(work, write_end, timeout, parent)
-    os.close(write_end)
     return _supervise(pid, read_end, timeout, cancel)
 
 
 def _child(work: Callable[[], object], out: int, timeout: float, parent: int) -> None:
     code = 0
     try:
+        gc.disable()  # no finalizer of an object inherited from the parent may close a descriptor here
         os.setpgid(0, 0)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM):
             signal.signal(sig, signal.SIG_DFL)
@@ -113,12 +117,12 @@ def _supervise(pid: int, fd: int, timeout: float, cancel: CancelToken) -> object
     register_group(pid)
     remove = cancel.on_cancel(kill)
     chunks: list[bytes] = []
-    status = None
+    status = ended = None
     try:
         ended = _read_all(fd, chunks, time.monotonic() + timeout)
+    finally:
         if not ended:
             kill()
-    finally:
         remove()
         os.close(fd)
         with lock:
