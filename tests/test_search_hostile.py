@@ -119,3 +119,25 @@ def test_acp_stays_responsive_during_a_runaway_search(isolated_home, trap):
             closed = time.monotonic()
             code = wire.close(timeout=5)  # stdin EOF ends the agent, a runaway search or not
     assert code == 0 and time.monotonic() - closed < 2.0
+
+
+def test_searches_beside_a_runaway_one_answer_at_once(trap):
+    """Each child answers through its own pipe: no search waits on another's child (or its deadline)."""
+    (trap / "b.txt").write_text("hello world\n")
+    runaway = threading.Thread(target=lambda: pytest.raises(ToolExecutionError, SearchTool(timeout=5).execute,
+                                                            {"pattern": EVIL}, TurnContext(work_dir=trap)))
+    runaway.start()
+    took: list[float] = []
+
+    def normal() -> None:
+        started = time.monotonic()
+        assert SearchTool().execute({"pattern": "world"}, TurnContext(work_dir=trap)) == "b.txt:1: hello world"
+        took.append(time.monotonic() - started)
+
+    workers = [threading.Thread(target=normal) for _ in range(12)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    runaway.join(10)
+    assert len(took) == 12 and max(took) < 2.0, took
