@@ -68,6 +68,14 @@ def test_failure_reports_both_streams(ctx):
     assert info.value.message == "Command failed:\nStdout: some\n\nStderr: bad\n"
 
 
+@pytest.mark.parametrize("command,name", [("echo some; kill -TERM $$", "SIGTERM"), ("echo some; kill -KILL $$", "SIGKILL"),
+                                          ("echo some; exec sh -c 'kill -SEGV $$'", "SIGSEGV")])
+def test_a_command_killed_by_a_signal_names_it(ctx, command, name):
+    with pytest.raises(ToolExecutionError) as info:
+        run(ctx, command)
+    assert info.value.message == f"Command killed by signal {name}:\nStdout: some\n\nStderr: "
+
+
 def test_timeout_kills_grandchildren_and_keeps_partial_output(ctx, tmp_path):
     pids = tmp_path / "pids"
     command = (f"(sleep 30 & echo $! >> {pids}; sleep 30) & echo $! >> {pids}; "
@@ -177,7 +185,7 @@ def test_kill_all_stops_running_commands(ctx):
         time.sleep(0.01)
     process.kill_all()
     thread.join(5)
-    assert result["err"].startswith("Command failed:")
+    assert result["err"].startswith("Command killed by signal SIGKILL:")
 
 
 def test_spawn_failure(tmp_path):

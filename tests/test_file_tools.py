@@ -340,3 +340,87 @@ def test_a_symlink_swapped_in_after_validation_is_not_followed(tmp_path):
     with pytest.raises(ToolExecutionError, match="cannot write"):
         write_text(link, "pwned", TurnContext(work_dir=tmp_path / "work"))
     assert outside.read_text() == "keep"
+
+
+@pytest.mark.parametrize("offset,limit,expected", [
+    (1, 2, "line 1\nline 2\n[lines 1–2 shown; call again with offset=3 to read on]"),
+    (4, 2, "line 4\nline 5\n"),
+    (3, 3, "line 3\nline 4\nline 5\n"),
+    (5, 1, "line 5\n"),
+    (6, 1, "[nothing at offset 6]"),
+])
+def test_client_page_with_a_limit_says_whether_more_follows(tmp_path, offset, limit, expected):
+    target = str(tmp_path.resolve() / "paged.txt")
+    client = FakeClient({target: lines(5)})
+    ctx = TurnContext(work_dir=tmp_path, cwd=tmp_path, client_io=client)
+    assert read(ctx, path="paged.txt", offset=offset, limit=limit) == expected
+    (tmp_path / "paged.txt").write_text(lines(5))
+    local = TurnContext(work_dir=tmp_path, cwd=tmp_path)
+    if offset <= 5:  # the same page read from the disk ends in the same note (with the total there)
+        assert read(local, path="paged.txt", offset=offset, limit=limit) == expected.replace("–2 shown", "–2 of 5 shown")
+
+
+def test_client_page_without_a_limit_has_no_note(tmp_path):
+    target = str(tmp_path.resolve() / "all.txt")
+    client = FakeClient({target: lines(3)})
+    ctx = TurnContext(work_dir=tmp_path, cwd=tmp_path, client_io=client)
+    assert read(ctx, path="all.txt", offset=2) == "line 2\nline 3\n"
+    assert client.calls == [("read", target, 2, None)]
+
+
+def test_read_of_a_huge_file_with_a_long_first_line_reads_only_what_it_returns(tmp_path):
+    """A 20 GB sparse file whose first line never ends: the page is the line's start, found at once."""
+    import subprocess
+    import sys
+
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as f:
+        f.write(b"x" * 200_000)
+        f.truncate(20 * 1024 ** 3)
+    code = ("import sys; from openheim.core.turn import TurnContext; from openheim.tools.read_file import ReadFileTool;"
+            f"sys.stdout.write(ReadFileTool().execute({{'path': 'huge.txt'}}, TurnContext(work_dir={str(tmp_path)!r})))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("read_file scanned the whole 20 GB file for the end of its first line")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "x" * CAP + (f"\n[line 1 is longer than {CAP} bytes; only its start is shown; "
+                                       "call again with offset=2 for the lines after it]")
+
+
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+def test_writing_a_hard_linked_file_leaves_the_other_link_alone(ctx, tmp_path, tool):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("outside original\n")
+    os.link(outside, tmp_path / "linked.txt")
+    if tool == "write_file":
+        WriteFileTool().execute({"path": "linked.txt", "content": "new content\n"}, ctx)
+    else:
+        EditFileTool().execute({"path": "linked.txt", "old_string": "outside original", "new_string": "new content"},
+                               ctx)
+    assert (tmp_path / "linked.txt").read_text() == "new content\n"
+    assert outside.read_text() == "outside original\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["linked.txt"]  # no temporary file left behind
+
+
+def test_rewriting_keeps_the_mode_and_a_new_file_gets_the_umask(ctx, tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("echo one\n")
+    script.chmod(0o751)
+    WriteFileTool().execute({"path": "run.sh", "content": "echo two\n"}, ctx)
+    EditFileTool().execute({"path": "run.sh", "old_string": "two", "new_string": "three"}, ctx)
+    assert script.read_text() == "echo three\n" and script.stat().st_mode & 0o7777 == 0o751
+    old = os.umask(0o027)
+    try:
+        WriteFileTool().execute({"path": "fresh.txt", "content": "x"}, ctx)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "fresh.txt").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_failed_write_leaves_the_old_content(ctx, tmp_path):
+    (tmp_path / "keep.txt").write_text("kept\n")
+    with pytest.raises(ToolExecutionError, match="content is not valid Unicode text"):
+        WriteFileTool().execute({"path": "keep.txt", "content": "half \ud800"}, ctx)
+    assert (tmp_path / "keep.txt").read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

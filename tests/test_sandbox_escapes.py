@@ -213,3 +213,91 @@ def test_sandbox_root_refuses_cwd_outside_configured_work_dir(tree):
     assert sandbox_root(tree["work"], tree["work"] / "sub") == tree["work"]
     with pytest.raises(InvalidArgument, match="outside the configured work_dir"):
         sandbox_root(tree["work"], tree["outside"])
+
+
+FLIPPER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.chdir(sys.argv[1])
+until = time.monotonic() + float(sys.argv[2])
+print("ready", flush=True)
+while time.monotonic() < until:  # swap the names d (a directory) and dl (a symlink to outside) atomically
+    if libc.renameat2(-100, b"d", -100, b"dl", 2) != 0:
+        sys.exit("renameat2 failed: " + os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_a_directory_flipped_to_a_symlink_mid_call_leads_nowhere(tmp_path):
+    """Another local process swaps work/d between a directory and a symlink to outside/ as fast as it can."""
+    import subprocess
+    import sys
+    import time
+
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "d").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(outside, work / "dl")
+    for where, word in ((work / "d", "inside"), (outside, "OUTSIDE")):
+        (where / "secret.txt").write_text(f"{word} secret\n")
+        (where / "e.txt").write_text(f"{word} old\n")
+    (outside / "only_outside.txt").write_text("")
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    ctx = TurnContext(work_dir=work, cwd=work)
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(work), "30"], stdout=subprocess.PIPE, text=True)
+    counts = {"ok": 0, "refused": 0}
+    leaks: list[str] = []
+
+    def attempt(call, *args) -> str | None:
+        try:
+            out = call(*args)
+        except OpenheimError:
+            counts["refused"] += 1
+            return None
+        counts["ok"] += 1
+        return out
+
+    try:
+        assert flipper.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        for i in range(400):
+            if time.monotonic() - start > 40:
+                break
+            attempt(WriteFileTool().execute, {"path": f"d/f{i}.txt", "content": "x"}, ctx)
+            for _ in range(3):
+                out = attempt(ReadFileTool().execute, {"path": "d/secret.txt"}, ctx)
+                if out is not None and "OUTSIDE" in out:
+                    leaks.append(f"read_file: {out!r}")
+            listing = attempt(ListDirTool().execute, {"path": "d"}, ctx)
+            if listing is not None and "only_outside" in listing:
+                leaks.append("list_dir showed outside/")
+            attempt(EditFileTool().execute, {"path": "d/e.txt", "old_string": "old", "new_string": "new"}, ctx)
+            attempt(EditFileTool().execute, {"path": "d/e.txt", "old_string": "new", "new_string": "old"}, ctx)
+            if i % 20 == 0:
+                for path in ("d", "."):
+                    found = attempt(SearchTool().execute, {"pattern": "OUTSIDE|only", "path": path}, ctx)
+                    if found is not None and "OUTSIDE" in found:
+                        leaks.append(f"search: {found!r}")
+    finally:
+        flipper.kill()
+        flipper.wait()
+    after = {p.name: p.read_bytes() for p in outside.iterdir()}
+    assert leaks == [] and after == before, f"{len(leaks)} leaks, outside changed: {sorted(set(after) - set(before))}"
+    assert counts["ok"] > 100 and counts["refused"] > 0, counts  # both states of d were really met
+
+
+def test_a_diff_preview_never_shows_a_file_outside(tree):
+    """The permission prompt's diff for write_file/edit_file reads the old text: only inside the session dir."""
+    from openheim.core.tools import ToolRegistry, ViewContext
+    from openheim.tools.builtins import register_builtins
+
+    registry = ToolRegistry()
+    register_builtins(registry, allow_shell=False)
+    where = ViewContext(tree["work"])
+    for path in ("../outside/secret.txt", str(tree["outside"] / "secret.txt"), "link_out/secret.txt",
+                 "link_out_file"):
+        write = registry.present("write_file", {"path": path, "content": "x"}, where)
+        edit = registry.present("edit_file", {"path": path, "old_string": "TOP", "new_string": "x"}, where)
+        assert write.diff is not None and write.diff.old_text is None, path
+        assert edit.diff is None, path
+    inside = registry.present("write_file", {"path": "file.txt", "content": "x"}, where)
+    assert inside.diff.old_text == "inside\n"

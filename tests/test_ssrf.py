@@ -363,3 +363,73 @@ def test_slow_resolution_counts_against_the_deadline_and_can_be_cancelled():
         fetch(WebFetchTool(stuck), "http://slow.test/", context)
     assert time.monotonic() - start < 2
     release.set()
+
+
+@pytest.fixture
+def trickler():
+    """A server that promises 100000 bytes and closes after them ("Connection: close", as many servers
+    answer), then sends one body byte every 0.5 s."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve_one(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 100000\r\n\r\n")
+            while not stop.wait(0.5):
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conns.append(conn)
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield listener.getsockname()[1]
+    stop.set()
+    listener.close()
+
+
+def _fetch_in_thread(tool: WebFetchTool, url: str, context: TurnContext) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = fetch(tool, url, context)
+        except ToolExecutionError as e:
+            outcome["error"] = e.message
+        outcome["elapsed"] = time.monotonic() - start
+
+    start = time.monotonic()
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    return worker, outcome
+
+
+def test_total_deadline_holds_against_a_trickling_body(trickler):
+    url = f"http://public.test:{trickler}/trickle"
+    worker, outcome = _fetch_in_thread(public_test_tool(timeout=1.0), url, ctx())
+    worker.join(8)
+    assert not worker.is_alive(), "web_fetch kept reading a trickling body past its deadline"
+    assert outcome.get("error") == f"Fetching {url} timed out after 1 seconds", outcome
+    assert outcome["elapsed"] < 3, outcome
+
+
+def test_cancel_stops_a_trickling_body(trickler):
+    context = ctx()
+    worker, outcome = _fetch_in_thread(public_test_tool(), f"http://public.test:{trickler}/trickle", context)
+    time.sleep(0.7)
+    context.cancel.cancel()
+    worker.join(8)
+    assert not worker.is_alive(), "web_fetch ignored cancel while reading a trickling body"
+    assert outcome["error"] == "web_fetch cancelled"
+    assert outcome["elapsed"] < 3, outcome

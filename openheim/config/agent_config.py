@@ -14,6 +14,7 @@ class AgentConfig:
     api_key: str
     model: str
     max_iterations: int = 10
+    max_parallel_tools: int = 8
     timeout_secs: int = 120
     max_tokens: int | None = None
     context_window: int | None = None

@@ -60,7 +60,8 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
     key = resolve_api_key(p)
     validate_provider(p, key)
     return AgentConfig(provider_name=p.name, kind=p.kind, api_base=p.api_base.rstrip("/"), api_key=key,
-                       model=model, max_iterations=config.max_iterations, timeout_secs=p.timeout_secs,
+                       model=model, max_iterations=config.max_iterations,
+                       max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking)
 
 

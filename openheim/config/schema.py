@@ -61,6 +61,7 @@ class Config:
     default_provider: str
     providers: dict[str, ProviderConfig]
     max_iterations: int = 10
+    max_parallel_tools: int = 8
     default_skills: list[str] = field(default_factory=list)
     work_dir: Path | None = None
     allow_shell: bool = False
@@ -209,7 +210,7 @@ def parse_memory(d: dict) -> MemoryConfig:
 
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "memory", "theme_color"}
+             "tui", "providers", "mcp_servers", "memory", "theme_color", "max_parallel_tools"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -226,6 +227,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         default_provider=default_provider,
         providers=providers,
         max_iterations=_get_int(d, "max_iterations", default=10) or 10,
+        max_parallel_tools=_get_int(d, "max_parallel_tools", default=8) or 8,
         default_skills=_get_str_list(d, "default_skills"),
         work_dir=Path(work_dir).expanduser() if work_dir else None,
         allow_shell=_get_bool(d, "allow_shell"),

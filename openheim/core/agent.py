@@ -66,7 +66,8 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         calls = choice.message.tool_calls()
         if calls:
             finished = run_tool_calls(executor, calls, ctx, on_event,
-                                      cut_off=choice.finish_reason == FinishReason.MAX_TOKENS)
+                                      cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
+                                      max_parallel=cfg.max_parallel_tools)
             for message in finished.messages:
                 _append(history, message, on_event)
             if finished.cancelled:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESULT_CAP = 128 * 1024
+MAX_PARALLEL = 8  # tool calls of one reply that run at once (config: max_parallel_tools)
 CANCELLED_BY_USER = "Cancelled by user."
 BAD_ARGUMENTS = "Error: the arguments are not a valid JSON object, so the call was not run."
 CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writing them; retry with smaller "
@@ -85,16 +86,34 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
         return ToolOutcome(f"Error: {type(e).__name__}: {e}", True)
 
 
+def _start_workers(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext, cut_off: bool,
+                   max_parallel: int, done: queue.Queue[tuple[int, ToolOutcome]]) -> None:
+    """At most ``max_parallel`` threads take the calls in order; none is started once the turn is cancelled."""
+    pending = iter(enumerate(calls))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not ctx.cancel.cancelled:
+            with lock:
+                index, call = next(pending, (-1, None))
+            if call is None:
+                return
+            threading.current_thread().name = f"tool-{call.name}"
+            done.put((index, execute_one(executor, call, ctx, cut_off)))
+
+    for _ in range(min(max(1, max_parallel), len(calls))):
+        threading.Thread(target=work, name="tool", daemon=True).start()
+
+
 def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext,
-                   on_event: Callable[[StreamEvent], None], cut_off: bool = False) -> FinishedCalls:
-    """Run calls concurrently; events in completion order, result messages in call order."""
+                   on_event: Callable[[StreamEvent], None], cut_off: bool = False,
+                   max_parallel: int = MAX_PARALLEL) -> FinishedCalls:
+    """Run calls concurrently, at most ``max_parallel`` at once and the rest queued in call order;
+    events in completion order, result messages in call order."""
     for call in calls:
         on_event(ToolCall(call.id, call.name, call.arguments))
     done: queue.Queue[tuple[int, ToolOutcome]] = queue.Queue()
-    for index, call in enumerate(calls):
-        worker = threading.Thread(target=lambda i=index, c=call: done.put((i, execute_one(executor, c, ctx, cut_off))),
-                                  name=f"tool-{call.name}", daemon=True)
-        worker.start()
+    _start_workers(executor, calls, ctx, cut_off, max_parallel, done)
     outcomes: dict[int, ToolOutcome] = {}
     wake = ctx.cancel.on_cancel(lambda: done.put((-1, ToolOutcome("", True))))
     try:

@@ -16,6 +16,7 @@ from openheim.tools.process import (
     child_env,
     kill_group,
     register_group,
+    signal_name,
     unregister_group,
 )
 
@@ -172,6 +173,9 @@ def format_outcome(out: Outcome, timeout: float) -> str:
         raise ToolExecutionError("Command cancelled.")
     if out.timed_out:
         raise ToolExecutionError(f"Command timed out after {timeout:g} seconds and was killed.\n"
+                                 f"Stdout: {stdout}\nStderr: {stderr}")
+    if out.returncode is not None and out.returncode < 0:
+        raise ToolExecutionError(f"Command killed by signal {signal_name(-out.returncode)}:\n"
                                  f"Stdout: {stdout}\nStderr: {stderr}")
     if out.returncode != 0:
         raise ToolExecutionError(f"Command failed:\nStdout: {stdout}\nStderr: {stderr}")

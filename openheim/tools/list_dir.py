@@ -8,7 +8,7 @@ from openheim.core.tool_args import optional_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
 from openheim.errors import ToolExecutionError
 from openheim.tools.presentation import path_view
-from openheim.tools.sandbox import validate_path
+from openheim.tools.sandbox import open_dir, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn import TurnContext
@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 MAX_ENTRIES = 500
 
 
-def describe_entry(entry: os.DirEntry) -> str:
+def describe_entry(entry: os.DirEntry, dir_fd: int | None = None) -> str:
     """``name/`` for a directory, ``name -> target`` for a symlink, else the name."""
     if entry.is_symlink():
         try:
-            return f"{entry.name} -> {os.readlink(entry.path)}"
+            target = os.readlink(entry.path) if dir_fd is None else os.readlink(entry.name, dir_fd=dir_fd)
+            return f"{entry.name} -> {target}"
         except OSError:
             return f"{entry.name} -> ?"
     if entry.is_dir(follow_symlinks=False):
@@ -59,9 +60,13 @@ class ListDirTool(BaseTool):
         requested = optional_str(args, "path") or "."
         path = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
         try:
-            with os.scandir(path) as it:
-                entries = sorted(it, key=lambda e: os.fsencode(e.name))
-                return format_listing([describe_entry(e) for e in entries])
+            fd = open_dir(path, listing=True)
+            try:
+                with os.scandir(fd) as it:
+                    entries = sorted(it, key=lambda e: os.fsencode(e.name))
+                return format_listing([describe_entry(e, fd) for e in entries])
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             raise ToolExecutionError(f"directory '{requested}' does not exist") from None
         except NotADirectoryError:

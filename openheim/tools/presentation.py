@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 
 from openheim.core.client_io import reader
 from openheim.core.tools import Location, ToolView, ViewContext, short
+from openheim.tools.sandbox import open_file, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +29,22 @@ def path_view(verb: str, kind: str, args: dict | None, where: ViewContext, *, cw
 
 
 def current_text(path: Path, where: ViewContext) -> str | None:
-    """The file as a change will see it (the client's buffer first); None for a new or unreadable file."""
+    """The file as a change will see it (the client's buffer first); None for a new or unreadable file.
+
+    Only files inside the session directory are shown, read without following a symlink.
+    """
     client = reader(where.client_io)
     try:
+        path = validate_path(path, where.cwd)
         if client is not None:
             return client.read_text_file(path, None, None, where.cancel)
-        if not path.is_file() or path.stat().st_size > DIFF_LIMIT:
-            return None
-        return path.read_text(encoding="utf-8")
+        with open(open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > DIFF_LIMIT:
+                return None
+            return f.read(DIFF_LIMIT + 1).decode("utf-8")
+    except FileNotFoundError:
+        return None
     except Exception as e:  # the diff is a courtesy; the tool reports real failures
         log.debug("no old text for the diff of %s: %s", path, e)
         return None

@@ -13,7 +13,7 @@ from openheim.core.tool_args import optional_int, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
 from openheim.errors import Cancelled, InvalidArgument, ToolExecutionError
 from openheim.tools.presentation import path_view
-from openheim.tools.sandbox import validate_path
+from openheim.tools.sandbox import open_file, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn import TurnContext
@@ -64,9 +64,10 @@ def _line_start(buf, offset: int) -> int | None:
 def _select(buf, start: int, limit: int | None) -> tuple[int, int]:
     """(end byte, whole lines taken) from ``start`` within the byte cap and the line limit."""
     n, pos, count = len(buf), start, 0
+    stop = min(n, start + CAP)  # never look past what can be returned (a long line may be huge)
     while pos < n and (limit is None or count < limit):
-        nl = buf.find(b"\n", pos)
-        end = n if nl < 0 else nl + 1
+        nl = buf.find(b"\n", pos, stop)
+        end = (n if stop == n else stop + 1) if nl < 0 else nl + 1
         if end - start > CAP:
             break
         pos, count = end, count + 1
@@ -127,12 +128,15 @@ def page_buffer(buf, offset: int, limit: int | None) -> str:
     return with_note(text, f"[lines {offset}–{last}{_of(total)} shown; call again with offset={last + 1} to read on]")
 
 
-def page_client_text(text: str, offset: int) -> str:
-    """Cap text a client returned for (offset, limit); the total is unknown there."""
+def page_client_text(text: str, offset: int, limit: int | None = None) -> str:
+    """Cap text a client returned for (offset, limit + 1) to ``limit`` lines and CAP bytes (total unknown).
+
+    The caller asks the client for one line more than ``limit``: getting it back means more follows.
+    """
     if not text:
         return f"[nothing at offset {offset}]" if offset > 1 else ""
     data = text.encode("utf-8")
-    end, count = _select(data, 0, None)
+    end, count = _select(data, 0, limit)
     if count == 0:
         head = utf8_cut(data, CAP).decode("utf-8")
         return with_note(head, f"[line {offset} is longer than {CAP} bytes; only its start is shown; "
@@ -147,9 +151,9 @@ def page_client_text(text: str, offset: int) -> str:
 def open_regular(path: Path):
     """Open a regular file for binary reading, with messages for the usual mistakes."""
     try:
-        # O_NOFOLLOW: the sandbox resolved every link, so a link swapped in since then is refused;
+        # open_file: the sandbox resolved every link, so a link swapped in since then is refused;
         # O_NONBLOCK: opening a FIFO must not hang (it is refused below as not a regular file).
-        f = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+        f = open(open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
     except FileNotFoundError:
         raise ToolExecutionError(f"file '{path}' not found") from None
     except IsADirectoryError:
@@ -225,11 +229,11 @@ class ReadFileTool(BaseTool):
             raise ToolExecutionError(CANCELLED)
         client = reader(ctx.client_io)
         if client is not None:
-            try:
-                text = client.read_text_file(path, offset, limit, ctx.cancel)
+            try:  # one line more than asked for tells whether the file goes on
+                text = client.read_text_file(path, offset, limit and limit + 1, ctx.cancel)
             except Cancelled:
                 raise ToolExecutionError(CANCELLED) from None
-            return page_client_text(text, offset or 1)
+            return page_client_text(text, offset or 1, limit)
         result = read_local_page(path, offset or 1, limit)
         if ctx.cancel.cancelled:
             raise ToolExecutionError(CANCELLED)

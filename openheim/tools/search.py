@@ -12,7 +12,7 @@ from openheim.core.tool_args import optional_bool, optional_str, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
 from openheim.tools.ignore import RuleSet, is_ignored
-from openheim.tools.sandbox import validate_path
+from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken, TurnContext
@@ -20,16 +20,18 @@ if TYPE_CHECKING:
 MAX_MATCHES = 200
 MAX_FILES = 50000
 MAX_FILE_BYTES = 64 * 1024 * 1024
+TIMEOUT = 30.0
 IGNORE_FILES = (".gitignore", ".ignore")  # later files take precedence at the same level
 _NO_PREFILTER = ("(?=", "(?!", "(?<=", "(?<!", "\\A", "\\Z", "(?>", "*+", "++", "?+", "}+")
 
 Match = tuple[int, int, str]  # (file index, line number, text)
 
 
-def _read_rules(directory: str) -> list[RuleSet]:
+def _read_rules(directory: str, dir_fd: int | None = None) -> list[RuleSet]:
+    """The ignore files of ``directory`` (read through ``dir_fd`` when given, not following links)."""
     found = []
     for name in IGNORE_FILES:
-        data = _read_bytes(os.path.join(directory, name))
+        data = _read_bytes(os.path.join(directory, name)) if dir_fd is None else _read_at(dir_fd, name)
         if data is not None:
             found.append(RuleSet(directory, data.decode("utf-8", "replace")))
     return found
@@ -50,43 +52,70 @@ def _repo_levels(root: str) -> tuple[bool, list[RuleSet]]:
         chain.append(cur)
 
 
-def _scan_dir(path: str) -> list[os.DirEntry]:
+def _scan_dir(fd: int) -> list[os.DirEntry]:
     try:
-        with os.scandir(path) as it:
+        with os.scandir(fd) as it:
             return sorted(it, key=lambda e: e.name)  # code point order = UTF-8 byte order
     except OSError:
         return []
 
 
-def iter_files(root: str) -> Iterator[str]:
-    """Regular files under ``root`` in sorted depth-first order, skipping hidden, ignored and symlinks."""
-    in_repo, base_levels = _repo_levels(root)
-    stack: list[tuple[Iterator[os.DirEntry], list[RuleSet], bool]] = []
+def _open_subdir(dir_fd: int, name: str) -> int | None:
+    """The subdirectory, or None if it cannot be opened or is no longer a directory (never a symlink)."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
 
-    def enter(path: str, levels: list[RuleSet], repo: bool) -> None:
-        entries = _scan_dir(path)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def iter_files(root: str) -> Iterator[str]:
+    """Regular files under ``root`` in sorted depth-first order, skipping hidden, ignored and symlinks.
+
+    Directories are opened one below the other without following symlinks, so one swapped for a
+    symlink while the walk runs is skipped, not followed.
+    """
+    in_repo, base_levels = _repo_levels(root)
+    try:
+        root_fd = open_dir(root, listing=True)
+    except (OSError, ToolExecutionError):
+        return
+    stack: list[tuple[Iterator[os.DirEntry], list[RuleSet], bool, str, int]] = []
+
+    def enter(fd: int, path: str, levels: list[RuleSet], repo: bool) -> None:
+        entries = _scan_dir(fd)
         if any(e.name == ".git" for e in entries):
             levels, repo = [], True
         if repo:
-            levels = levels + _read_rules(path)
-        stack.append((iter(entries), levels, repo))
+            levels = levels + _read_rules(path, fd)
+        stack.append((iter(entries), levels, repo, path, fd))
 
-    enter(root, base_levels, in_repo)
-    while stack:
-        entries, levels, repo = stack[-1]
-        entry = next(entries, None)
-        if entry is None:
-            stack.pop()
-            continue
-        if entry.name.startswith(".") or entry.is_symlink():
-            continue
-        is_dir = entry.is_dir(follow_symlinks=False)
-        if levels and is_ignored(levels, entry.path, is_dir):
-            continue
-        if is_dir:
-            enter(entry.path, levels, repo)
-        elif entry.is_file(follow_symlinks=False):
-            yield entry.path
+    try:
+        enter(root_fd, root, base_levels, in_repo)
+        while stack:
+            entries, levels, repo, directory, fd = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                os.close(fd)
+                continue
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            path = os.path.join(directory, entry.name)
+            if levels and is_ignored(levels, path, is_dir):
+                continue
+            if is_dir:
+                sub = _open_subdir(fd, entry.name)
+                if sub is not None:
+                    enter(sub, path, levels, repo)
+            elif entry.is_file(follow_symlinks=False):
+                yield path
+    finally:
+        for *_, fd in stack:
+            os.close(fd)
 
 
 def collect_files(root: str, limit: int | None = None) -> tuple[list[str], bool]:
@@ -102,6 +131,43 @@ def collect_files(root: str, limit: int | None = None) -> tuple[list[str], bool]
     return files, False
 
 
+class SearchFiles:
+    """The files of one search, opened without following a symlink anywhere below the root."""
+
+    def __init__(self, root: str, paths: list[str]) -> None:
+        self.root, self.paths = root, paths
+        self.single = len(paths) == 1 and paths[0] == root
+        self._tree: Beneath | None = None
+        self._cut = len(root.rstrip("/")) + 1
+
+    def open(self, index: int) -> int | None:
+        """A read descriptor of file ``index``, or None if it cannot be opened."""
+        try:
+            if self.single:
+                return open_file(self.root, os.O_RDONLY | os.O_NONBLOCK)
+            if self._tree is None:
+                self._tree = Beneath(self.root)
+            return self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
+        except (OSError, ValueError, ToolExecutionError):
+            return None
+
+    def text(self, index: int, fd: int | None = None) -> str | None:
+        """File ``index`` as text (see load_text), read through ``fd`` when the caller has it open."""
+        if fd is not None:
+            return decode_text(_read_fd(fd, rewind=True))
+        fd = self.open(index)
+        if fd is None:
+            return None
+        try:
+            return decode_text(_read_fd(fd))
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._tree is not None:
+            self._tree.close()
+
+
 def compile_pattern(pattern: str, case_insensitive: bool) -> re.Pattern:
     flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
     try:
@@ -113,16 +179,38 @@ def compile_pattern(pattern: str, case_insensitive: bool) -> re.Pattern:
 
 
 def _read_bytes(path: str) -> bytes | None:
-    """The file's bytes with as few system calls as possible; None if unreadable or too big."""
+    """The file's bytes; None if unreadable, too big or not a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_at(dir_fd: int, name: str) -> bytes | None:
+    """Like _read_bytes for ``name`` in ``dir_fd``, refusing a symlink."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, rewind: bool = False) -> bytes | None:
+    """The bytes of an open file with as few system calls as possible; None if unreadable or too big."""
+    try:
         info = os.fstat(fd)
         size = info.st_size
         if size > MAX_FILE_BYTES or not stat.S_ISREG(info.st_mode):
             return None
+        if rewind:
+            os.lseek(fd, 0, os.SEEK_SET)
         chunks = [os.read(fd, size + 1)]
         total = len(chunks[0])
         while total > size:  # the file grew, or its size is not reported (e.g. procfs)
@@ -136,19 +224,21 @@ def _read_bytes(path: str) -> bytes | None:
         return b"".join(chunks) if len(chunks) > 1 else chunks[0]
     except OSError:
         return None
-    finally:
-        os.close(fd)
 
 
-def load_text(path: str) -> str | None:
-    """The file as text, or None when it is binary (has NUL), not UTF-8, too big or unreadable."""
-    data = _read_bytes(path)
+def decode_text(data: bytes | None) -> str | None:
+    """The bytes as text, or None when they are binary (have NUL), not UTF-8 or missing."""
     if data is None or b"\0" in data:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def load_text(path: str) -> str | None:
+    """The file as text, or None when it is binary (has NUL), not UTF-8, too big or unreadable."""
+    return decode_text(_read_bytes(path))
 
 
 def match_lines(text: str, rx: re.Pattern, prefilter: bool) -> list[tuple[int, str]]:
@@ -161,14 +251,14 @@ def match_lines(text: str, rx: re.Pattern, prefilter: bool) -> list[tuple[int, s
     return [(n, line.rstrip()) for n, line in enumerate(lines, 1) if rx.search(line)]
 
 
-def python_search(files: list[str], rx: re.Pattern, cancel: CancelToken | None) -> list[Match]:
+def python_search(files: SearchFiles, rx: re.Pattern, cancel: CancelToken | None) -> list[Match]:
     """Search files in order with Python's re, stopping once MAX_MATCHES lines are found."""
     prefilter = not any(token in rx.pattern for token in _NO_PREFILTER)
     found: list[Match] = []
-    for index, path in enumerate(files):
+    for index in range(len(files.paths)):
         if cancel is not None and cancel.cancelled:
             raise ToolExecutionError("search cancelled")
-        text = load_text(path)
+        text = files.text(index)
         if text is None:
             continue
         found.extend((index, n, line) for n, line in match_lines(text, rx, prefilter))
@@ -202,13 +292,39 @@ def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelTo
     from openheim.tools import search_rg
 
     rx = compile_pattern(pattern, case_insensitive)
-    files, capped = collect_files(root)
-    found = None
-    if use_rg is not False and search_rg.usable(pattern, required=use_rg is True):
-        found = search_rg.rg_search(files, root, pattern, case_insensitive, cancel)
-    if found is None:
-        found = python_search(files, rx, cancel)
-    return format_results(found, files, root, capped)
+    paths, capped = collect_files(root)
+    files = SearchFiles(root, paths)
+    try:
+        found = None
+        if use_rg is not False and search_rg.usable(pattern, required=use_rg is True):
+            found = search_rg.rg_search(files, pattern, case_insensitive, cancel)
+        if found is None:
+            found = python_search(files, rx, cancel)
+    finally:
+        files.close()
+    return format_results(found, paths, root, capped)
+
+
+def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken,
+                    use_rg: bool | None = None, timeout: float = TIMEOUT) -> str:
+    """run_search in a child process that the deadline, a cancel or a signal ends, whatever the pattern.
+
+    Python's re can backtrack for hours on some patterns without letting any other thread run.
+    """
+    from openheim.tools import forked
+
+    if cancel.cancelled:
+        raise ToolExecutionError("search cancelled")
+    if not forked.can_fork():
+        return run_search(root, pattern, case_insensitive, cancel, use_rg)
+    try:
+        return forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg), timeout,
+                                 cancel)
+    except forked.Interrupted:
+        raise ToolExecutionError("search cancelled") from None
+    except forked.Expired:
+        raise ToolExecutionError(f"search timed out after {timeout:g} seconds and was stopped; search a "
+                                 "smaller path or use a simpler pattern") from None
 
 
 class SearchTool(BaseTool):
@@ -238,9 +354,10 @@ class SearchTool(BaseTool):
         within = f" in {short(args['path'])}" if args.get("path") else ""
         return ToolView(f"Search `{short(args['pattern'])}`{within}", self.capabilities.kind)
 
-    def __init__(self, use_rg: bool | None = None) -> None:
+    def __init__(self, use_rg: bool | None = None, timeout: float = TIMEOUT) -> None:
         """``use_rg``: None = when available, False = never (tests compare both engines)."""
         self.use_rg = use_rg
+        self.timeout = timeout
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         pattern = require_str(args, "pattern")
@@ -249,4 +366,4 @@ class SearchTool(BaseTool):
         root = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
         if not root.exists():
             raise ToolExecutionError(f"path '{requested}' does not exist")
-        return run_search(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg)
+        return search_killable(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg, self.timeout)

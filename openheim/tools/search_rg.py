@@ -2,7 +2,8 @@
 
 The file list (ignore rules, hidden, caps) is always built in Python; rg only matches lines in
 those files, and files rg matched are re-checked for NUL bytes and UTF-8 so both engines skip
-the same binary files.
+the same binary files. Python opens every file (no symlink followed anywhere below the root) and
+hands rg the open descriptors as /proc/self/fd/N, so rg reads exactly the files Python checked.
 """
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from openheim.errors import ToolExecutionError
-from openheim.tools.search import MAX_MATCHES, Match, load_text
+from openheim.tools.search import MAX_MATCHES, Match, SearchFiles
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
 
 _PUNCT_ESCAPES = set("\\.+*?()|[]{}^$#&-~")  # what rg 13 (regex-syntax 0.6) may escape
-_ARG_BYTES = 512 * 1024
+_MAX_BATCH = 2048  # files (open descriptors) per rg run, within half the descriptor limit
+_FD_DIR = "/proc/self/fd"
 
 
 def _class_items(pattern: str, j: int) -> tuple[list[str], int] | None:
@@ -118,22 +120,7 @@ def usable(pattern: str, required: bool = False) -> bool:
         if required:
             raise ToolExecutionError("search needs ripgrep (rg) on PATH for use_rg=True")
         return False
-    return is_portable(pattern)
-
-
-def _batches(paths: list[str]) -> list[list[int]]:
-    """File indexes grouped so each rg command line stays well under the OS limit."""
-    groups, current, size = [], [], 0
-    for index, path in enumerate(paths):
-        cost = len(os.fsencode(path)) + 1
-        if current and size + cost > _ARG_BYTES:
-            groups.append(current)
-            current, size = [], 0
-        current.append(index)
-        size += cost
-    if current:
-        groups.append(current)
-    return groups
+    return is_portable(pattern) and os.path.isdir(_FD_DIR)
 
 
 def _parse(output: bytes, index_of: dict[bytes, int]) -> list[Match]:
@@ -149,10 +136,10 @@ def _parse(output: bytes, index_of: dict[bytes, int]) -> list[Match]:
     return found
 
 
-def _run_rg(args: list[str], cwd: str, cancel: CancelToken | None) -> bytes | None:
+def _run_rg(args: list[str], fds: list[int], cancel: CancelToken | None) -> bytes | None:
     """rg's stdout, or None when rg failed (the caller falls back to Python)."""
-    proc = subprocess.Popen(args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, pass_fds=fds)
     remove = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
     try:
         out, _ = proc.communicate()
@@ -163,37 +150,61 @@ def _run_rg(args: list[str], cwd: str, cancel: CancelToken | None) -> bytes | No
     return out if proc.returncode in (0, 1) else None
 
 
-def _keep_text_files(found: list[Match], files: list[str]) -> list[Match]:
+def _keep_text_files(found: list[Match], files: SearchFiles, fds: dict[int, int]) -> list[Match]:
     """Drop matches in files Python would skip (NUL bytes, not UTF-8, too big)."""
     verdict: dict[int, bool] = {}
     kept = []
     for match in found:
         index = match[0]
         if index not in verdict:
-            verdict[index] = load_text(files[index]) is not None
+            verdict[index] = files.text(index, fds[index]) is not None
         if verdict[index]:
             kept.append(match)
     return kept
 
 
-def rg_search(files: list[str], root: str, pattern: str, case_insensitive: bool,
+def _search_batch(base: list[str], files: SearchFiles, group: range,
+                  cancel: CancelToken | None) -> list[Match] | None:
+    fds: dict[int, int] = {}
+    try:
+        for index in group:
+            fd = files.open(index)
+            if fd is not None:
+                fds[index] = fd
+        if not fds:
+            return []
+        names = {index: f"{_FD_DIR}/{fd}" for index, fd in fds.items()}
+        out = _run_rg(base + list(names.values()), list(fds.values()), cancel)
+        if out is None:
+            return None
+        index_of = {os.fsencode(name): index for index, name in names.items()}
+        return _keep_text_files(_parse(out, index_of), files, fds)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _batch_size() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _MAX_BATCH if soft == resource.RLIM_INFINITY else max(16, min(_MAX_BATCH, soft // 2 - 32))
+
+
+def rg_search(files: SearchFiles, pattern: str, case_insensitive: bool,
               cancel: CancelToken | None) -> list[Match] | None:
     """Matches in file order (stopping after MAX_MATCHES), or None if rg could not run the search."""
-    single = len(files) == 1 and files[0] == root
-    cwd = os.path.dirname(root) if single else root
-    cut = len(cwd.rstrip("/")) + 1
-    rel = [f[cut:] for f in files]
     base = ["rg", "--no-config", "--no-heading", "--with-filename", "--line-number", "--null", "--color",
             "never", "--text", "--no-messages", "--no-ignore", "--hidden", "--encoding", "none",
             "--max-count", str(MAX_MATCHES + 1)]
     base += (["--ignore-case"] if case_insensitive else []) + ["-e", pattern, "--"]
     found: list[Match] = []
-    for group in _batches(rel):
-        out = _run_rg(base + [rel[i] for i in group], cwd, cancel)
-        if out is None:
+    total, size = len(files.paths), _batch_size()
+    for start in range(0, total, size):
+        batch = _search_batch(base, files, range(start, min(start + size, total)), cancel)
+        if batch is None:
             return None
-        index_of = {os.fsencode(rel[i]): i for i in group}
-        found.extend(_keep_text_files(_parse(out, index_of), files))
+        found.extend(batch)
         if len(found) > MAX_MATCHES:
             break
     return found

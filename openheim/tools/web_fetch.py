@@ -95,8 +95,12 @@ def decode_body(body: bytes, content_type: str) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-def _pinned_connection(target: Target, timeout: float, tls_context=None):
-    """An http.client connection that connects to target.ip but speaks TLS/Host for target.host."""
+def _pinned_connection(target: Target, timeout: float, tls_context=None,
+                       on_socket: Callable[[socket.socket], None] = lambda sock: None):
+    """An http.client connection that connects to target.ip but speaks TLS/Host for target.host.
+
+    ``on_socket`` receives every socket as soon as it exists, before it connects.
+    """
     import http.client
     import ssl
 
@@ -106,32 +110,56 @@ def _pinned_connection(target: Target, timeout: float, tls_context=None):
         def connect(self) -> None:
             family = socket.AF_INET6 if ":" in target.ip else socket.AF_INET
             self.sock = sock = socket.socket(family, socket.SOCK_STREAM)
+            on_socket(sock)
             sock.settimeout(self.timeout)
             sock.connect((target.ip, target.port))
             if target.scheme == "https":
                 self.sock = context.wrap_socket(sock, server_hostname=target.host)
+                on_socket(self.sock)
 
     return PinnedConnection(target.ip, target.port, timeout=timeout)
 
 
 class _Fetch:
-    """One request with a total deadline; cancel and the deadline both shut the socket down."""
+    """One request with a total deadline; cancel and the deadline both shut the socket down.
+
+    The socket is remembered here, not taken from the connection: with ``Connection: close``
+    http.client hands the socket to the response and forgets it, while the body is still read.
+    """
 
     def __init__(self, url: str, target: Target, timeout: float, cancel: CancelToken, tls_context=None,
                  total: float | None = None) -> None:
         self.url, self.target, self.timeout, self.cancel = url, target, timeout, cancel
         self.total = timeout if total is None else total
-        self.conn = _pinned_connection(target, timeout, tls_context)
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._aborted = False
+        self.conn = _pinned_connection(target, timeout, tls_context, self._adopt)
         self.timed_out = False
+
+    def _adopt(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            aborted = self._aborted
+        if aborted:
+            self._shutdown(sock)
+            raise OSError("aborted")
 
     def _abort(self, timed_out: bool = False) -> None:
         self.timed_out = self.timed_out or timed_out
-        sock = self.conn.sock
+        with self._lock:
+            self._aborted = True
+            sock = self._sock
         if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            self._shutdown(sock)
+
+    @staticmethod
+    def _shutdown(sock: socket.socket) -> None:
+        """Wake whatever blocks on ``sock`` (connect, TLS handshake, a read) from another thread."""
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain call, also for an SSLSocket
+        except OSError:
+            pass
 
     def run(self) -> str:
         import http.client

@@ -344,3 +344,35 @@ def test_load_replays_in_a_fresh_process_then_list_resume_close(srv, project, tm
                         "tool_call_update", "agent_message_chunk"]
     texts = [u.content.text for u in second.updates if u.session_update == "agent_message_chunk"]
     assert texts == ["Let me read.", "It is alpha."]
+
+
+class PagingEditor(FakeEditor):
+    """An editor that serves `line` and `limit` as ACP defines them (1-based first line, line count)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.asked_for: list[tuple] = []
+
+    async def read_text_file(self, path: str, session_id: str, line: int | None = None,
+                             limit: int | None = None, **kw: Any) -> Any:
+        self.asked_for.append((line, limit))
+        rows = Path(path).read_text().splitlines(keepends=True)[(line or 1) - 1:]
+        return ReadTextFileResponse(content="".join(rows[:limit] if limit is not None else rows))
+
+
+def test_read_through_the_editor_tells_the_model_how_to_read_on(srv, project, tmp_path):
+    (project / "long.txt").write_text("".join(f"row {i}\n" for i in range(1, 11)))
+    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 3, "limit": 4})]),
+                Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 7, "limit": 4})]),
+                Reply(text="done"))
+    editor = PagingEditor()
+
+    async def scenario(conn):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("read")])).stop_reason == "end_turn"
+
+    run(scenario, editor, tmp_path, CAPS)
+    assert editor.asked_for == [(3, 5), (7, 5)]  # one line more than the model asked for
+    first = srv.requests[1].body["messages"][-1]["content"]
+    assert first == "row 3\nrow 4\nrow 5\nrow 6\n[lines 3–6 shown; call again with offset=7 to read on]"
+    assert srv.requests[2].body["messages"][-1]["content"] == "row 7\nrow 8\nrow 9\nrow 10\n"
