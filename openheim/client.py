@@ -150,7 +150,7 @@ class SessionHandle:
         """How a call of ``tool_name`` looks in this session (title, kind, locations; a diff if asked)."""
         from openheim.core.tools import ViewContext
 
-        where = ViewContext(self.cwd, self._io, with_diff=with_diff)
+        where = ViewContext(self.cwd, self._io, with_diff=with_diff, root=self._state.sandbox_for(self.cwd)[0])
         return self._state.tools_for(self._state.session(self.id)).present(tool_name, args, where)
 
     # --- ACP adapters -------------------------------------------------------------------

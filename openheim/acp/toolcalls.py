@@ -82,13 +82,15 @@ class ToolCallTracker:
         self._cond = threading.Condition()
 
     def opened(self, call_id: str, name: str, arguments: str, subagent: str | None = None,
-               meta: dict | None = None) -> None:
+               meta: dict | None = None, view: ToolView | None = None) -> None:
+        """Announce a call; ``view`` is the tool's own presentation, taken before the call ran."""
         from dataclasses import replace
 
         from openheim.core.tools import ToolView
 
         args = parse_arguments(arguments)
-        view = self.present(name, args) if self.present is not None else ToolView(name)
+        if view is None:
+            view = self.present(name, args) if self.present is not None else ToolView(name)
         if subagent is not None:
             view = replace(view, title=f"{view.title} (subagent {subagent})")
         call = OpenCall(call_id, name, args, view, meta)

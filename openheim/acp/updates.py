@@ -47,7 +47,7 @@ class AcpUpdates:
             if event.content:
                 self.send(text_chunk("agent_thought_chunk", event.content))
         elif isinstance(event, events.ToolCall):
-            self.tracker.opened(event.id, event.tool_name, event.arguments)
+            self.tracker.opened(event.id, event.tool_name, event.arguments, view=event.view)
         elif isinstance(event, events.ToolResult):
             self.tracker.closed(event.id, event.result, event.is_error)
         elif isinstance(event, events.SubagentEvent):
@@ -63,7 +63,7 @@ class AcpUpdates:
         call_id = subagent_call_id(event.subagent, event.parent_tool_call_id, inner.id)
         if isinstance(inner, events.ToolCall):
             meta = subagent_meta(event.subagent, event.parent_tool_call_id)
-            self.tracker.opened(call_id, inner.tool_name, inner.arguments, event.subagent, meta)
+            self.tracker.opened(call_id, inner.tool_name, inner.arguments, event.subagent, meta, inner.view)
         else:
             self.tracker.closed(call_id, inner.result, inner.is_error)
 

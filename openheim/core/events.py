@@ -5,10 +5,13 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Union
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from openheim.core.models import Message, Usage
+
+if TYPE_CHECKING:
+    from openheim.core.tools import ToolView
 
 
 class _Event:
@@ -18,6 +21,8 @@ class _Event:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind}
         for f in fields(self):  # type: ignore[arg-type]
+            if f.metadata.get("json") is False:
+                continue
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
         return out
@@ -31,10 +36,13 @@ class IterationStart(_Event):
 
 @dataclass(frozen=True, slots=True)
 class ToolCall(_Event):
+    """A tool call about to run; ``view`` is how the tool presents it, taken before it ran."""
+
     kind: ClassVar[str] = "tool_call"
     id: str
     tool_name: str
     arguments: str
+    view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
 
 @dataclass(frozen=True, slots=True)

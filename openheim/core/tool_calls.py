@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from openheim.core.events import StreamEvent, ToolCall, ToolResult
 from openheim.core.models import Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, needs_permission
-from openheim.core.tools import parse_arguments
+from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
@@ -110,8 +110,14 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
                    max_parallel: int = MAX_PARALLEL) -> FinishedCalls:
     """Run calls concurrently, at most ``max_parallel`` at once and the rest queued in call order;
     events in completion order, result messages in call order."""
-    for call in calls:
-        on_event(ToolCall(call.id, call.name, call.arguments))
+    where = ViewContext(ctx.effective_cwd, ctx.client_io, ctx.cancel, root=ctx.work_dir)
+    if ctx.sync is not None:
+        ctx.sync()
+    for call in calls:  # each call is presented before any of them runs: a diff shows the file as it was
+        view = executor.present(call.name, parse_arguments(call.arguments), where)
+        on_event(ToolCall(call.id, call.name, call.arguments, view))
+    if ctx.sync is not None:
+        ctx.sync()  # every call is announced before any of them talks to the client
     done: queue.Queue[tuple[int, ToolOutcome]] = queue.Queue()
     _start_workers(executor, calls, ctx, cut_off, max_parallel, done)
     outcomes: dict[int, ToolOutcome] = {}

@@ -72,6 +72,7 @@ class ViewContext:
     client_io: ClientIo | None = None
     cancel: CancelToken | None = None
     with_diff: bool = True  # reading the old text for a diff preview costs I/O; history replays skip it
+    root: Path | None = None  # the sandbox root (default: cwd); a preview never reads outside it
 
     def absolute(self, path: str) -> str:
         p = Path(path).expanduser()

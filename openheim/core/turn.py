@@ -76,6 +76,9 @@ class TurnContext:
     tool_call_id: str | None = None  # set on the per-call copy a tool receives
     secret_env_vars: frozenset[str] = frozenset()
     emit: Callable[[StreamEvent], None] | None = None  # a tool's progress events, to the turn's front end
+    # Wait until the front end has handled every event so far, so a request to the client made next
+    # (a diff's file read, a tool's fs or terminal call) reaches it after them.
+    sync: Callable[[], None] | None = None
 
     @property
     def effective_cwd(self) -> Path:

@@ -234,11 +234,11 @@ class AgentState:
             else:
                 previous = None
 
-            def body(on_event: OnEvent, cancel: CancelToken) -> AgentResult:
-                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel)
+            def body(on_event: OnEvent, cancel: CancelToken, sync: Callable[[], None]) -> AgentResult:
+                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel, sync)
 
             def present(tool_name: str, args: dict | None) -> ToolView:
-                where = ViewContext(session.cwd, client_io, turn.token)
+                where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
                 return self.tools_for(session).present(tool_name, args, where)
 
             turn = Turn(session.id, body, present, after=previous)
@@ -247,7 +247,8 @@ class AgentState:
 
     def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
                client_io: ClientIo | None = None, on_event: OnEvent | None = None,
-               extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None) -> AgentResult:
+               extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None,
+               sync: Callable[[], None] | None = None) -> AgentResult:
         """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread.
 
         ``cancel`` lets a front end hold the turn's token before the turn starts, so no cancel is lost.
@@ -257,13 +258,15 @@ class AgentState:
             raise SessionBusy(session.id)
         try:
             session.cancel = cancel or CancelToken()
-            return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills)
+            return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills,
+                                    sync)
         finally:
             session.touch()
             session.prompt_lock.release()
 
     def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
-                    client_io: ClientIo | None, on_event: OnEvent, extra_skills) -> AgentResult:
+                    client_io: ClientIo | None, on_event: OnEvent, extra_skills,
+                    sync: Callable[[], None] | None = None) -> AgentResult:
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
         from openheim.core.context import ContextFitter
@@ -277,7 +280,7 @@ class AgentState:
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
                           gate=RememberingGate(gate or AllowAll(), session.approvals, tools.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
-                          emit=on_event)
+                          emit=on_event, sync=sync)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()

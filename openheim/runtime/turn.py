@@ -24,7 +24,8 @@ CANCEL_GRACE = 0.8  # seconds a cancelled turn gets to wind down before its outc
 FOLLOW_WAIT = 2.0  # seconds a turn started right after a cancel waits for the cancelled one to let go
 CAPACITY = 4096  # events the worker may run ahead of the front end before it waits
 
-Body = Callable[[Callable[["StreamEvent"], None], CancelToken], AgentResult]
+Body = Callable[[Callable[["StreamEvent"], None], CancelToken, Callable[[], None]], AgentResult]
+SYNC_WAIT = 5.0  # seconds the worker waits for a stalled front end to catch up before it goes on
 Present = Callable[[str, "dict | None"], "ToolView"]
 
 
@@ -38,6 +39,10 @@ class EventBuffer:
         self._closed = False
         self._consumer_waiting = False
         self._producer_waiting = False
+        self._put = 0  # items queued so far
+        self._handed = 0  # items handed to the consumer so far
+        self._done = 0  # items the consumer has finished with (it came back for more)
+        self._consuming = False  # a consumer has started taking
 
     def put(self, item: object) -> None:
         """Queue ``item``; waits while the buffer is full; dropped once the buffer is closed."""
@@ -48,6 +53,7 @@ class EventBuffer:
             if self._closed:
                 return
             self._items.append(item)
+            self._put += 1
             if self._consumer_waiting:
                 self._consumer_waiting = False
                 self._cond.notify_all()
@@ -63,15 +69,28 @@ class EventBuffer:
         with self._cond:
             return self._closed and not self._items
 
+    def wait_handled(self, timeout: float = SYNC_WAIT) -> None:
+        """Wait until the consumer has handled every item queued so far (when one is consuming)."""
+        with self._cond:
+            target = self._put
+            self._cond.wait_for(lambda: self._closed or not self._consuming or self._done >= target
+                                or (self._consumer_waiting and not self._items and self._handed >= target),
+                                timeout)
+
     def take(self, timeout: float | None = None) -> tuple[list, bool]:
         """(everything queued, whether the stream has ended); waits up to ``timeout`` for the first item."""
         with self._cond:
+            self._consuming = True
+            if self._done != self._handed:  # coming back for more: the last batch is handled
+                self._done = self._handed
+                self._cond.notify_all()
             if not self._items and not self._closed and timeout != 0:
                 self._consumer_waiting = True
                 self._cond.wait(timeout)
                 self._consumer_waiting = False
             batch = list(self._items)
             self._items.clear()
+            self._handed += len(batch)
             if batch and self._producer_waiting:
                 self._producer_waiting = False
                 self._cond.notify_all()
@@ -111,7 +130,7 @@ class Turn:
             if self.token.cancelled:
                 self._settle(None, None)
             else:
-                self._settle(self._body(self._buffer.put, self.token), None)
+                self._settle(self._body(self._buffer.put, self.token, self._buffer.wait_handled), None)
         except BaseException as e:  # handed to whoever reads the result
             self._settle(None, e)
 

@@ -35,7 +35,7 @@ def current_text(path: Path, where: ViewContext) -> str | None:
     """
     client = reader(where.client_io)
     try:
-        path = validate_path(path, where.cwd)
+        path = validate_path(path, where.root or where.cwd)
         if client is not None:
             return client.read_text_file(path, None, None, where.cancel)
         with open(open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
