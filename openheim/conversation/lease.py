@@ -4,8 +4,11 @@ Semantics (the reference's): the first claim is an exclusive create; our own lea
 refreshed, so acquiring is re-entrant; on the same host a lease whose process is gone (dead pid, or a pid
 recycled by another process, told apart by its start time) is taken over; across hosts a lease is stale 30
 minutes after the file was last written; an unreadable lock file is treated as being written for 10 seconds,
-then taken over. Refreshes and takeovers write a unique temp file and rename it into place. Releasing deletes
-the file only if it still names us. The lease is held for one prompt turn; loading and listing never take it.
+then taken over. Refreshes and takeovers write a unique temp file and rename it into place, one process at a
+time: each holds an exclusive ``flock`` on ``.lease-guard`` in the same directory while it re-reads the lock file,
+decides and replaces it, so two processes can never both take over the same dead holder's lease (POSIX only;
+the guard is released by the kernel if its holder dies). Releasing deletes the file only if it still names us.
+The lease is held for one prompt turn; loading and listing never take it.
 """
 from __future__ import annotations
 
@@ -15,10 +18,11 @@ import os
 import socket
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from openheim.conversation.history import validate_id
 from openheim.errors import SessionLocked
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 
 STALE_AFTER_SECS = 30 * 60
 CORRUPT_GRACE_SECS = 10.0
+GUARD_NAME = ".lease-guard"
 _ATTEMPTS = 8
 
 
@@ -199,6 +204,27 @@ def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
 
 def _claim_existing(path: Path, session_id: str, mine: LeaseRecord, policy: LeasePolicy) -> bool:
     """Decide about an existing lock file: True once it names us, False to retry, else SessionLocked."""
+    with _takeover_guard(path.parent):
+        return _claim_guarded(path, session_id, mine, policy)
+
+
+@contextmanager
+def _takeover_guard(directory: Path) -> Iterator[None]:
+    """Hold the directory's takeover guard: an exclusive flock, released on exit or when the process dies."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: takeovers are not serialised
+        yield
+        return
+    fd = os.open(directory / GUARD_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _claim_guarded(path: Path, session_id: str, mine: LeaseRecord, policy: LeasePolicy) -> bool:
     try:
         data = path.read_bytes()
         age = policy.clock() - path.stat().st_mtime
