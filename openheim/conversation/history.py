@@ -3,8 +3,9 @@
 The two files are split so that a finished message costs one appended line, never a rewrite: the log is
 append-first, one unbuffered write per line (in the kernel, so it survives the process being killed, at
 the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename).
-A crash can tear at most the last line of the log; reading drops such a line with a warning and the next
-append cuts it off before writing.
+A crash can tear at most the last line of the log, which then lacks its newline; reading drops such a line
+with a warning and the next append cuts it off before writing. A complete line that cannot be read (written by
+a newer version, or damaged) is never dropped or cut: the conversation does not load until it is dealt with.
 """
 from __future__ import annotations
 
@@ -321,7 +322,7 @@ class HistoryManager:
             raise HistoryDiverged(conv.id)
         tail = _read_range(fd, conv.log_size, size - conv.log_size)
         body = tail[1:] if conv.log_needs_newline and tail.startswith(b"\n") else tail
-        if b"\n" in body.strip() or _is_message(body):
+        if body.strip() and (b"\n" in body or _is_message(body)):  # complete lines: someone else wrote them
             raise HistoryDiverged(conv.id)
         log.warning("cutting a torn last line (%d bytes) off %s", len(tail), self.log_path(conv.id))
         os.ftruncate(fd, conv.log_size)
@@ -331,7 +332,8 @@ class HistoryManager:
 
 
 def parse_log(data: bytes, where: str = "log") -> _LogRead:
-    """Parse a message log: blank lines skipped, a torn last line dropped, any other bad line an error."""
+    """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
+    bad line a ParseError."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
@@ -339,7 +341,7 @@ def parse_log(data: bytes, where: str = "log") -> _LogRead:
     with _gc_paused():
         messages = _parse_all_at_once(lines[:last + 1])
         if messages is None:
-            return _parse_line_by_line(data, lines[:last + 1], where)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
 
 
@@ -355,8 +357,8 @@ def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str) -> _LogRead:
-    """The slow path that names the bad line, or drops it when it is the last one."""
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+    """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
@@ -365,9 +367,10 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str) -> _LogRead
         try:
             messages.append(Message.from_dict(json.loads(raw)))
         except (ValueError, TypeError, AttributeError) as e:
-            if index != last:
-                raise ParseError(f"line {index + 1} of {where} is not a valid message ({e}); "
-                                 f"the conversation log is corrupt") from None
+            if index != last or not may_be_torn:
+                raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "
+                                 "written by a newer version of openheim or is damaged: upgrade openheim or repair "
+                                 "that line (the log was left untouched)") from None
             log.warning("dropping a torn last line of %s: %s", where, e)
             return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
