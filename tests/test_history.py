@@ -353,3 +353,18 @@ def test_an_append_never_cuts_a_complete_line_someone_else_wrote(hm: HistoryMana
     with pytest.raises(HistoryDiverged):
         _append(hm, conv, Message.assistant("mine"))
     assert hm.log_path(conv.id).read_bytes() == before
+
+
+@pytest.mark.parametrize("field, value", [("updated_at", 5), ("updated_at", ["x"]), ("created_at", {"a": 1}),
+                                          ("title", 3), ("model", 1.5), ("provider", True), ("cwd", []),
+                                          ("mode", 7)])
+def test_list_skips_metadata_with_a_non_string_field(hm: HistoryManager, field: str, value, caplog) -> None:
+    good = hm.create()
+    bad = hm.create()
+    doc = json.loads(hm.meta_path(bad.id).read_text())
+    doc["meta"][field] = value
+    hm.meta_path(bad.id).write_text(json.dumps(doc))
+    assert [m.id for m in hm.list()] == [good.id]
+    assert field in caplog.text and str(hm.meta_path(bad.id)) in caplog.text
+    with pytest.raises(ParseError, match=f"'{field}' must be a string"):
+        hm.load(bad.id)

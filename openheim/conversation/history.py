@@ -71,6 +71,9 @@ def validate_id(conversation_id: str) -> str:
     return conversation_id
 
 
+_STRING_FIELDS = ("created_at", "updated_at", "model", "provider", "title", "cwd", "mode")
+
+
 @dataclass
 class ConversationMeta:
     """The ``meta`` object of ``{id}.json``."""
@@ -112,6 +115,9 @@ class ConversationMeta:
     def from_dict(cls, d: dict[str, Any]) -> ConversationMeta:
         if not isinstance(d, dict) or not isinstance(d.get("id"), str):
             raise ValueError("metadata has no string 'id'")
+        for key in _STRING_FIELDS:
+            if d.get(key) is not None and not isinstance(d[key], str):
+                raise ValueError(f"'{key}' must be a string, got {type(d[key]).__name__}")
         skills = d.get("skills") or []
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise ValueError("'skills' must be a list of strings")
