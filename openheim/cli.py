@@ -56,6 +56,10 @@ class LazyGroup(click.Group):
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
+        except OSError as e:  # a file we could not read or write: what, where and why, in one line
+            from openheim.errors import file_error
+
+            fail(describe(file_error(e)), 1)
         except Exception as e:  # a bug: still one line, with the details in the debug log
             import logging
 

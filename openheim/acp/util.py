@@ -59,6 +59,7 @@ def error_for(exc: BaseException) -> RpcError:
         OpenheimError,
         SessionBusy,
         SessionLocked,
+        file_error,
     )
 
     if isinstance(exc, RpcError):
@@ -74,6 +75,8 @@ def error_for(exc: BaseException) -> RpcError:
                                                    "pid": exc.pid, "host": exc.host})
     if isinstance(exc, OpenheimError):
         return RpcError(INTERNAL_ERROR, str(exc))
+    if isinstance(exc, OSError):
+        return RpcError(INTERNAL_ERROR, str(file_error(exc)))
     return RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
 

@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from openheim.core.models import Message, Usage
-from openheim.errors import HistoryDiverged, InvalidArgument, NotFound, ParseError
+from openheim.errors import (
+    HistoryDiverged,
+    InvalidArgument,
+    NotFound,
+    ParseError,
+    file_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +254,8 @@ class HistoryManager:
                 path.unlink()
             except FileNotFoundError:
                 pass
+            except OSError as e:
+                raise file_error(e, "delete", path) from None
 
     def save_meta(self, conv: Conversation) -> None:
         """Bump ``updated_at``, fill the title, and atomically rewrite ``{id}.json``."""
@@ -268,14 +276,19 @@ class HistoryManager:
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            self._check_tail(fd, conv)
-            os.lseek(fd, conv.log_size, os.SEEK_SET)
-            _write_all(fd, line)
-        finally:
-            os.close(fd)
+        _make_dir(self.dir)
+        with _io("write", path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._check_tail(fd, conv)
+                os.lseek(fd, conv.log_size, os.SEEK_SET)
+                try:
+                    _write_all(fd, line)
+                except OSError:
+                    _truncate_quietly(fd, conv.log_size)  # leave no torn line of ours behind (a full disk)
+                    raise
+            finally:
+                os.close(fd)
         conv.persisted += 1
         conv.log_size += len(line)
         conv.log_needs_newline = False
@@ -304,6 +317,8 @@ class HistoryManager:
             data = path.read_bytes()
         except FileNotFoundError:
             raise NotFound(f"Conversation {conversation_id} not found at {path}") from None
+        except OSError as e:
+            raise file_error(e, "read", path) from None
         try:
             meta = _parse_meta(data)
         except ValueError as e:
@@ -317,6 +332,8 @@ class HistoryManager:
             data = path.read_bytes()
         except FileNotFoundError:
             return _LogRead([], 0, False, False)
+        except OSError as e:
+            raise file_error(e, "read", path) from None
         return parse_log(data, str(path))
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
@@ -435,6 +452,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
 def _read_range(fd: int, offset: int, length: int) -> bytes:
     os.lseek(fd, offset, os.SEEK_SET)
     chunks: list[bytes] = []
@@ -447,9 +471,30 @@ def _read_range(fd: int, offset: int, length: int) -> bytes:
     return b"".join(chunks)
 
 
+@contextmanager
+def _io(action: str, path: Path) -> Iterator[None]:
+    """An OSError inside becomes a one-line FileAccessError naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        raise file_error(e, action, path) from None
+
+
+def _make_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise file_error(e, "create directory", None if e.filename else directory) from None
+
+
 def _atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_dir(path.parent)
+    with _io("write", path):
+        _replace_with(path, data, sync_dir)
+
+
+def _replace_with(path: Path, data: bytes, sync_dir: bool) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         _write_all(fd, data)

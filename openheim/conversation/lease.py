@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from openheim.conversation.history import validate_id
-from openheim.errors import SessionLocked
+from openheim.errors import SessionLocked, file_error
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,19 @@ class Lease:
         """Take the lease of ``session_id`` or raise SessionLocked naming the holder."""
         policy = policy or LeasePolicy()
         path = Path(history_dir) / f"{validate_id(session_id)}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise file_error(e, "create directory", None if e.filename else path.parent) from None
         mine = _record_for(policy)
-        for _ in range(_ATTEMPTS):
-            if _create_exclusive(path, mine):
-                return cls(path, session_id, mine)
-            if _claim_existing(path, session_id, mine, policy):
-                return cls(path, session_id, mine)
+        try:
+            for _ in range(_ATTEMPTS):
+                if _create_exclusive(path, mine):
+                    return cls(path, session_id, mine)
+                if _claim_existing(path, session_id, mine, policy):
+                    return cls(path, session_id, mine)
+        except OSError as e:
+            raise file_error(e, "write the lock file", path) from None
         raise SessionLocked(session_id, 0, "unknown")
 
     @property
