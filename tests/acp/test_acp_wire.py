@@ -381,3 +381,27 @@ def test_load_warns_first_when_the_stored_provider_is_gone(srv, project, isolate
         assert current["model"] == "renamed/fake-model"
     finally:
         second.close()
+
+
+def test_a_deeply_nested_line_is_a_parse_error_and_the_loop_keeps_going(wire, project):
+    wire.send_raw(b"[" * 100000 + b"]" * 100000 + b"\n")
+    frame = wire.next_frame()
+    assert frame["id"] is None and frame["error"]["code"] == -32700
+    assert "nested too deeply" in frame["error"]["message"]
+    wire.send_raw(b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":' + b"[" * 5000 + b"]" * 5000 + b"}\n")
+    assert wire.next_frame()["error"]["code"] == -32700
+    assert wire.initialize()["protocolVersion"] == 1
+    assert wire.new_session(project)
+    assert wire.proc.poll() is None
+
+
+@pytest.mark.parametrize("raw_id", [b"1e400", b"-1e400", b"NaN", b"Infinity", b"-Infinity"])
+def test_a_non_finite_id_is_an_invalid_request_answered_with_valid_json(wire, raw_id):
+    wire.send_raw(b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"initialize","params":{"protocolVersion":1}}\n')
+    line = wire.frames.get(timeout=10)
+    frame = json.loads(line, parse_constant=lambda name: pytest.fail(f"not JSON: {name} in {line!r}"))
+    assert frame["id"] is None and frame["error"]["code"] == -32600
+    assert "'id'" in frame["error"]["message"]
+    wire.send_raw(b'{"jsonrpc":"2.0","id":' + raw_id + b',"error":{"code":1,"message":"x"}}\n')  # a stray answer
+    assert wire.no_frame_within(0.2)
+    assert wire.initialize()["protocolVersion"] == 1
