@@ -19,6 +19,7 @@ from openheim.acp.util import (
 )
 
 if TYPE_CHECKING:
+    from openheim.acp.lazy import LazyClient
     from openheim.client import OpenheimClient
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,8 @@ SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after stdin closes
 class AcpServer:
     """Serve one ACP client over a pair of byte streams until the input ends."""
 
-    def __init__(self, client: OpenheimClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
+                 max_line: int = MAX_LINE_BYTES) -> None:
         self.client = client
         self.inp = inp
         self.max_line = max_line

@@ -52,6 +52,7 @@ def invalid_params(message: str) -> RpcError:
 
 def error_for(exc: BaseException) -> RpcError:
     """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
+    from openheim.acp.lazy import Unavailable
     from openheim.errors import (
         ConfigError,
         InvalidArgument,
@@ -64,6 +65,8 @@ def error_for(exc: BaseException) -> RpcError:
 
     if isinstance(exc, RpcError):
         return exc
+    if isinstance(exc, Unavailable):  # the runtime could not be built: say what to set up
+        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "not_configured"})
     if isinstance(exc, NotFound):
         return RpcError(RESOURCE_NOT_FOUND, str(exc), str(exc))
     if isinstance(exc, (InvalidArgument, ConfigError)):
