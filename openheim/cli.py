@@ -137,7 +137,8 @@ def describe(error: Exception) -> str:
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="openheim")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
-              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml).")
+              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, "
+                   "else ~/.openheim/config.toml).")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible)."""

@@ -209,3 +209,9 @@ def test_json_output_of_a_run_stopped_by_sigterm(srv, tmp_path):
     obj = json.loads(out)
     assert obj["error"] == {"message": "interrupted by SIGTERM", "kind": "interrupted"} and obj["exit_code"] == 143
     assert obj["model"] == "fake-model" and "session_id" in obj
+
+
+def test_config_help_names_every_fallback():
+    help_text = " ".join(openheim("--help").stdout.split())
+    assert ("--config FILE Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, else "
+            "~/.openheim/config.toml)." in help_text), help_text
