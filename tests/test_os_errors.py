@@ -174,3 +174,18 @@ def test_memory_on_a_read_only_home(srv, world):
     assert r.returncode == 1
     assert _one_line(r) == (f"Error: could not create directory {home / '.openheim'}: Permission denied "
                             "(check its owner and permissions)")
+
+
+def test_an_unreadable_history_directory_is_not_an_empty_one(srv, world):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the history directory to another owner")
+    home = world / "home"
+    home.mkdir()
+    _owned_by_user(home)
+    assert _as_user("run", "hi", home=home).returncode == 0
+    history = home / ".openheim" / "history"
+    os.chown(history, 0, 0)
+    history.chmod(0o700)
+    r = _as_user("sessions", "list", home=home)
+    assert r.returncode == 1
+    assert _one_line(r) == f"Error: could not read {history}: Permission denied (check its owner and permissions)"

@@ -228,9 +228,13 @@ class HistoryManager:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
         most recently updated first; logs are not read."""
         metas: list[ConversationMeta] = []
-        if not self.dir.is_dir():
+        try:
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
             return metas
-        for path in self.dir.glob("*.json"):
+        except OSError as e:  # unlike glob, say so when the directory cannot be read
+            raise file_error(e, "read", self.dir) from None
+        for path in (self.dir / name for name in names if name.endswith(".json")):
             if not _ID_RE.match(path.stem):
                 continue
             try:

@@ -222,7 +222,7 @@ def _takeover_guard(directory: Path) -> Iterator[None]:
     except ImportError:  # not POSIX: takeovers are not serialised
         yield
         return
-    fd = os.open(directory / GUARD_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(directory / GUARD_NAME, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
