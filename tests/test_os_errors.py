@@ -5,6 +5,7 @@ user ``nobody`` through ``setpriv``; as any other user it runs as that user. The
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -24,10 +25,25 @@ NOBODY = 65534
 def _unprivileged_prefix() -> list[str]:
     if os.geteuid() != 0:
         return []
+    prefix, problem = _setpriv()
+    if problem:
+        pytest.skip(problem)
+    return prefix
+
+
+@functools.lru_cache(maxsize=1)
+def _setpriv() -> tuple[list[str], str | None]:
+    """The command prefix that runs as ``nobody``, or why it cannot run this checkout."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root and setpriv (util-linux) is missing: permissions cannot be tested")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        return [], "running as root and setpriv (util-linux) is missing: permissions cannot be tested"
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import openheim.cli"], capture_output=True, text=True,
+                           env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd="/", timeout=60)
+    if probe.returncode != 0:
+        return [], (f"user nobody cannot run this checkout's Python ({sys.executable}; is a parent directory "
+                    f"private?): {probe.stderr.strip().splitlines()[-1:] or probe.returncode}")
+    return prefix, None
 
 
 @pytest.fixture
