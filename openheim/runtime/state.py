@@ -343,7 +343,7 @@ class _Recorder:
             self.history.append_message(self.conv, message)
         except (OSError, OpenheimError) as e:
             log.info("could not append to the history of %s (%s); it will be rewritten at the end",
-                        self.conv.meta.id, e)
+                     self.conv.meta.id, e)
             self.failed = True
 
     def close(self) -> None:
