@@ -56,11 +56,11 @@ class LazyGroup(click.Group):
             sys.exit(130)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
-        except Exception as e:  # a bug: still one line, with the details in the debug log
+        except Exception as e:  # a file we could not read or write, or a bug: still one line
             import logging
 
             logging.getLogger("openheim").debug("unexpected error", exc_info=True)
-            fail(f"internal error: {type(e).__name__}: {e} (run with OPENHEIM_LOG=debug for details)", 1)
+            fail(error_message(e), exit_code_for(e))
 
 
 def setup_logging() -> None:
@@ -72,10 +72,42 @@ def setup_logging() -> None:
 
 
 def exit_code_for(error: BaseException) -> int:
-    """The documented exit code of an error: 2 for usage and configuration, 1 for the rest."""
+    """The documented exit code of an error: 2 for usage and configuration, 130 for Ctrl-C, 1 for the rest."""
     from openheim.errors import ConfigError, InvalidArgument
 
+    if isinstance(error, click.ClickException):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return 130
     return 2 if isinstance(error, (ConfigError, InvalidArgument)) else 1
+
+
+def error_message(error: BaseException) -> str:
+    """The one line any error is reported as (after "Error: "): what went wrong and what to do."""
+    from openheim.errors import OpenheimError, file_error
+
+    if isinstance(error, click.ClickException):
+        return error.format_message()
+    if isinstance(error, OpenheimError):
+        return describe(error)
+    if isinstance(error, OSError):  # a file we could not read or write: what, where and why
+        return describe(file_error(error))
+    return f"internal error: {type(error).__name__}: {error} (run with OPENHEIM_LOG=debug for details)"
+
+
+def error_kind(error: BaseException) -> str:
+    """A stable snake_case name for scripts: ``config_error``, ``http_error``, ``session_locked``, ..."""
+    import re
+
+    from openheim.errors import OpenheimError
+
+    if isinstance(error, click.UsageError):
+        return "usage_error"
+    if isinstance(error, OSError):
+        return "file_access_error"
+    if not isinstance(error, OpenheimError):
+        return "internal_error"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
 
 def fail(message: str, code: int) -> None:
@@ -105,7 +137,8 @@ def describe(error: Exception) -> str:
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="openheim")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
-              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml).")
+              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, "
+                   "else ~/.openheim/config.toml).")
 @click.pass_context
 def main(ctx: click.Context, config_path: str | None) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible)."""
@@ -158,13 +191,17 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
         resume_latest: bool, verbose: bool) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
-    from openheim.transport.run import RunOptions, run_prompt
+    from openheim.transport.run import RunOptions, print_failure, run_prompt
 
-    if session_id and resume_latest:
-        raise click.UsageError("use either --session or --continue, not both")
-    text = _prompt_text(prompt)
-    client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).provider(provider).model(model)
-              .max_iterations(max_iterations).build())
+    try:
+        if session_id and resume_latest:
+            raise click.UsageError("use either --session or --continue, not both")
+        text = _prompt_text(prompt)
+        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).provider(provider).model(model)
+                  .max_iterations(max_iterations).build())
+    except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
+        print_failure(output, e)
+        raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
     sys.exit(run_prompt(client, opts))
 

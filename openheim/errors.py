@@ -1,6 +1,8 @@
 """The exception family raised by core code; only cli.py and the ACP layer turn these into user output."""
 from __future__ import annotations
 
+import errno
+
 
 class OpenheimError(Exception):
     """Base of every error openheim raises on purpose."""
@@ -102,6 +104,33 @@ class HistoryDiverged(OpenheimError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"conversation {session_id} was modified by another process since it was loaded")
         self.session_id = session_id
+
+
+class FileAccessError(OpenheimError):
+    """Reading or writing a file failed: permissions, a full disk, a file where a directory should be, ..."""
+
+
+_OS_HINTS = {
+    errno.EACCES: "check its owner and permissions",
+    errno.EPERM: "check its owner and permissions",
+    errno.EROFS: "the file system is read-only; set OPENHEIM_HOME or data_dir to a writable directory",
+    errno.ENOSPC: "free some disk space and try again",
+    errno.EDQUOT: "free some disk space and try again",
+    errno.ENOTDIR: "a file is in the way where a directory should be",
+    errno.EEXIST: "a file is in the way where a directory should be",
+}
+
+
+def file_error(error: OSError, action: str = "access", path: object = None) -> FileAccessError:
+    """An OSError as one line, git-style: what could not be done, where, why, and what to do about it.
+
+    ``path`` names the file when the error does not (a failed write on an open descriptor).
+    """
+    where = path if path is not None else error.filename
+    why = error.strerror or str(error) or type(error).__name__
+    text = f"could not {action} {where}: {why}" if where is not None else f"could not {action}: {why}"
+    hint = _OS_HINTS.get(error.errno) if error.errno is not None else None
+    return FileAccessError(f"{text} ({hint})" if hint else text)
 
 
 class DatabaseError(OpenheimError):

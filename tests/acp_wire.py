@@ -34,9 +34,10 @@ class AcpWire:
     """A spawned `openheim acp` driven line by line."""
 
     def __init__(self, *args: str, env: dict | None = None, cwd: Path | None = None,
-                 command: str = "acp", validate: bool = True) -> None:
+                 command: str = "acp", validate: bool = True, prefix: tuple[str, ...] = ()) -> None:
+        """``prefix`` runs the agent through another command (e.g. setpriv, to run it as another user)."""
         self.validate = validate
-        self.proc = subprocess.Popen([sys.executable, "-m", "openheim", *args, command], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "openheim", *args, command], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_env(env),
                                      cwd=cwd or "/")
         self.frames: queue.Queue = queue.Queue()

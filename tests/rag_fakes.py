@@ -44,6 +44,7 @@ class EmbeddingsServer:
         self.dims = dims
         self.down = False  # answer 503 to everything
         self.refuse: set[str] = set()  # any input containing one of these gets a 400
+        self.short = False  # answer one vector fewer than asked for
         self.requests: list[dict] = []  # {"path", "headers", "body"}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -88,7 +89,7 @@ class EmbeddingsServer:
         if self._refused(texts):
             return 400, {"error": {"message": "input rejected by content policy"}}
         data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, self.dims)}
-                for i, t in enumerate(texts)]
+                for i, t in enumerate(texts[1:] if self.short else texts)]
         random.Random(len(texts)).shuffle(data)  # clients must sort by index
         return 200, {"object": "list", "data": data, "model": body["model"]}
 

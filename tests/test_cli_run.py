@@ -144,3 +144,74 @@ def test_signal_during_stream_exits_cleanly(srv, tmp_path, sig, code):
     assert time.monotonic() - sent < 3
     assert proc.returncode == code, err
     assert "Traceback" not in err
+
+
+def _failure(r) -> dict:
+    """The one JSON object a failed `run -o json` prints on stdout."""
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, r.stdout
+    return json.loads(lines[0])
+
+
+def test_json_failure_is_one_object_with_error_and_exit_code(srv, tmp_path):
+    srv.enqueue(Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
+                Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}))
+    r = openheim("run", "-o", "json", "hi", cwd=tmp_path)
+    assert r.returncode == 1
+    obj = _failure(r)
+    assert set(obj) == {"error", "exit_code", "session_id", "usage", "model", "provider"}
+    assert obj["error"] == {"message": r.stderr.strip().removeprefix("Error: "), "kind": "http_error"}
+    assert "HTTP 401" in obj["error"]["message"] and obj["exit_code"] == 1
+    assert obj["usage"]["input_tokens"] == 10 and obj["usage"]["output_tokens"] == 2
+    assert (obj["model"], obj["provider"]) == ("fake-model", "fake")
+    assert obj["session_id"] in openheim("sessions", "list").stdout
+    srv.enqueue(Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
+                Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}))
+    r = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
+    assert r.returncode == 1
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last.pop("type") == "error" and last.pop("schema_version") == 1
+    assert last.pop("session_id") != obj.pop("session_id")
+    assert last == obj  # the two outputs agree
+
+
+@pytest.mark.parametrize(("args", "kind", "code", "needle"), [
+    (["hi"], "config_error", 2, "openheim init"),  # no config file: before the turn
+    ([], "usage_error", 2, "no prompt given"),
+    (["--session", "s1", "--continue", "hi"], "usage_error", 2, "either --session or --continue"),
+])
+def test_json_failure_before_the_turn(tmp_path, args, kind, code, needle):
+    for output in ("json", "stream-json"):
+        r = openheim("run", "-o", output, *args, cwd=tmp_path)
+        assert r.returncode == code, r.stderr
+        obj = _failure(r)
+        if output == "stream-json":
+            assert (obj.pop("type"), obj.pop("schema_version")) == ("error", 1)
+        assert obj["exit_code"] == code and obj["error"]["kind"] == kind and needle in obj["error"]["message"]
+        assert set(obj) == {"error", "exit_code"}
+
+
+def test_json_failure_of_an_unknown_session(srv, tmp_path):
+    r = openheim("run", "-o", "json", "--session", "8b3f0c8e-1111-4222-8333-444455556666", "hi", cwd=tmp_path)
+    assert r.returncode == 1
+    assert _failure(r) == {"error": {"message": r.stderr.strip().removeprefix("Error: "), "kind": "not_found"},
+                           "exit_code": 1}
+
+
+def test_json_output_of_a_run_stopped_by_sigterm(srv, tmp_path):
+    srv.enqueue(Reply(text="word " * 400, delay=0.05))
+    proc = spawn("run", "-o", "json", "hi", cwd=tmp_path)
+    _wait_for_request(srv)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 143, err
+    obj = json.loads(out)
+    assert obj["error"] == {"message": "interrupted by SIGTERM", "kind": "interrupted"} and obj["exit_code"] == 143
+    assert obj["model"] == "fake-model" and "session_id" in obj
+
+
+def test_config_help_names_every_fallback():
+    help_text = " ".join(openheim("--help").stdout.split())
+    assert ("--config FILE Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, else "
+            "~/.openheim/config.toml)." in help_text), help_text

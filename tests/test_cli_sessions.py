@@ -87,3 +87,19 @@ def test_stale_lock_of_a_dead_process_is_taken_over(srv, tmp_path, isolated_home
     assert openheim("run", "--session", sid, "again", cwd=tmp_path).returncode == 0
     assert not lock.exists()
     assert os.path.exists(isolated_home / "history" / f"{sid}.jsonl")
+
+
+def test_one_sessions_bad_metadata_breaks_neither_list_nor_continue(srv, tmp_path, isolated_home):
+    """A non-string updated_at (or other non-string field) skips that session with a warning."""
+    good = run_json("the good one", cwd=tmp_path)["session_id"]
+    bad = run_json("the bad one", cwd=tmp_path)["session_id"]
+    path = isolated_home / "history" / f"{bad}.json"
+    doc = json.loads(path.read_text())
+    doc["meta"]["updated_at"] = 5
+    path.write_text(json.dumps(doc))
+    listing = openheim("sessions", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert good in listing.stdout and bad not in listing.stdout
+    assert "skipping" in listing.stderr and str(path) in listing.stderr and "updated_at" in listing.stderr
+    assert json.loads(openheim("sessions", "list", "--json").stdout)[0]["id"] == good
+    assert run_json("--continue", "again", cwd=tmp_path)["session_id"] == good

@@ -141,3 +141,70 @@ def test_secrecy():
     assert "<redacted>" in text and "data_dir" not in public_view(c, "/w")
     agent = resolve_with_provider(c, "zeta", "z")
     assert "sk-inline" not in repr(agent) and "sk-inline" not in str(agent)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\n'
+     'timeout_secs = 9223372036854775807', "'providers.p.timeout_secs' must be at most 86400"),
+    ('default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 9223372036854775807',
+     "'mcp_servers.s.tool_timeout_secs' must be at most 86400"),
+    ('default_provider = "p"\nmemory = 3', r"'memory' must be a table \(\[memory\]\)"),
+    ('default_provider = "p"\nmemory = "x"', r"'memory' must be a table"),
+])
+def test_values_that_used_to_pass_validation(text, message):
+    with pytest.raises(ConfigError, match=message):
+        cfg(text)
+
+
+def test_data_dir_that_is_a_file_is_a_config_error(tmp_path):
+    c = cfg()
+    c.data_dir = tmp_path / "afile"
+    c.data_dir.write_text("x")
+    with pytest.raises(ConfigError, match=f"the data directory {c.data_dir} is a file, not a directory"):
+        data_dir(c)
+
+
+def _limited_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a regression fails fast instead of eating RAM
+
+
+def test_cli_rejects_an_overflowing_timeout_with_one_line(isolated_home, tmp_path):
+    """It used to pass validation, then fail every retry with OverflowError."""
+    from cli_helpers import openheim, write_config
+    from fake_llm import FakeLLMServer
+
+    with FakeLLMServer(wire="openai") as srv:
+        path = write_config(isolated_home, srv.base_url)
+        path.write_text(path.read_text().replace("timeout_secs = 5", "timeout_secs = 9223372036854775807"))
+        r = openheim("run", "hi", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"Error: Config error: 'providers.fake.timeout_secs' must be at most 86400, got 9223372036854775807 "
+        f"(in {path})"]
+    assert srv.requests == []
+
+
+def test_cli_memory_that_is_not_a_table(isolated_home, tmp_path):
+    from cli_helpers import openheim, write_config
+
+    write_config(isolated_home, "http://127.0.0.1:9/v1", extra="memory = 3")
+    r = openheim("run", "hi", cwd=tmp_path)
+    assert r.returncode == 2 and "'memory' must be a table ([memory])" in r.stderr
+
+
+def test_a_config_that_is_dev_zero_is_refused_quickly(isolated_home, tmp_path):
+    import subprocess
+    import sys
+
+    from cli_helpers import ROOT
+
+    link = tmp_path / "config.toml"
+    link.symlink_to("/dev/zero")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "openheim", "--config", str(link), "run", "hi"], capture_output=True,
+                       text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, preexec_fn=_limited_memory)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [f"Error: Config error: config file {link} is larger than 1 MiB; "
+                                             "point --config (or OPENHEIM_CONFIG) at your config.toml"]

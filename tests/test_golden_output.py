@@ -43,7 +43,7 @@ import pytest
 from acp_schema_check import check_agent_frame
 from acp_wire import AcpWire
 from cli_helpers import ROOT, write_config
-from fake_llm import Fault, FakeLLMServer, Reply, ToolCall
+from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("OPENHEIM_UPDATE_GOLDEN") == "1"

@@ -316,3 +316,55 @@ def test_append_never_rereads_the_log(hm: HistoryManager, monkeypatch) -> None:
         _append(hm, loaded, m)
     monkeypatch.undo()
     assert len(hm.load(conv.id).messages) == 8
+
+
+_UNREADABLE_LINES = [
+    pytest.param(b'{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}\n',
+                 id="newer-block-type"),
+    pytest.param(b'{"role":"assistant","content":[{"type":"text","text":"hi","citations":[]}]}\n', id="extra-key"),
+    pytest.param(b"garbage that ends with a newline\n", id="garbage"),
+    pytest.param(b"{oops\n\n  \n", id="garbage-then-blank-lines"),
+]
+
+
+@pytest.mark.parametrize("line", _UNREADABLE_LINES)
+def test_a_complete_last_line_that_cannot_be_read_stops_the_load_and_is_kept(hm: HistoryManager, line: bytes) -> None:
+    """Only a last line without its newline is a torn write; a complete one is never dropped or cut."""
+    conv = hm.create()
+    _append(hm, conv, Message.user("a"))
+    _append(hm, conv, Message.assistant("b"))
+    before = hm.log_path(conv.id).read_bytes() + line
+    hm.log_path(conv.id).write_bytes(before)
+    with pytest.raises(ParseError, match=r"line 3 of .*newer version of openheim.*left untouched") as info:
+        hm.load(conv.id)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ParseError):
+        hm.save_conversation(conv)
+    assert hm.log_path(conv.id).read_bytes() == before
+
+
+@pytest.mark.parametrize("line", _UNREADABLE_LINES)
+def test_an_append_never_cuts_a_complete_line_someone_else_wrote(hm: HistoryManager, line: bytes) -> None:
+    conv = hm.create()
+    _append(hm, conv, Message.user("a"))
+    with open(hm.log_path(conv.id), "ab") as f:
+        f.write(line)
+    before = hm.log_path(conv.id).read_bytes()
+    with pytest.raises(HistoryDiverged):
+        _append(hm, conv, Message.assistant("mine"))
+    assert hm.log_path(conv.id).read_bytes() == before
+
+
+@pytest.mark.parametrize("field, value", [("updated_at", 5), ("updated_at", ["x"]), ("created_at", {"a": 1}),
+                                          ("title", 3), ("model", 1.5), ("provider", True), ("cwd", []),
+                                          ("mode", 7)])
+def test_list_skips_metadata_with_a_non_string_field(hm: HistoryManager, field: str, value, caplog) -> None:
+    good = hm.create()
+    bad = hm.create()
+    doc = json.loads(hm.meta_path(bad.id).read_text())
+    doc["meta"][field] = value
+    hm.meta_path(bad.id).write_text(json.dumps(doc))
+    assert [m.id for m in hm.list()] == [good.id]
+    assert field in caplog.text and str(hm.meta_path(bad.id)) in caplog.text
+    with pytest.raises(ParseError, match=f"'{field}' must be a string"):
+        hm.load(bad.id)

@@ -222,3 +222,50 @@ def test_refresh_touches_only_our_file(tmp_path: Path) -> None:
     _write_holder(_lock(tmp_path), 4242, "elsewhere", age=100)
     lease.refresh()
     assert time.time() - _lock(tmp_path).stat().st_mtime > 50
+
+
+_RACER = r"""
+import os
+import sys
+import time
+from pathlib import Path
+from openheim.conversation.lease import Lease
+from openheim.errors import SessionLocked
+history, sid, go, racers = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+Path(f"{go}.{os.getpid()}.ready").touch()
+while not go.exists():
+    time.sleep(0.001)
+try:
+    lease = Lease.acquire(history, sid)
+except SessionLocked:
+    lease = None
+Path(f"{go}.{os.getpid()}.done").touch()
+deadline = time.monotonic() + 30
+while lease is not None and len(list(go.parent.glob(go.name + ".*.done"))) < racers and time.monotonic() < deadline:
+    time.sleep(0.01)  # a winner holds the lease until every racer has tried
+print("locked" if lease is None else "won", flush=True)
+"""
+
+
+def _race(tmp_path: Path, trial: int, racers: int) -> list[str]:
+    """``racers`` processes released at once on a lease whose holder died; what each got."""
+    history = tmp_path / f"trial{trial}"
+    history.mkdir()
+    _write_holder(history / f"{SID}.lock", _dead_pid(), hostname())
+    go = tmp_path / f"go{trial}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(history), SID, str(go), str(racers)], stdout=subprocess.PIPE,
+                              text=True, env=env) for _ in range(racers)]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob(f"go{trial}.*.ready"))) < racers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    return sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+
+
+def test_a_dead_holders_lease_has_exactly_one_taker(tmp_path: Path) -> None:
+    """Six processes taking over a dead holder's lease at the same moment: one wins, every time."""
+    for trial in range(10):
+        outcomes = _race(tmp_path, trial, 6)
+        assert outcomes.count("won") == 1, (trial, outcomes)
+        assert outcomes.count("locked") == 5, (trial, outcomes)

@@ -207,3 +207,16 @@ def test_anthropic_embedding_provider_is_refused(tmp_path):
     assert out.returncode == 2
     assert "is an Anthropic provider, which has no embeddings API" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+def test_reembed_counts_are_grammatical(tmp_path):
+    from rag_fakes import EmbeddingsServer
+
+    with EmbeddingsServer() as server:
+        cfg = _config(tmp_path, server.url)
+        _openheim(cfg, "add", "my car is a green van")
+        _openheim(cfg, "add", "lunch is at noon")
+        server.short = True
+        out = _openheim(cfg, "reembed")
+        assert out.returncode == 1
+        assert "embeddings provider returned 1 vector for 2 inputs" in out.stderr, out.stderr

@@ -120,13 +120,13 @@ def _closed_port() -> int:
 
 
 def test_response_parsing_errors():
-    with pytest.raises(ApiError, match="embeddings provider returned 1 vectors for 2 inputs"):
+    with pytest.raises(ApiError, match="embeddings provider returned 1 vector for 2 inputs"):
         parse_openai_response({"data": [{"index": 0, "embedding": [1.0]}]}, 2)
     with pytest.raises(ApiError, match="embeddings provider returned no vector"):
         parse_openai_response({"data": [{"index": 0}]}, 1)
     with pytest.raises(ApiError, match="embeddings provider returned no vector"):
         parse_gemini_response({"embeddings": [{"values": []}]}, 1)
-    with pytest.raises(ApiError, match="returned 2 vectors for 1 inputs"):
+    with pytest.raises(ApiError, match="returned 2 vectors for 1 input$"):
         parse_gemini_response({"embeddings": [{"values": [1]}, {"values": [2]}]}, 1)
     out = parse_openai_response({"data": [{"index": 1, "embedding": [2]}, {"index": 0, "embedding": [1]}]}, 2)
     assert out == [[1.0], [2.0]]

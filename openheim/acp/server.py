@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -18,6 +19,7 @@ from openheim.acp.util import (
 )
 
 if TYPE_CHECKING:
+    from openheim.acp.lazy import LazyClient
     from openheim.client import OpenheimClient
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,8 @@ SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after stdin closes
 class AcpServer:
     """Serve one ACP client over a pair of byte streams until the input ends."""
 
-    def __init__(self, client: OpenheimClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
+                 max_line: int = MAX_LINE_BYTES) -> None:
         self.client = client
         self.inp = inp
         self.max_line = max_line
@@ -56,6 +59,9 @@ class AcpServer:
         except (ValueError, UnicodeDecodeError) as e:
             self.conn.respond_error(None, RpcError(PARSE_ERROR, f"parse error: {e}"))
             return
+        except RecursionError:
+            self.conn.respond_error(None, RpcError(PARSE_ERROR, "parse error: nested too deeply"))
+            return
         self.dispatch(message)
 
     def dispatch(self, message: Any) -> None:
@@ -82,8 +88,9 @@ class AcpServer:
             log.debug("ignoring notification %r", method)
 
     def _request(self, request_id: Any, method: Any, params: Any) -> None:
-        if not isinstance(request_id, (str, int, float)) or isinstance(request_id, bool):
-            self.conn.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or number"))
+        if not _is_id(request_id):
+            self.conn.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or "
+                                                                    "a finite number"))
             return
         handler = self.handlers.methods.get(method) if isinstance(method, str) else None
         if handler is None:
@@ -125,7 +132,13 @@ class AcpServer:
         self.writer.close()
 
 
+def _is_id(value: Any) -> bool:
+    """A JSON-RPC id we can echo: a string or a number that JSON can write (not NaN or an infinity)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
 def _valid_id(message: dict) -> Any:
     request_id = message.get("id")
-    ok = isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool)
-    return request_id if ok else None
+    return request_id if _is_id(request_id) else None

@@ -52,6 +52,7 @@ def invalid_params(message: str) -> RpcError:
 
 def error_for(exc: BaseException) -> RpcError:
     """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
+    from openheim.acp.lazy import Unavailable
     from openheim.errors import (
         ConfigError,
         InvalidArgument,
@@ -59,10 +60,13 @@ def error_for(exc: BaseException) -> RpcError:
         OpenheimError,
         SessionBusy,
         SessionLocked,
+        file_error,
     )
 
     if isinstance(exc, RpcError):
         return exc
+    if isinstance(exc, Unavailable):  # the runtime could not be built: say what to set up
+        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "not_configured"})
     if isinstance(exc, NotFound):
         return RpcError(RESOURCE_NOT_FOUND, str(exc), str(exc))
     if isinstance(exc, (InvalidArgument, ConfigError)):
@@ -74,6 +78,8 @@ def error_for(exc: BaseException) -> RpcError:
                                                    "pid": exc.pid, "host": exc.host})
     if isinstance(exc, OpenheimError):
         return RpcError(INTERNAL_ERROR, str(exc))
+    if isinstance(exc, OSError):
+        return RpcError(INTERNAL_ERROR, str(file_error(exc)))
     return RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from openheim.config.schema import Config, parse_config
 from openheim.errors import ConfigError
 
+MAX_CONFIG_BYTES = 1 << 20
+
 
 def default_home() -> Path:
     """``$OPENHEIM_HOME``, else ``~/.openheim``."""
@@ -31,23 +33,32 @@ def config_path(explicit: str | Path | None = None) -> Path:
 
 
 def data_dir(config: Config | None, override: str | Path | None = None) -> Path:
-    """builder data_dir > config data_dir > OPENHEIM_HOME > ~/.openheim."""
+    """builder data_dir > config data_dir > OPENHEIM_HOME > ~/.openheim; ConfigError when it is a file."""
     if override:
-        return Path(override).expanduser()
-    if config is not None and config.data_dir:
-        return config.data_dir
-    return default_home()
+        path = Path(override).expanduser()
+    elif config is not None and config.data_dir:
+        path = config.data_dir
+    else:
+        path = default_home()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"the data directory {path} is a file, not a directory; point data_dir in config.toml "
+                          "(or OPENHEIM_HOME) at a directory")
+    return path
 
 
 def load_config(path: str | Path | None = None) -> Config:
     """Read and validate config.toml; every failure is a ConfigError saying what to fix."""
     p = config_path(path)
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)  # capped: a config pointing at /dev/zero must not eat memory
     except FileNotFoundError:
         raise ConfigError(f"Config file not found at {p}. Run `openheim init` to create one.") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB; "
+                          "point --config (or OPENHEIM_CONFIG) at your config.toml")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -11,6 +11,8 @@ from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket layer
+
 @dataclass
 class ProviderConfig:
     name: str
@@ -90,7 +92,8 @@ def _get_str(d: dict, key: str, section: str = "", required: bool = False) -> st
     return value
 
 
-def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1) -> int | None:
+def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1,
+             maximum: int | None = None) -> int | None:
     value = d.get(key)
     if value is None:
         return default
@@ -98,6 +101,8 @@ def _get_int(d: dict, key: str, section: str = "", default: int | None = None, m
         raise ConfigError(f"'{_where(section, key)}' must be an integer, got {value!r}")
     if value < minimum:
         raise ConfigError(f"'{_where(section, key)}' must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"'{_where(section, key)}' must be at most {maximum}, got {value}")
     return value
 
 
@@ -157,7 +162,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
         kind=kind.name,
         env_var=_get_str(d, "env_var", section),
         api_key=_get_str(d, "api_key", section),
-        timeout_secs=_get_int(d, "timeout_secs", section, default=120) or 120,
+        timeout_secs=_get_int(d, "timeout_secs", section, default=120, maximum=MAX_TIMEOUT_SECS) or 120,
         max_tokens=_get_int(d, "max_tokens", section),
         context_window=_get_int(d, "context_window", section),
         thinking=thinking == "adaptive",
@@ -181,7 +186,7 @@ def parse_mcp_server(name: str, d: dict) -> McpServerConfig:
         env=_get_str_map(d, "env", section),
         url=_get_str(d, "url", section),
         headers=_get_str_map(d, "headers", section),
-        tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600) or 600,
+        tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
     )
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
@@ -223,6 +228,8 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
     work_dir = _get_str(d, "work_dir")
     data_dir = _get_str(d, "data_dir")
     memory = d.get("memory")
+    if memory is not None and not isinstance(memory, dict):
+        raise ConfigError("'memory' must be a table ([memory])")
     return Config(
         default_provider=default_provider,
         providers=providers,

@@ -3,8 +3,9 @@
 The two files are split so that a finished message costs one appended line, never a rewrite: the log is
 append-first, one unbuffered write per line (in the kernel, so it survives the process being killed, at
 the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename).
-A crash can tear at most the last line of the log; reading drops such a line with a warning and the next
-append cuts it off before writing.
+A crash can tear at most the last line of the log, which then lacks its newline; reading drops such a line
+with a warning and the next append cuts it off before writing. A complete line that cannot be read (written by
+a newer version, or damaged) is never dropped or cut: the conversation does not load until it is dealt with.
 """
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from openheim.core.models import Message, Usage
-from openheim.errors import HistoryDiverged, InvalidArgument, NotFound, ParseError
+from openheim.errors import (
+    HistoryDiverged,
+    InvalidArgument,
+    NotFound,
+    ParseError,
+    file_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,9 @@ def validate_id(conversation_id: str) -> str:
     return conversation_id
 
 
+_STRING_FIELDS = ("created_at", "updated_at", "model", "provider", "title", "cwd", "mode")
+
+
 @dataclass
 class ConversationMeta:
     """The ``meta`` object of ``{id}.json``."""
@@ -111,6 +121,9 @@ class ConversationMeta:
     def from_dict(cls, d: dict[str, Any]) -> ConversationMeta:
         if not isinstance(d, dict) or not isinstance(d.get("id"), str):
             raise ValueError("metadata has no string 'id'")
+        for key in _STRING_FIELDS:
+            if d.get(key) is not None and not isinstance(d[key], str):
+                raise ValueError(f"'{key}' must be a string, got {type(d[key]).__name__}")
         skills = d.get("skills") or []
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise ValueError("'skills' must be a list of strings")
@@ -215,9 +228,13 @@ class HistoryManager:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
         most recently updated first; logs are not read."""
         metas: list[ConversationMeta] = []
-        if not self.dir.is_dir():
+        try:
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
             return metas
-        for path in self.dir.glob("*.json"):
+        except OSError as e:  # unlike glob, say so when the directory cannot be read
+            raise file_error(e, "read", self.dir) from None
+        for path in (self.dir / name for name in names if name.endswith(".json")):
             if not _ID_RE.match(path.stem):
                 continue
             try:
@@ -241,6 +258,8 @@ class HistoryManager:
                 path.unlink()
             except FileNotFoundError:
                 pass
+            except OSError as e:
+                raise file_error(e, "delete", path) from None
 
     def save_meta(self, conv: Conversation) -> None:
         """Bump ``updated_at``, fill the title, and atomically rewrite ``{id}.json``."""
@@ -261,14 +280,19 @@ class HistoryManager:
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            self._check_tail(fd, conv)
-            os.lseek(fd, conv.log_size, os.SEEK_SET)
-            _write_all(fd, line)
-        finally:
-            os.close(fd)
+        _make_dir(self.dir)
+        with _io("write", path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._check_tail(fd, conv)
+                os.lseek(fd, conv.log_size, os.SEEK_SET)
+                try:
+                    _write_all(fd, line)
+                except OSError:
+                    _truncate_quietly(fd, conv.log_size)  # leave no torn line of ours behind (a full disk)
+                    raise
+            finally:
+                os.close(fd)
         conv.persisted += 1
         conv.log_size += len(line)
         conv.log_needs_newline = False
@@ -297,6 +321,8 @@ class HistoryManager:
             data = path.read_bytes()
         except FileNotFoundError:
             raise NotFound(f"Conversation {conversation_id} not found at {path}") from None
+        except OSError as e:
+            raise file_error(e, "read", path) from None
         try:
             meta = _parse_meta(data)
         except ValueError as e:
@@ -310,6 +336,8 @@ class HistoryManager:
             data = path.read_bytes()
         except FileNotFoundError:
             return _LogRead([], 0, False, False)
+        except OSError as e:
+            raise file_error(e, "read", path) from None
         return parse_log(data, str(path))
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
@@ -321,7 +349,7 @@ class HistoryManager:
             raise HistoryDiverged(conv.id)
         tail = _read_range(fd, conv.log_size, size - conv.log_size)
         body = tail[1:] if conv.log_needs_newline and tail.startswith(b"\n") else tail
-        if b"\n" in body.strip() or _is_message(body):
+        if body.strip() and (b"\n" in body or _is_message(body)):  # complete lines: someone else wrote them
             raise HistoryDiverged(conv.id)
         log.warning("cutting a torn last line (%d bytes) off %s", len(tail), self.log_path(conv.id))
         os.ftruncate(fd, conv.log_size)
@@ -331,7 +359,8 @@ class HistoryManager:
 
 
 def parse_log(data: bytes, where: str = "log") -> _LogRead:
-    """Parse a message log: blank lines skipped, a torn last line dropped, any other bad line an error."""
+    """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
+    bad line a ParseError."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
@@ -339,7 +368,7 @@ def parse_log(data: bytes, where: str = "log") -> _LogRead:
     with _gc_paused():
         messages = _parse_all_at_once(lines[:last + 1])
         if messages is None:
-            return _parse_line_by_line(data, lines[:last + 1], where)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
 
 
@@ -355,8 +384,8 @@ def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str) -> _LogRead:
-    """The slow path that names the bad line, or drops it when it is the last one."""
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+    """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
@@ -365,9 +394,10 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str) -> _LogRead
         try:
             messages.append(Message.from_dict(json.loads(raw)))
         except (ValueError, TypeError, AttributeError) as e:
-            if index != last:
-                raise ParseError(f"line {index + 1} of {where} is not a valid message ({e}); "
-                                 f"the conversation log is corrupt") from None
+            if index != last or not may_be_torn:
+                raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "
+                                 "written by a newer version of openheim or is damaged: upgrade openheim or repair "
+                                 "that line (the log was left untouched)") from None
             log.warning("dropping a torn last line of %s: %s", where, e)
             return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
@@ -426,6 +456,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
 def _read_range(fd: int, offset: int, length: int) -> bytes:
     os.lseek(fd, offset, os.SEEK_SET)
     chunks: list[bytes] = []
@@ -438,9 +475,30 @@ def _read_range(fd: int, offset: int, length: int) -> bytes:
     return b"".join(chunks)
 
 
+@contextmanager
+def _io(action: str, path: Path) -> Iterator[None]:
+    """An OSError inside becomes a one-line FileAccessError naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        raise file_error(e, action, path) from None
+
+
+def _make_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise file_error(e, "create directory", None if e.filename else directory) from None
+
+
 def _atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_dir(path.parent)
+    with _io("write", path):
+        _replace_with(path, data, sync_dir)
+
+
+def _replace_with(path: Path, data: bytes, sync_dir: bool) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         _write_all(fd, data)

@@ -4,8 +4,11 @@ Semantics (the reference's): the first claim is an exclusive create; our own lea
 refreshed, so acquiring is re-entrant; on the same host a lease whose process is gone (dead pid, or a pid
 recycled by another process, told apart by its start time) is taken over; across hosts a lease is stale 30
 minutes after the file was last written; an unreadable lock file is treated as being written for 10 seconds,
-then taken over. Refreshes and takeovers write a unique temp file and rename it into place. Releasing deletes
-the file only if it still names us. The lease is held for one prompt turn; loading and listing never take it.
+then taken over. Refreshes and takeovers write a unique temp file and rename it into place, one process at a
+time: each holds an exclusive ``flock`` on ``.lease-guard`` in the same directory while it re-reads the lock file,
+decides and replaces it, so two processes can never both take over the same dead holder's lease (POSIX only;
+the guard is released by the kernel if its holder dies). Releasing deletes the file only if it still names us.
+The lease is held for one prompt turn; loading and listing never take it.
 """
 from __future__ import annotations
 
@@ -15,18 +18,20 @@ import os
 import socket
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from openheim.conversation.history import validate_id
-from openheim.errors import SessionLocked
+from openheim.errors import SessionLocked, file_error
 
 log = logging.getLogger(__name__)
 
 STALE_AFTER_SECS = 30 * 60
 CORRUPT_GRACE_SECS = 10.0
+GUARD_NAME = ".lease-guard"
 _ATTEMPTS = 8
 
 
@@ -133,13 +138,19 @@ class Lease:
         """Take the lease of ``session_id`` or raise SessionLocked naming the holder."""
         policy = policy or LeasePolicy()
         path = Path(history_dir) / f"{validate_id(session_id)}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise file_error(e, "create directory", None if e.filename else path.parent) from None
         mine = _record_for(policy)
-        for _ in range(_ATTEMPTS):
-            if _create_exclusive(path, mine):
-                return cls(path, session_id, mine)
-            if _claim_existing(path, session_id, mine, policy):
-                return cls(path, session_id, mine)
+        try:
+            for _ in range(_ATTEMPTS):
+                if _create_exclusive(path, mine):
+                    return cls(path, session_id, mine)
+                if _claim_existing(path, session_id, mine, policy):
+                    return cls(path, session_id, mine)
+        except OSError as e:
+            raise file_error(e, "write the lock file", path) from None
         raise SessionLocked(session_id, 0, "unknown")
 
     @property
@@ -199,6 +210,27 @@ def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
 
 def _claim_existing(path: Path, session_id: str, mine: LeaseRecord, policy: LeasePolicy) -> bool:
     """Decide about an existing lock file: True once it names us, False to retry, else SessionLocked."""
+    with _takeover_guard(path.parent):
+        return _claim_guarded(path, session_id, mine, policy)
+
+
+@contextmanager
+def _takeover_guard(directory: Path) -> Iterator[None]:
+    """Hold the directory's takeover guard: an exclusive flock, released on exit or when the process dies."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: takeovers are not serialised
+        yield
+        return
+    fd = os.open(directory / GUARD_NAME, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _claim_guarded(path: Path, session_id: str, mine: LeaseRecord, policy: LeasePolicy) -> bool:
     try:
         data = path.read_bytes()
         age = policy.clock() - path.stat().st_mtime

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 OnEvent = Callable[[StreamEvent], None]
 NO_RESULT = "No result: the turn was interrupted before this tool call finished."
+NO_REPLY = "(No reply: this turn ended before the model answered.)"
 
 
 @dataclass
@@ -137,13 +138,18 @@ def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: 
 
 
 def repair_missing_results(history: list[Message]) -> list[Message]:
-    """A request copy in which every tool call has a result (interrupted calls get an error result)."""
+    """A request copy in which every tool call has a result (interrupted calls get an error result) and every
+    prompt a reply: a turn that failed, was cancelled or was killed before the model answered leaves its prompt
+    in the log, and the next prompt must not follow it directly (two user messages in a row)."""
     out: list[Message] = []
     i = 0
     while i < len(history):
         message = history[i]
         out.append(message)
         i += 1
+        if message.role == "user" and i < len(history) and history[i].role == "user":
+            out.append(Message.assistant(NO_REPLY))
+            continue
         calls = message.tool_calls() if message.role == "assistant" else []
         if not calls:
             continue

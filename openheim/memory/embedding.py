@@ -24,7 +24,9 @@ def batches(texts: list[str], size: int) -> list[list[str]]:
 
 def _check_count(vectors: list[Any], expected: int) -> None:
     if len(vectors) != expected:
-        raise ApiError(f"embeddings provider returned {len(vectors)} vectors for {expected} inputs")
+        got = f"{len(vectors)} vector" + ("" if len(vectors) == 1 else "s")
+        asked = f"{expected} input" + ("" if expected == 1 else "s")
+        raise ApiError(f"embeddings provider returned {got} for {asked}")
 
 
 def _vector(value: Any) -> list[float]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError
+from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError, file_error
 
 if TYPE_CHECKING:
     from openheim.memory.embedding import EmbeddingClient
@@ -89,7 +89,7 @@ class LongTermMemory:
         try:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise DatabaseError(f"cannot create the directory of {self.db_path}: {e}") from None
+            raise file_error(e, "create directory", None if e.filename else self.db_path.parent) from None
         store = VectorStore(self.db_path)
         if self.embedder is not None and not store.vectors_available:
             notice_vectors_off(store.driver.reason)

@@ -14,7 +14,14 @@ from openheim.core.events import MessageAppended, StreamEvent
 from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn import CancelToken, TurnContext
-from openheim.errors import InvalidArgument, NotFound, OpenheimError, SessionBusy
+from openheim.errors import (
+    InvalidArgument,
+    NotFound,
+    OpenheimError,
+    ParseError,
+    SessionBusy,
+    file_error,
+)
 from openheim.runtime.session import SessionMap, SessionState
 from openheim.runtime.turn import Turn
 
@@ -134,9 +141,20 @@ class AgentState:
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
+        mode = self._stored_mode(sid, meta.mode)
         cfg, warning = self._restore_model(meta.provider, meta.model)
-        session = SessionState(sid, cfg, session_cwd, list(meta.skills), meta.mode)
+        session = SessionState(sid, cfg, session_cwd, list(meta.skills), mode)
         return LoadedSession(self.sessions.insert(session), conv.messages, warning)
+
+    def _stored_mode(self, session_id: str, mode: str) -> str:
+        from openheim.core.mode import AgentMode
+
+        try:
+            return AgentMode.parse(mode).value
+        except InvalidArgument:
+            path = self.conversations.history.meta_path(session_id)
+            raise ParseError(f"conversation metadata {path} has an unknown mode {mode!r}; set \"mode\" to one "
+                             f"of {', '.join(m.value for m in AgentMode)} in that file") from None
 
     def _restore_model(self, provider: str | None, model: str | None) -> tuple[AgentConfig, str | None]:
         try:
@@ -273,24 +291,26 @@ class AgentState:
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
 
+        # Everything that can fail before the model is asked comes before the prompt is stored, so a turn
+        # that cannot start leaves no unanswered prompt behind.
         history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
-        tools = self.tools_for(session)
+        every_tool = self.tools_for(session)
+        tools = tools_for_mode(every_tool, session.mode)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=RememberingGate(gate or AllowAll(), session.approvals, tools.capabilities),
+                          gate=RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
+        if session.fitter is None:
+            session.fitter = ContextFitter(session.config.context_window)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
-                if session.fitter is None:
-                    session.fitter = ContextFitter(session.config.context_window)
-                result = run_turn(llm, tools_for_mode(tools, session.mode), session.config,
-                                  conv.messages, ctx, recorder, system, session.fitter)
+                result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter)
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
@@ -355,9 +375,18 @@ class _Recorder:
         self.failed = False
 
     def record(self, message: Message) -> None:
-        """The user's message: appended to memory and disk before the loop starts."""
+        """The user's message: on disk before the model is asked (rewriting the log if the append fails),
+        or the turn fails here, before any request is sent."""
         self.conv.messages.append(message)
         self._write(message)
+        if not self.failed:
+            return
+        try:
+            self.history.save_conversation(self.conv)
+        except (OSError, OpenheimError):
+            self.conv.messages.pop()
+            raise
+        self.failed = False
 
     def __call__(self, event: StreamEvent) -> None:
         if isinstance(event, MessageAppended):
@@ -370,8 +399,8 @@ class _Recorder:
         try:
             self.history.append_message(self.conv, message)
         except (OSError, OpenheimError) as e:
-            log.warning("could not append to the history of %s (%s); it will be rewritten at the end",
-                        self.conv.meta.id, e)
+            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
+                     self.conv.meta.id, e)
             self.failed = True
 
     def close(self) -> None:
@@ -382,4 +411,4 @@ class _Recorder:
             else:
                 self.history.save_meta(self.conv)
         except OSError as e:
-            raise OpenheimError(f"could not save conversation {self.conv.meta.id}: {e}") from None
+            raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 from openheim.errors import ToolExecutionError
@@ -114,11 +115,26 @@ def is_portable(pattern: str) -> bool:
     return True
 
 
+def rg_binary() -> str | None:
+    """The rg to run: the one on PATH, else one beside this Python interpreter.
+
+    ``pip install ripgrep`` puts rg in the environment's bin/ (Scripts\\ on Windows), next to the
+    interpreter, and that directory is not on PATH unless the environment is activated: a venv's
+    ``.venv/bin/openheim`` or a pipx install would otherwise never find the rg installed with it.
+    """
+    found = shutil.which("rg")
+    if found or not sys.executable or not os.path.isabs(sys.executable):
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "rg.exe" if os.name == "nt" else "rg")
+    return beside if os.path.isfile(beside) and os.access(beside, os.X_OK) else None
+
+
 def usable(pattern: str, required: bool = False) -> bool:
     """Whether the rg engine may run this pattern (``required`` raises when rg is missing)."""
-    if shutil.which("rg") is None:
+    if rg_binary() is None:
         if required:
-            raise ToolExecutionError("search needs ripgrep (rg) on PATH for use_rg=True")
+            raise ToolExecutionError("search needs ripgrep (rg) on PATH or beside the Python interpreter "
+                                     "for use_rg=True")
         return False
     return is_portable(pattern) and os.path.isdir(_FD_DIR)
 
@@ -194,7 +210,10 @@ def _batch_size() -> int:
 def rg_search(files: SearchFiles, pattern: str, case_insensitive: bool,
               cancel: CancelToken | None) -> list[Match] | None:
     """Matches in file order (stopping after MAX_MATCHES), or None if rg could not run the search."""
-    base = ["rg", "--no-config", "--no-heading", "--with-filename", "--line-number", "--null", "--color",
+    rg = rg_binary()
+    if rg is None:
+        return None
+    base = [rg, "--no-config", "--no-heading", "--with-filename", "--line-number", "--null", "--color",
             "never", "--text", "--no-messages", "--no-ignore", "--hidden", "--encoding", "none",
             "--max-count", str(MAX_MATCHES + 1)]
     base += (["--ignore-case"] if case_insensitive else []) + ["-e", pattern, "--"]

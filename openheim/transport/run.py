@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from openheim.core import events
-from openheim.core.models import AgentResult, StopReason
+from openheim.core.models import AgentResult, StopReason, Usage
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
@@ -54,8 +54,40 @@ def result_json(result: AgentResult, handle: SessionHandle) -> dict:
             "model": cfg.model, "provider": cfg.provider_name}
 
 
+def failure_json(error: BaseException, known: dict | None = None) -> dict:
+    """A failed run for scripts: ``error`` {message, kind}, ``exit_code``, and whatever else is known."""
+    from openheim.cli import error_kind, error_message, exit_code_for
+
+    if isinstance(error, Interrupted):
+        message, kind, code = str(error), "interrupted", 128 + error.signum
+    else:
+        message, kind, code = error_message(error), error_kind(error), exit_code_for(error)
+    return {"error": {"message": message, "kind": kind}, "exit_code": code, **(known or {})}
+
+
+def print_failure(output: str, error: BaseException, out: TextIO | None = None, known: dict | None = None) -> None:
+    """``--output json``: the failure object; ``stream-json``: the same as a last ``error`` line; text: nothing
+    (the one-line message goes to stderr, printed by the CLI)."""
+    if output == "text":
+        return
+    obj = failure_json(error, known)
+    if output == "stream-json":
+        obj = {"type": "error", "schema_version": SCHEMA_VERSION, **obj}
+    out = out or sys.stdout
+    out.write(_dumps(obj) + "\n")
+    out.flush()
+
+
 def _dumps(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal before it had a result (reported, never raised)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
 
 
 class Printer:
@@ -64,6 +96,8 @@ class Printer:
     def __init__(self, output: str, verbose: bool, out: TextIO, err: TextIO) -> None:
         self.output, self.verbose, self.out, self.err = output, verbose, out, err
         self.ends_with_newline = True
+        self.known: dict = {}  # session_id, model, provider once the session is open
+        self.usage: Usage | None = None  # what the turn reported so far
 
     def events(self, batch: list[StreamEvent]) -> None:
         """Write a batch of events, then flush once."""
@@ -72,6 +106,8 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
+        if isinstance(event, events.UsageReport):
+            self.usage = event.usage if self.usage is None else self.usage + event.usage
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text":
@@ -114,10 +150,16 @@ class Printer:
         if notice:
             self.err.write(f"openheim: {notice}\n")
 
-    def error(self, message: str) -> None:
-        if self.output == "stream-json":
-            self.out.write(_dumps({"type": "error", "schema_version": SCHEMA_VERSION, "message": message}) + "\n")
-            self.out.flush()
+    def failure(self, error: BaseException) -> None:
+        known = dict(self.known)
+        if self.usage is not None:
+            known["usage"] = self.usage.to_dict()
+        print_failure(self.output, error, self.out, known)
+
+    def interrupted(self, signum: int) -> int:
+        """A run stopped by ``signum`` without a result: reported like a failure; returns its exit code."""
+        self.failure(Interrupted(signum))
+        return 128 + signum
 
 
 def _preview(text: str, limit: int = 200) -> str:
@@ -145,27 +187,31 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
     from openheim.core.permission import PolicyGate
 
     cwd = (opts.cwd or Path(os.getcwd())).absolute()
-    handle = open_session(client, opts, cwd)
-    handle.permission_gate(PolicyGate(opts.approve, client.tool_capabilities))
     printer = Printer(opts.output, opts.verbose, out, err)
-    signals = _SignalGuard(handle)
     try:
-        turn = handle.start_turn(opts.prompt)
+        handle = open_session(client, opts, cwd)
+        handle.permission_gate(PolicyGate(opts.approve, client.tool_capabilities))
+        printer.known = {"session_id": handle.id, "model": handle.config.model,
+                         "provider": handle.config.provider_name}
+        signals = _SignalGuard(handle)
         try:
-            _print_events(turn, printer)
-        except KeyboardInterrupt:
-            turn.cancel()
-            if not _print_after_cancel(turn, printer):
-                return 130
-    finally:
-        signals.restore()
-    if signals.received:
-        return 128 + signals.received
-    if turn.error is not None:
-        printer.error(str(turn.error))
-        raise turn.error
-    printer.result(turn.result, handle)
-    return EXIT_CODES[turn.result.stop_reason]
+            turn = handle.start_turn(opts.prompt)
+            try:
+                _print_events(turn, printer)
+            except KeyboardInterrupt:
+                turn.cancel()
+                if not _print_after_cancel(turn, printer):
+                    return printer.interrupted(signal.SIGINT)
+        finally:
+            signals.restore()
+        if signals.received:
+            return printer.interrupted(signals.received)
+        result = turn.result  # raises the turn's error
+    except Exception as e:
+        printer.failure(e)
+        raise
+    printer.result(result, handle)
+    return EXIT_CODES[result.stop_reason]
 
 
 def _print_events(turn: Turn, printer: Printer) -> None:

@@ -26,18 +26,17 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def serve(config_path: str | None) -> int:
-    """Build the runtime (config errors: one stderr line, exit 2), then serve until stdin closes."""
-    from openheim.cli import exit_code_for
-    from openheim.client import OpenheimClient
-    from openheim.errors import OpenheimError
-
-    try:
-        client = OpenheimClient.builder().config_path(config_path).build()
-    except OpenheimError as e:
-        click.echo(f"Error: {e}", err=True)
-        return exit_code_for(e)
+    """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
+    missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
+    from openheim.acp.lazy import LazyClient
     from openheim.acp.server import AcpServer
 
+    def build():
+        from openheim.client import OpenheimClient
+
+        return OpenheimClient.builder().config_path(config_path).build()
+
+    client = LazyClient(build)
     inp, out = protocol_streams()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)

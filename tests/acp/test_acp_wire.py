@@ -311,11 +311,43 @@ def test_stdio_alias_and_config_errors(srv, isolated_home):
     finally:
         assert wire.close() == 0
     (isolated_home / "config.toml").write_text("default_provider = [broken\n")
-    bad = AcpWire()
-    assert bad.close() == 2
-    assert bad.next_frame(timeout=2) is None
-    lines = [line for line in bad.stderr.decode().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error:")
+    _assert_setup_error(AcpWire(), "/", "TOML parse error in")
+
+
+def _assert_setup_error(wire: AcpWire, cwd, needle: str) -> None:
+    """`initialize` is answered; everything needing the runtime fails with one message saying what to do."""
+    try:
+        assert wire.initialize()["protocolVersion"] == 1
+        assert wire.result("authenticate", {"methodId": "none"}) == {}
+        for method, params in [("session/new", {"cwd": str(cwd), "mcpServers": []}), ("session/list", {}),
+                               ("session/load", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666",
+                                                 "cwd": str(cwd), "mcpServers": []}),
+                               ("session/prompt", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666",
+                                                   "prompt": [{"type": "text", "text": "hi"}]})]:
+            response, _ = wire.call(method, params)
+            error = response["error"]
+            assert error["code"] == -32603 and needle in error["message"], (method, error)
+            assert error["data"] == {"kind": "not_configured"}
+        wire.notify("session/cancel", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666"})
+        assert wire.proc.poll() is None
+    finally:
+        assert wire.close() == 0
+    assert wire.next_frame(timeout=2) is None  # stdout carried protocol frames only (each was parsed)
+    lines = [line for line in wire.stderr.decode().splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], lines  # said once on stderr, too
+
+
+def test_no_config_file_answers_initialize_then_says_run_init(isolated_home, project):
+    assert not (isolated_home / "config.toml").exists()
+    _assert_setup_error(AcpWire(), project, f"Config file not found at {isolated_home / 'config.toml'}. "
+                                            "Run `openheim init` to create one.")
+
+
+def test_no_api_key_answers_initialize_then_names_the_variable(isolated_home, project):
+    (isolated_home / "config.toml").write_text(
+        'default_provider = "openai"\n[providers.openai]\napi_base = "https://api.openai.com/v1"\n'
+        'default_model = "gpt-4o"\nmodels = ["gpt-4o"]\nenv_var = "OPENAI_API_KEY"\n')
+    _assert_setup_error(AcpWire(), project, "set the OPENAI_API_KEY environment variable")
 
 
 def test_session_new_meta_picks_model_and_skills(wire, srv, project, isolated_home):
@@ -381,3 +413,27 @@ def test_load_warns_first_when_the_stored_provider_is_gone(srv, project, isolate
         assert current["model"] == "renamed/fake-model"
     finally:
         second.close()
+
+
+def test_a_deeply_nested_line_is_a_parse_error_and_the_loop_keeps_going(wire, project):
+    wire.send_raw(b"[" * 100000 + b"]" * 100000 + b"\n")
+    frame = wire.next_frame()
+    assert frame["id"] is None and frame["error"]["code"] == -32700
+    assert "nested too deeply" in frame["error"]["message"]
+    wire.send_raw(b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":' + b"[" * 5000 + b"]" * 5000 + b"}\n")
+    assert wire.next_frame()["error"]["code"] == -32700
+    assert wire.initialize()["protocolVersion"] == 1
+    assert wire.new_session(project)
+    assert wire.proc.poll() is None
+
+
+@pytest.mark.parametrize("raw_id", [b"1e400", b"-1e400", b"NaN", b"Infinity", b"-Infinity"])
+def test_a_non_finite_id_is_an_invalid_request_answered_with_valid_json(wire, raw_id):
+    wire.send_raw(b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"initialize","params":{"protocolVersion":1}}\n')
+    line = wire.frames.get(timeout=10)
+    frame = json.loads(line, parse_constant=lambda name: pytest.fail(f"not JSON: {name} in {line!r}"))
+    assert frame["id"] is None and frame["error"]["code"] == -32600
+    assert "'id'" in frame["error"]["message"]
+    wire.send_raw(b'{"jsonrpc":"2.0","id":' + raw_id + b',"error":{"code":1,"message":"x"}}\n')  # a stray answer
+    assert wire.no_frame_within(0.2)
+    assert wire.initialize()["protocolVersion"] == 1
