@@ -142,3 +142,11 @@ class Cancelled(OpenheimError):
 
     def __init__(self, message: str = "cancelled") -> None:
         super().__init__(message)
+
+
+class Unavailable(OpenheimError):
+    """The runtime could not be built (no config, no API key, ...); ``cause`` says why and what to do."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause

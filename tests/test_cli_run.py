@@ -171,6 +171,7 @@ def test_json_failure_is_one_object_with_error_and_exit_code(srv, tmp_path):
     assert r.returncode == 1
     last = json.loads(r.stdout.splitlines()[-1])
     assert last.pop("type") == "error" and last.pop("schema_version") == 1
+    assert last.pop("message") == last["error"]["message"]  # where schema_version 1 first put it
     assert last.pop("session_id") != obj.pop("session_id")
     assert last == obj  # the two outputs agree
 
@@ -187,6 +188,7 @@ def test_json_failure_before_the_turn(tmp_path, args, kind, code, needle):
         obj = _failure(r)
         if output == "stream-json":
             assert (obj.pop("type"), obj.pop("schema_version")) == ("error", 1)
+            assert obj.pop("message") == obj["error"]["message"]
         assert obj["exit_code"] == code and obj["error"]["kind"] == kind and needle in obj["error"]["message"]
         assert set(obj) == {"error", "exit_code"}
 

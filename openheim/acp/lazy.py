@@ -12,20 +12,12 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from openheim.errors import OpenheimError
+from openheim.errors import Unavailable
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
 
 log = logging.getLogger(__name__)
-
-
-class Unavailable(OpenheimError):
-    """The runtime could not be built; ``cause`` says why and what to do."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 class LazyClient:

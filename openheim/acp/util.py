@@ -52,7 +52,6 @@ def invalid_params(message: str) -> RpcError:
 
 def error_for(exc: BaseException) -> RpcError:
     """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
-    from openheim.acp.lazy import Unavailable
     from openheim.errors import (
         ConfigError,
         InvalidArgument,
@@ -60,6 +59,7 @@ def error_for(exc: BaseException) -> RpcError:
         OpenheimError,
         SessionBusy,
         SessionLocked,
+        Unavailable,
         file_error,
     )
 

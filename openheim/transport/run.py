@@ -72,7 +72,8 @@ def print_failure(output: str, error: BaseException, out: TextIO | None = None, 
         return
     obj = failure_json(error, known)
     if output == "stream-json":
-        obj = {"type": "error", "schema_version": SCHEMA_VERSION, **obj}
+        # ``message`` stays where schema_version 1 put it; ``error`` carries the same with its kind
+        obj = {"type": "error", "schema_version": SCHEMA_VERSION, "message": obj["error"]["message"], **obj}
     out = out or sys.stdout
     out.write(_dumps(obj) + "\n")
     out.flush()
