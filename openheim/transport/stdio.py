@@ -36,13 +36,13 @@ def serve(config_path: str | None) -> int:
     except OpenheimError as e:
         click.echo(f"Error: {e}", err=True)
         return exit_code_for(e)
-    from openheim.acp.server import AcpServer
+    from openheim.acp.server import serve_stdio
 
     inp, out = protocol_streams()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     try:
-        return AcpServer(client, inp, out).serve()
+        return serve_stdio(client, inp, out)
     except KeyboardInterrupt:
         return 130
 
