@@ -65,6 +65,9 @@ class FsChannel:
             reply = {"type": "error", "message": str(e)}
         except OpenheimError as e:  # the sandbox's refusals
             reply = {"type": "error", "message": str(e)}
+        except Exception as e:  # a bug must cost one request, not the socket
+            log.exception("fs request failed")
+            reply = {"type": "error", "message": f"Failed: {type(e).__name__}: {e}"}
         if isinstance(payload, dict) and "id" in payload:
             reply["id"] = payload["id"]
         self.send(reply)
@@ -190,9 +193,10 @@ def read_text(path: Path, shown: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise FsError(f"Failed to read: {_why(e)}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FsError(f"Failed to read: '{shown}' is not a regular file")
     with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise FsError(f"Failed to read: '{shown}' is not a regular file")
         data = f.read(MAX_READ_BYTES + 1)
     if len(data) > MAX_READ_BYTES:
         raise FsError(f"Failed to read: '{shown}' is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB")

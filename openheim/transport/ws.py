@@ -55,6 +55,7 @@ class ServeOptions:
     cors_origins: tuple[str, ...] = ()
     max_pending: int = MAX_PENDING
     max_sockets: int = MAX_SOCKETS
+    watch_interval: float = 1.0  # seconds between polls of a watched tree
 
 
 def resolve_options(config: ServeConfig, host: str | None, port: int | None, token: str | None,
@@ -103,6 +104,18 @@ def json_response(status: int, payload: Any, extra: list[tuple[str, str]] = (), 
 
 def error(status: int, message: str, extra: list[tuple[str, str]] = ()):
     return json_response(status, {"error": message}, extra)
+
+
+class BadRequest(Exception):
+    """A request we will not interpret (e.g. two Host headers)."""
+
+
+def single(headers, name: str) -> str | None:
+    """A header that must appear at most once."""
+    values = headers.get_all(name)
+    if len(values) > 1:
+        raise BadRequest(f"more than one {name} header")
+    return values[0] if values else None
 
 
 # --- sockets ----------------------------------------------------------------------------
@@ -190,22 +203,34 @@ class OpenheimServer:
     # --- plain HTTP and the upgrade check ------------------------------------------------
 
     def _process_request(self, connection, request):
+        """Plain HTTP requests are answered here; a WebSocket upgrade that passes the checks returns None."""
+        try:
+            return self._answer(request)
+        except BadRequest as e:
+            return error(400, str(e))
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            return error(500, "internal error; see the server log")
+
+    def _answer(self, request):
         url = urlsplit(request.path)
-        path, headers, method = url.path, request.headers, request.method
-        origin = headers.get("Origin")
+        path, method = url.path, request.method
+        headers = {name: single(request.headers, name) for name in ("Host", "Origin", "Authorization", "Upgrade")}
+        origin = headers["Origin"]
         cors = guard.cors_headers(origin, self.options.cors_origins)
-        upgrade = "websocket" in (headers.get("Upgrade") or "").lower()
-        if self.options.token is None and not guard.host_ok(headers.get("Host")):
+        upgrade = "websocket" in (headers["Upgrade"] or "").lower()
+        if self.options.token is None and not guard.host_ok(headers["Host"]):
             return error(403, "this server answers only to a loopback Host (localhost, 127.0.0.1, [::1])", cors)
         if method == "OPTIONS":
             return response(204, b"", "text/plain", guard.preflight_headers(origin, self.options.cors_origins))
         if method not in ("GET", "HEAD"):
-            return error(405, f"{method} is not supported; the API is read-only", [("Allow", "GET, HEAD, OPTIONS"), *cors])
+            return error(405, f"{method} is not supported; the API is read-only",
+                         [("Allow", "GET, HEAD, OPTIONS"), *cors])
         if not (path == "/" and not upgrade) and not guard.token_ok(self.options.token, headers, url.query):
             return error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
                          [("WWW-Authenticate", "Bearer"), *cors])
         if upgrade:
-            return self._upgrade(path, origin, headers.get("Host"))
+            return self._upgrade(path, origin, headers["Host"])
         head = method == "HEAD"
         if path in ("/acp", "/ws"):
             return error(426, f"{path} is a WebSocket endpoint; connect with a WebSocket client",
@@ -258,7 +283,7 @@ class OpenheimServer:
         peer.acp = AcpServer(self.client, iter(inbox.get, _END), peer.agent_writer, kill_children=False)
         agent = threading.Thread(target=peer.acp.serve, name="ws-agent", daemon=True)
         agent.start()
-        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}))
+        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}), self.options.watch_interval)
         out.send({"channel": "fs", "data": {"type": "connected", "message": "Connected to Openheim"}})
         try:
             for frame in frames(peer.ws):
