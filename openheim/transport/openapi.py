@@ -82,8 +82,9 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def _get(summary: str, ok: dict, extra: dict | None = None, parameters: list | None = None) -> dict:
-    operation: dict = {"summary": summary, "responses": {"200": ok, "401": UNAUTHORIZED, **(extra or {})}}
+def _get(operation_id: str, summary: str, ok: dict, extra: dict | None = None, parameters: list | None = None) -> dict:
+    operation: dict = {"operationId": operation_id, "summary": summary,
+                       "responses": {"200": ok, "401": UNAUTHORIZED, **(extra or {})}}
     if parameters:
         operation["parameters"] = parameters
     return {"get": operation}
@@ -95,6 +96,9 @@ def document() -> dict:
 
     session_id = {"name": "id", "in": "path", "required": True, "description": "A session id (a UUID)",
                   "schema": {"type": "string", "format": "uuid"}}
+    sessions = _json({"type": "array", "items": _ref("SessionMeta")}, "Session metadata")
+    sessions["links"] = {"GetSession": {"operationId": "getSession", "parameters": {"id": "$response.body#/0/id"},
+                                        "description": "The newest session in full"}}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -113,23 +117,22 @@ def document() -> dict:
         },
         "security": [{"bearer": []}, {"query": []}],
         "paths": {
-            "/": {"get": {"summary": "The web page (chat over /acp)", "security": [],
+            "/": {"get": {"operationId": "getPage", "summary": "The web page (chat over /acp)", "security": [],
                           "responses": {"200": {"description": "A self-contained HTML page",
                                                 "content": {"text/html": {"schema": {"type": "string"}}}}}}},
-            "/api/config": _get("The configuration, secrets redacted", _json(_ref("PublicConfig"), "Public view")),
-            "/api/models": _get("Providers and their models", _json(_ref("Models"), "Models")),
-            "/api/skills": _get("Installed skill names, sorted", _json(STRINGS, "Skill names")),
-            "/api/tools": _get("Tools offered to the model",
+            "/api/config": _get("getConfig", "The configuration, secrets redacted", _json(_ref("PublicConfig"), "Public view")),
+            "/api/models": _get("getModels", "Providers and their models", _json(_ref("Models"), "Models")),
+            "/api/skills": _get("getSkills", "Installed skill names, sorted", _json(STRINGS, "Skill names")),
+            "/api/tools": _get("getTools", "Tools offered to the model",
                                _json({"type": "array", "items": _ref("Tool")}, "Tool definitions")),
-            "/api/mcp-servers": _get("Configured MCP servers and their status",
+            "/api/mcp-servers": _get("getMcpServers", "Configured MCP servers and their status",
                                      _json({"type": "array", "items": _ref("McpServerStatus")}, "Statuses")),
-            "/api/sessions": _get("Stored sessions, newest first",
-                                  _json({"type": "array", "items": _ref("SessionMeta")}, "Session metadata"),
+            "/api/sessions": _get("listSessions", "Stored sessions, newest first", sessions,
                                   {"500": _json(_ref("Error"), "The history could not be read")}),
             "/api/sessions/{id}": _get(
-                "One stored session: metadata and messages", _json(_ref("Session"), "The session"),
+                "getSession", "One stored session: metadata and messages", _json(_ref("Session"), "The session"),
                 {"400": _json(_ref("Error"), "Not a session id"), "404": _json(_ref("Error"), "No such session"),
                  "500": _json(_ref("Error"), "The session could not be read")}, [session_id]),
-            "/api/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1 document")),
+            "/api/openapi.json": _get("getOpenApi", "This document", _json({"type": "object"}, "OpenAPI 3.1 document")),
         },
     }
