@@ -93,6 +93,7 @@ def test_token_from_the_environment_guards_every_request(srv, project):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{base}/api/models")
         assert refused.value.code == 401
+        refused.value.close()
         assert json.load(urllib.request.urlopen(f"{base}/api/models?token=from-the-env"))["default_provider"] == "fake"
     finally:
         stop(proc)
