@@ -113,9 +113,10 @@ class Writer:
         return not overflow
 
     def close(self, timeout: float = 2.0) -> None:
-        """Write what is queued, then stop."""
+        """Write what is queued, then stop (a writer that was never started has nothing to write)."""
         self._queue.put(_STOP)
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from http import HTTPStatus
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
 import click
@@ -87,7 +87,8 @@ PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsaf
                "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
-def response(status: int, body: bytes, content_type: str, extra: list[tuple[str, str]] = (), head: bool = False):
+def response(status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (),
+             head: bool = False):
     from websockets.datastructures import Headers
     from websockets.http11 import Response
 
@@ -97,12 +98,12 @@ def response(status: int, body: bytes, content_type: str, extra: list[tuple[str,
     return Response(status, HTTPStatus(status).phrase, headers, b"" if head else body)
 
 
-def json_response(status: int, payload: Any, extra: list[tuple[str, str]] = (), head: bool = False):
+def json_response(status: int, payload: Any, extra: Sequence[tuple[str, str]] = (), head: bool = False):
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     return response(status, body, "application/json", extra, head)
 
 
-def error(status: int, message: str, extra: list[tuple[str, str]] = ()):
+def error(status: int, message: str, extra: Sequence[tuple[str, str]] = ()):
     return json_response(status, {"error": message}, extra)
 
 
@@ -343,8 +344,15 @@ def run_server(client: OpenheimClient, options: ServeOptions) -> int:
 
     server = OpenheimServer(client, options).start()
     stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop waiting for the graceful shutdown
+            kill_all()
+            os._exit(128 + signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: stop.set())
+        signal.signal(sig, on_signal)
     auth = "token required" if options.token else "no token (loopback only)"
     click.echo(f"openheim serve: listening on {server.url} ({auth}); work dir {server.root}; Ctrl-C stops",
                err=True)
