@@ -26,7 +26,9 @@ def start(project, *args: str, env: dict | None = None):
 
 
 def stop(proc, sig=signal.SIGTERM) -> tuple[int, str]:
-    proc.send_signal(sig)
+    """Signal ``proc`` (None: it was signalled already) and wait for it to exit."""
+    if sig is not None:
+        proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=15)
     finally:
@@ -62,7 +64,7 @@ def test_sigterm_cancels_running_turns_saves_them_and_closes_sockets_with_1001(s
                         answer = frame
             assert answer == {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "cancelled"}}
             assert closed.value.rcvd.code == 1001
-        code, err = stop(proc)
+        code, err = stop(proc, None)
     finally:
         if proc.poll() is None:
             proc.kill()
