@@ -61,9 +61,7 @@ class FsChannel:
         """Answer one request (any ``id`` it carries is echoed)."""
         try:
             reply = self._dispatch(payload)
-        except FsError as e:
-            reply = {"type": "error", "message": str(e)}
-        except OpenheimError as e:  # the sandbox's refusals
+        except (FsError, OpenheimError) as e:  # OpenheimError: the sandbox's refusals, in its own words
             reply = {"type": "error", "message": str(e)}
         except Exception as e:  # a bug must cost one request, not the socket
             log.exception("fs request failed")
