@@ -30,6 +30,7 @@ class LazyGroup(click.Group):
         "sessions": "openheim.conversation.cli:sessions",
         "acp": "openheim.transport.stdio:acp_command",
         "stdio": "openheim.transport.stdio:stdio_command",
+        "serve": "openheim.transport.ws:serve_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

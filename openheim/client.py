@@ -208,6 +208,17 @@ class OpenheimClient:
     def data_dir(self) -> Path:
         return self.state.settings.data_dir
 
+    @property
+    def work_dir(self) -> Path | None:
+        """The configured sandbox root (canonical), or None: each session is rooted at its cwd."""
+        return self.state.settings.work_dir
+
+    def public_config(self, work_dir: str | Path | None = None) -> dict:
+        """The config as clients may see it: no keys, no data_dir, scrubbed URLs (``work_dir`` if none is set)."""
+        from openheim.config.secrecy import public_view
+
+        return public_view(self.config, str(self.work_dir or work_dir or Path.cwd()))
+
     # --- sessions ---------------------------------------------------------------------
 
     def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
@@ -227,9 +238,14 @@ class OpenheimClient:
         return self.state.list_sessions(cwd)
 
     def get_session(self, session_id: str) -> list[Message]:
+        return self.stored_session(session_id)[1]
+
+    def stored_session(self, session_id: str) -> tuple[ConversationMeta, list[Message]]:
+        """A stored conversation's metadata and messages (InvalidArgument for a malformed id, NotFound)."""
         from openheim.conversation.history import check_session_id
 
-        return self.state.conversations.history.load(check_session_id(session_id)).messages
+        conv = self.state.conversations.history.load(check_session_id(session_id))
+        return conv.meta, conv.messages
 
     def delete_session(self, session_id: str) -> None:
         self.state.delete_session(session_id)
@@ -261,6 +277,12 @@ class OpenheimClient:
     def skills(self) -> list[Skill]:
         """The installed skills (name and description)."""
         return self.state.conversations.skills.list()
+
+    def mcp_servers(self) -> list[dict]:
+        """Each configured MCP server's status: name, transport, status, tool_count, error."""
+        return [{"name": name, "transport": "http" if server.url else "stdio", "status": "not_started",
+                 "tool_count": 0, "error": "this version of openheim does not start MCP servers"}
+                for name, server in self.config.mcp_servers.items()]
 
 
 class OpenheimBuilder:

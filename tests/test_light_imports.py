@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("requests", "sseclient", "mcp", "sqlite_vec", "pydantic", "urllib3", "curses", "sqlite3")
+HEAVY = ("requests", "sseclient", "mcp", "sqlite_vec", "pydantic", "urllib3", "curses", "sqlite3", "websockets")
 
 
 def test_version_and_cli_import_stay_light():

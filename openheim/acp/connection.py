@@ -1,11 +1,15 @@
-"""The JSON-RPC line transport: one writer thread owning stdout, and futures for our requests to the client."""
+"""The JSON-RPC message transport: one writer thread owning the output, and futures for our requests to the client.
+
+The framing is the caller's: stdio joins newline-terminated lines into one write, a WebSocket sends each
+message as one frame. Either way a ``Sink`` receives the encoded messages in order, in batches.
+"""
 from __future__ import annotations
 
 import json
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
 
 from openheim.acp.util import INTERNAL_ERROR, RpcError
 from openheim.errors import Cancelled
@@ -18,6 +22,17 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 64 * 1024 * 1024
 _BATCH = 512
 _STOP = object()
+
+# A Sink writes encoded messages (each a JSON line ending in a newline) in order; OSError: the peer is gone.
+Sink = Callable[[list[bytes]], None]
+
+
+def stream_sink(out: BinaryIO) -> Sink:
+    """Newline framing on a byte stream: a batch is one write and one flush."""
+    def send(lines: list[bytes]) -> None:
+        out.write(b"".join(lines))
+        out.flush()
+    return send
 
 
 def encode(message: dict) -> bytes:
@@ -47,34 +62,70 @@ def _skip_rest(stream: BinaryIO, limit: int) -> None:
 
 
 class Writer:
-    """The only thread that writes stdout: lines are queued by any thread and written in order."""
+    """The only thread that writes the output: messages are queued by any thread and written in order.
 
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
+    ``out`` is a byte stream (newline framing) or a Sink. With ``max_pending`` (bytes), a peer that falls
+    that far behind is given up on: ``on_overflow`` runs once and later messages are dropped, so a client
+    that stops reading is never buffered without limit.
+    """
+
+    def __init__(self, out: BinaryIO | Sink, max_pending: int | None = None,
+                 on_overflow: Callable[[], None] | None = None) -> None:
+        self._sink: Sink = out if callable(out) else stream_sink(out)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="acp-writer", daemon=True)
         self.broken = False
+        self._max_pending, self._on_overflow = max_pending, on_overflow
+        self._pending = 0
+        self._pending_lock = threading.Lock()
 
     def start(self) -> Writer:
         self._thread.start()
         return self
 
     def send(self, message: dict) -> None:
-        self._queue.put(encode(message))
+        self.send_line(encode(message))
 
     def send_line(self, line: bytes) -> None:
+        if self._max_pending is not None and not self._admit(len(line)):
+            return
         self._queue.put(line)
 
+    def send_lines(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.send_line(line)
+
+    def _admit(self, size: int) -> bool:
+        """Count ``size`` bytes as pending; False (and the overflow handler, once) when over the limit."""
+        with self._pending_lock:
+            if self.broken:
+                return False
+            if self._pending and self._pending + size > self._max_pending:
+                self.broken = True
+                overflow = True
+            else:
+                self._pending += size
+                overflow = False
+        if overflow:
+            log.warning("the client stopped reading (%d bytes pending); disconnecting it", self._pending)
+            if self._on_overflow is not None:
+                self._on_overflow()
+        return not overflow
+
     def close(self, timeout: float = 2.0) -> None:
-        """Write what is queued, then stop."""
+        """Write what is queued, then stop (a writer that was never started has nothing to write)."""
         self._queue.put(_STOP)
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:
             batch, stop = self._take()
             if batch and not self.broken:
-                self._write(b"".join(batch))
+                self._write(batch)
+            if batch and self._max_pending is not None:
+                with self._pending_lock:
+                    self._pending -= sum(map(len, batch))
             if stop:
                 return
 
@@ -93,12 +144,11 @@ class Writer:
             batch.append(item)
         return batch, False
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, batch: list[bytes]) -> None:
         try:
-            self._out.write(data)
-            self._out.flush()
+            self._sink(batch)
         except (OSError, ValueError) as e:
-            log.warning("stdout is closed (%s); dropping further output", e)
+            log.warning("the output is closed (%s); dropping further output", e)
             self.broken = True
 
 

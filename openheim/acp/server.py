@@ -1,13 +1,17 @@
-"""The ACP stdio server: a reader loop that parses lines and dispatches, a writer thread owning stdout."""
+"""The ACP server: a reader loop that parses messages and dispatches, a writer thread owning the output.
+
+Only the framing differs between transports: stdio reads newline-delimited lines and writes them back
+(``serve_stdio``); a WebSocket carries one JSON-RPC message per frame (``serve_acp`` with a frame sink).
+"""
 from __future__ import annotations
 
 import json
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable
 
-from openheim.acp.connection import MAX_LINE_BYTES, Connection, Writer, read_lines
+from openheim.acp.connection import MAX_LINE_BYTES, Connection, Sink, Writer, read_lines
 from openheim.acp.handlers import DEFERRED, Handlers
 from openheim.acp.util import (
     INVALID_PARAMS,
@@ -24,26 +28,44 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after stdin closes
+SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after the input ends
+
+
+def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None], out: Writer | BinaryIO | Sink,
+              max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
+    """Serve one ACP connection until ``messages`` ends; returns 0.
+
+    ``messages`` yields one JSON-RPC payload each (bytes or str; None stands for one that was too long).
+    ``out`` is where answers go: a byte stream (newline framing), a Sink called with batches of encoded
+    messages (e.g. one WebSocket frame each), or a Writer. ``kill_children`` ends every tool process of
+    this process at the end (right for one client per process, not for a server with many).
+    """
+    return AcpServer(client, messages, out, max_line, kill_children).serve()
+
+
+def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> int:
+    """`openheim acp`: newline-delimited JSON-RPC on a pair of byte streams."""
+    return serve_acp(client, read_lines(inp, max_line), out, max_line)
 
 
 class AcpServer:
-    """Serve one ACP client over a pair of byte streams until the input ends."""
+    """Serve one ACP client: messages in, a writer thread out, until the input ends."""
 
-    def __init__(self, client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
-                 max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None],
+                 out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> None:
         self.client = client
-        self.inp = inp
+        self.messages = messages
         self.max_line = max_line
-        self.writer = Writer(out)
+        self.kill_children = kill_children
+        self.writer = out if isinstance(out, Writer) else Writer(out)
         self.conn = Connection(self.writer)
         self.handlers = Handlers(client, self.conn)
 
     def serve(self) -> int:
-        """Read and dispatch until EOF; then cancel what runs, flush and return the exit code (0)."""
+        """Read and dispatch until the input ends; then cancel what runs, flush and return 0."""
         self.writer.start()
         try:
-            for line in read_lines(self.inp, self.max_line):
+            for line in self.messages:
                 if line is None:
                     self.conn.respond_error(None, RpcError(INVALID_REQUEST,
                                                            f"message longer than {self.max_line} bytes; refused"))
@@ -53,7 +75,7 @@ class AcpServer:
             self.shutdown()
         return 0
 
-    def handle_line(self, line: bytes) -> None:
+    def handle_line(self, line: bytes | str) -> None:
         try:
             message = json.loads(line)
         except (ValueError, UnicodeDecodeError) as e:
@@ -120,7 +142,7 @@ class AcpServer:
             log.exception("%s crashed", method)
 
     def shutdown(self) -> None:
-        """stdin closed: cancel every turn, fail pending client requests, kill children, flush."""
+        """The input ended: cancel every turn, fail pending client requests, kill children, flush."""
         from openheim.tools.process import kill_all
 
         runs = self.handlers.cancel_all()
@@ -128,7 +150,8 @@ class AcpServer:
         deadline = time.monotonic() + SHUTDOWN_WAIT
         for run in runs:
             run.wait(max(0.0, deadline - time.monotonic()))
-        kill_all()
+        if self.kill_children:
+            kill_all()
         self.writer.close()
 
 

@@ -59,6 +59,16 @@ class MemoryConfig:
 
 
 @dataclass
+class ServeConfig:
+    """`openheim serve`: where it listens, which variable holds its token, which origins may call it."""
+
+    host: str | None = None
+    port: int | None = None
+    token_env: str = "OPENHEIM_SERVE_TOKEN"
+    cors_origins: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Config:
     default_provider: str
     providers: dict[str, ProviderConfig]
@@ -71,6 +81,7 @@ class Config:
     theme_color: str | None = None
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     memory: MemoryConfig | None = None
+    serve: ServeConfig = field(default_factory=ServeConfig)
     path: Path | None = None  # where it was loaded from
 
 
@@ -214,8 +225,25 @@ def parse_memory(d: dict) -> MemoryConfig:
     return MemoryConfig(provider, model, Path(db_path) if db_path else None, top_k)
 
 
+def parse_serve(d: dict) -> ServeConfig:
+    from urllib.parse import urlsplit
+
+    _warn_unknown(d, {"host", "port", "token_env", "cors_origins"}, "serve")
+    port = _get_int(d, "port", "serve", minimum=0)
+    if port is not None and port > 65535:
+        raise ConfigError(f"'serve.port' must be at most 65535, got {port}")
+    token_env = _get_str(d, "token_env", "serve") or "OPENHEIM_SERVE_TOKEN"
+    origins = _get_str_list(d, "cors_origins", "serve")
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
+            raise ConfigError(f"'serve.cors_origins' entry '{origin}' must be an origin like https://example.com "
+                              "(scheme, host and optional port; no path, no wildcard)")
+    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins])
+
+
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "memory", "theme_color", "max_parallel_tools"}
+             "tui", "providers", "mcp_servers", "memory", "theme_color", "max_parallel_tools", "serve"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -242,6 +270,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
+        serve=parse_serve(_get_table(d, "serve")),
         path=path,
     )
 

@@ -64,4 +64,11 @@ env_var = "GEMINI_API_KEY"
 # [mcp_servers.remote]
 # url = "https://mcp.example.com/mcp"
 # headers = { Authorization = "Bearer ..." }
+
+# `openheim serve` (ACP over WebSocket, a REST API and a web page):
+# [serve]
+# host = "127.0.0.1"                 # another address needs a token
+# port = 1217
+# token_env = "OPENHEIM_SERVE_TOKEN" # the variable holding the token
+# cors_origins = []                  # e.g. ["https://app.example.com"]
 '''

@@ -29,7 +29,7 @@ def serve(config_path: str | None) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
     from openheim.acp.lazy import LazyClient
-    from openheim.acp.server import AcpServer
+    from openheim.acp.server import serve_stdio
 
     def build():
         from openheim.client import OpenheimClient
@@ -41,7 +41,7 @@ def serve(config_path: str | None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     try:
-        return AcpServer(client, inp, out).serve()
+        return serve_stdio(client, inp, out)
     except KeyboardInterrupt:
         return 130
 

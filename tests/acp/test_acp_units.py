@@ -200,7 +200,7 @@ def test_oversized_line_is_refused_and_serving_continues(isolated_home):
     from cli_helpers import write_config
     from fake_llm import FakeLLMServer
 
-    from openheim.acp.server import AcpServer
+    from openheim.acp.server import serve_stdio
     from openheim.client import OpenheimClient
 
     with FakeLLMServer(wire="openai") as srv:
@@ -209,7 +209,7 @@ def test_oversized_line_is_refused_and_serving_continues(isolated_home):
         lines = (b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"p" * 5000 + b'"}}\n'
                  b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n')
         out = io.BytesIO()
-        assert AcpServer(state, io.BytesIO(lines), out, max_line=1000).serve() == 0
+        assert serve_stdio(state, io.BytesIO(lines), out, max_line=1000) == 0
     frames = [json.loads(line) for line in out.getvalue().splitlines()]
     assert frames[0]["id"] is None and frames[0]["error"]["code"] == -32600
     assert "1000 bytes" in frames[0]["error"]["message"]
@@ -230,3 +230,23 @@ def test_stray_prints_go_to_stderr_once_the_protocol_owns_stdout():
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"{}\n"
     assert b"stray print" in r.stderr and b"stray child" in r.stderr
+
+
+def test_writer_sends_batches_to_a_sink_and_gives_up_on_a_peer_that_stops_reading():
+    import threading
+
+    sent: list[bytes] = []
+    release = threading.Event()
+    overflowed = threading.Event()
+
+    def stuck_sink(lines: list[bytes]) -> None:
+        release.wait(5)  # the peer stops reading: the first write blocks
+        sent.extend(lines)
+
+    writer = Writer(stuck_sink, max_pending=1000, on_overflow=overflowed.set).start()
+    for i in range(100):
+        writer.send({"n": i, "pad": "x" * 40})
+    assert overflowed.is_set() and writer.broken
+    release.set()
+    writer.close()
+    assert len(sent) < 100 and all(line.endswith(b"\n") for line in sent)

@@ -1,0 +1,390 @@
+"""`openheim serve`: ACP over WebSocket (`/acp`, and `/ws` with an fs channel), a REST API and a web page.
+
+One threading WebSocket server (the ``websockets`` package, imported only here) answers plain HTTP
+requests in ``process_request`` and hands upgraded sockets to the same ACP server as `openheim acp`;
+only the framing differs (one JSON-RPC message per text frame). Each socket has a bounded writer: a
+client that stops reading is disconnected instead of being buffered without limit.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from http import HTTPStatus
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from urllib.parse import urlsplit
+
+import click
+
+from openheim.acp.connection import MAX_LINE_BYTES, Sink, Writer
+from openheim.acp.server import AcpServer
+from openheim.errors import ConfigError, OpenheimError
+from openheim.transport import guard, rest
+from openheim.transport.fs_channel import FsChannel
+
+if TYPE_CHECKING:
+    from openheim.client import OpenheimClient
+    from openheim.config.schema import ServeConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 1217
+MAX_PENDING = 8 * 1024 * 1024  # bytes a socket may have waiting to be sent before it is dropped
+MAX_SOCKETS = 1024
+SHUTDOWN_GRACE = 2.0  # seconds cancelled turns get to answer before sockets are closed
+CLOSE_TIMEOUT = 2.0
+AGENT_PREFIX = b'{"channel":"agent","data":'
+_END = object()
+
+
+@dataclass
+class ServeOptions:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    max_pending: int = MAX_PENDING
+    max_sockets: int = MAX_SOCKETS
+    watch_interval: float = 1.0  # seconds between polls of a watched tree
+
+
+def resolve_options(config: ServeConfig, host: str | None, port: int | None, token: str | None,
+                    environ: dict | None = None) -> ServeOptions:
+    """Flags over ``[serve]`` over defaults; a non-loopback address without a token is refused."""
+    env = os.environ if environ is None else environ
+    host = host or config.host or DEFAULT_HOST
+    port = config.port if port is None else port
+    token = token if token is not None else env.get(config.token_env)
+    if token is not None and not token.strip():
+        raise ConfigError(f"the serve token is empty; set {config.token_env} (or --token) to a long random string")
+    if token is None and not guard.is_loopback(host):
+        raise ConfigError(f"binding {host} makes the agent reachable from the network, so it needs a token: "
+                          f"set {config.token_env} (or pass --token) to a long random string")
+    return ServeOptions(host, DEFAULT_PORT if port is None else port, token, tuple(config.cors_origins))
+
+
+# --- HTTP -------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def page() -> bytes:
+    from importlib.resources import files
+
+    return files("openheim.transport").joinpath("web/index.html").read_bytes()
+
+
+PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+               "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def response(status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (),
+             head: bool = False):
+    from websockets.datastructures import Headers
+    from websockets.http11 import Response
+
+    headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body))),
+                       ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+                       ("Connection", "close"), *extra])
+    return Response(status, HTTPStatus(status).phrase, headers, b"" if head else body)
+
+
+def json_response(status: int, payload: Any, extra: Sequence[tuple[str, str]] = (), head: bool = False):
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    return response(status, body, "application/json", extra, head)
+
+
+def error(status: int, message: str, extra: Sequence[tuple[str, str]] = ()):
+    return json_response(status, {"error": message}, extra)
+
+
+class BadRequest(Exception):
+    """A request we will not interpret (e.g. two Host headers)."""
+
+
+def single(headers, name: str) -> str | None:
+    """A header that must appear at most once."""
+    values = headers.get_all(name)
+    if len(values) > 1:
+        raise BadRequest(f"more than one {name} header")
+    return values[0] if values else None
+
+
+# --- sockets ----------------------------------------------------------------------------
+
+
+def frames(ws) -> Iterator[str | bytes]:
+    """A socket's incoming messages until it closes (however it closes)."""
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        yield from ws
+    except ConnectionClosed:
+        return
+
+
+def frame_sink(ws) -> Sink:
+    """One text frame per message (the line's newline dropped)."""
+    from websockets.exceptions import ConnectionClosed
+
+    def send(lines: list[bytes]) -> None:
+        try:
+            for line in lines:
+                ws.send(line[:-1], text=True)
+        except ConnectionClosed as e:
+            raise OSError(f"the socket is closed ({e})") from None
+    return send
+
+
+class Peer:
+    """One WebSocket: its bounded writer and the ACP server speaking on it."""
+
+    def __init__(self, ws, max_pending: int) -> None:
+        self.ws = ws
+        self.out = Writer(frame_sink(ws), max_pending, on_overflow=self.abort)
+        self.acp: AcpServer | None = None
+        self.agent_writer: Writer | None = None  # /ws: the ACP server's own writer, feeding ``out``
+
+    def abort(self) -> None:
+        """Drop a client that stopped reading: no close frame can reach it, so cut the connection."""
+        try:
+            self.ws.socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def flush(self, timeout: float) -> None:
+        """Send what is queued (used before closing the socket on shutdown)."""
+        for writer in (self.agent_writer, self.out):
+            if writer is not None:
+                writer.close(timeout)
+
+
+class OpenheimServer:
+    """The HTTP + WebSocket server; ``start()`` binds and serves on a background thread."""
+
+    def __init__(self, client: OpenheimClient, options: ServeOptions) -> None:
+        self.client, self.options = client, options
+        self.root = Path(client.work_dir or os.getcwd())
+        self.peers: set[Peer] = set()
+        self._lock = threading.Lock()
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self.port = options.port
+
+    @property
+    def url(self) -> str:
+        host = self.options.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
+    def start(self) -> OpenheimServer:
+        from websockets.sync.server import serve
+
+        try:
+            self._server = serve(self._handle, self.options.host, self.options.port,
+                                 process_request=self._process_request, compression=None,
+                                 max_size=MAX_LINE_BYTES, close_timeout=CLOSE_TIMEOUT, server_header=None,
+                                 logger=logging.getLogger("openheim.transport.websockets"))
+        except OSError as e:
+            raise OpenheimError(f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
+                                "(is another server using the port? choose one with --port)") from None
+        self.port = self._server.socket.getsockname()[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="serve-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    # --- plain HTTP and the upgrade check ------------------------------------------------
+
+    def _process_request(self, connection, request):
+        """Plain HTTP requests are answered here; a WebSocket upgrade that passes the checks returns None."""
+        try:
+            return self._answer(request)
+        except BadRequest as e:
+            return error(400, str(e))
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            return error(500, "internal error; see the server log")
+
+    def _answer(self, request):
+        url = urlsplit(request.path)
+        path, method = url.path, request.method
+        headers = {name: single(request.headers, name) for name in ("Host", "Origin", "Authorization", "Upgrade")}
+        origin = headers["Origin"]
+        cors = guard.cors_headers(origin, self.options.cors_origins)
+        upgrade = "websocket" in (headers["Upgrade"] or "").lower()
+        if self.options.token is None and not guard.host_ok(headers["Host"]):
+            return error(403, "this server answers only to a loopback Host (localhost, 127.0.0.1, [::1])", cors)
+        if method == "OPTIONS":
+            return response(204, b"", "text/plain", guard.preflight_headers(origin, self.options.cors_origins))
+        if method not in ("GET", "HEAD"):
+            return error(405, f"{method} is not supported; the API is read-only",
+                         [("Allow", "GET, HEAD, OPTIONS"), *cors])
+        if not (path == "/" and not upgrade) and not guard.token_ok(self.options.token, headers, url.query):
+            return error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
+                         [("WWW-Authenticate", "Bearer"), *cors])
+        if upgrade:
+            return self._upgrade(path, origin, headers["Host"])
+        head = method == "HEAD"
+        if path in ("/acp", "/ws"):
+            return error(426, f"{path} is a WebSocket endpoint; connect with a WebSocket client",
+                         [("Upgrade", "websocket"), *cors])
+        if path in ("/", "/index.html"):
+            return response(200, page(), "text/html; charset=utf-8",
+                            [("Content-Security-Policy", PAGE_POLICY), ("Referrer-Policy", "no-referrer")], head)
+        if rest.is_api(path):
+            status, payload = rest.handle(self.client, path)
+            return json_response(status, payload, cors, head)
+        return error(404, f"no such page: {path}", cors)
+
+    def _upgrade(self, path: str, origin: str | None, host: str | None):
+        if path not in ("/acp", "/ws"):
+            return error(404, f"no WebSocket endpoint at {path}; use /acp or /ws")
+        if not guard.origin_allowed(origin, host, self.options.cors_origins):
+            return error(403, f"origin {origin} may not connect; add it to [serve] cors_origins")
+        with self._lock:
+            if len(self.peers) >= self.options.max_sockets:
+                return error(503, f"too many connections ({self.options.max_sockets}); try again later")
+        return None
+
+    # --- WebSocket connections ---------------------------------------------------------
+
+    def _handle(self, ws) -> None:
+        peer = Peer(ws, self.options.max_pending)
+        with self._lock:
+            self.peers.add(peer)
+        try:
+            if urlsplit(ws.request.path).path == "/acp":
+                self._serve_acp(peer)
+            else:
+                self._serve_enveloped(peer)
+        except Exception:
+            log.exception("a WebSocket connection failed")
+        finally:
+            with self._lock:
+                self.peers.discard(peer)
+
+    def _serve_acp(self, peer: Peer) -> None:
+        """`/acp`: bare JSON-RPC frames, the same ACP server as stdio."""
+        peer.acp = AcpServer(self.client, frames(peer.ws), peer.out, kill_children=False)
+        peer.acp.serve()
+
+    def _serve_enveloped(self, peer: Peer) -> None:
+        """`/ws`: ``{channel, data}`` frames; ``agent`` is ACP, ``fs`` the file sidecar."""
+        out = peer.out.start()
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        peer.agent_writer = Writer(lambda lines: out.send_lines(AGENT_PREFIX + line[:-1] + b"}\n" for line in lines))
+        peer.acp = AcpServer(self.client, iter(inbox.get, _END), peer.agent_writer, kill_children=False)
+        agent = threading.Thread(target=peer.acp.serve, name="ws-agent", daemon=True)
+        agent.start()
+        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}), self.options.watch_interval)
+        out.send({"channel": "fs", "data": {"type": "connected", "message": "Connected to Openheim"}})
+        try:
+            for frame in frames(peer.ws):
+                self._route(frame, inbox, fs, out)
+        finally:
+            inbox.put(_END)
+            fs.close()
+            agent.join(SHUTDOWN_GRACE + CLOSE_TIMEOUT)
+            out.close()
+
+    @staticmethod
+    def _route(frame: str | bytes, inbox: queue.SimpleQueue, fs: FsChannel, out: Writer) -> None:
+        try:
+            envelope = json.loads(frame)
+        except (ValueError, UnicodeDecodeError) as e:
+            envelope = None
+            problem = f"Invalid message: not JSON ({e})"
+        else:
+            problem = "Invalid message: expected {\"channel\": \"agent\" | \"fs\", \"data\": ...}"
+        channel = envelope.get("channel") if isinstance(envelope, dict) else None
+        if channel == "agent":
+            inbox.put(json.dumps(envelope.get("data")))
+        elif channel == "fs":
+            fs.handle(envelope.get("data"))
+        else:
+            if channel is not None:
+                problem = f"Unknown channel {channel!r}; use 'agent' or 'fs'"
+            out.send({"channel": "system", "data": {"type": "error", "message": problem}})
+
+    # --- shutdown -----------------------------------------------------------------------
+
+    def shutdown(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Cancel running turns (their sessions are saved as they end), let them answer, then close every
+        socket with 1001 (going away) and stop listening."""
+        with self._lock:
+            peers = list(self.peers)
+        runs = [run for peer in peers if peer.acp is not None for run in peer.acp.handlers.cancel_all()]
+        deadline = time.monotonic() + grace
+        for run in runs:
+            run.wait(max(0.0, deadline - time.monotonic()))
+        while any(not run.answered for run in runs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for peer in peers:
+            peer.flush(max(0.1, deadline - time.monotonic()))
+        if self._server is not None:
+            self._server.shutdown(code=1001, reason="openheim serve is shutting down")
+        if self._thread is not None:
+            self._thread.join(CLOSE_TIMEOUT)
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+def run_server(client: OpenheimClient, options: ServeOptions) -> int:
+    """Serve until SIGINT/SIGTERM/SIGHUP, then shut down gracefully; returns the exit code (0)."""
+    from openheim.tools.process import kill_all
+
+    server = OpenheimServer(client, options).start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop waiting for the graceful shutdown
+            kill_all()
+            os._exit(128 + signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    auth = "token required" if options.token else "no token (loopback only)"
+    click.echo(f"openheim serve: listening on {server.url} ({auth}); work dir {server.root}; Ctrl-C stops",
+               err=True)
+    if options.token and not guard.is_loopback(options.host):
+        click.echo("openheim serve: note: plain HTTP; put a TLS proxy in front before exposing it beyond a "
+                   "trusted network", err=True)
+    sys.stderr.flush()
+    while not stop.wait(1.0):
+        pass
+    click.echo("openheim serve: shutting down", err=True)
+    server.shutdown()
+    kill_all()
+    return 0
+
+
+@click.command("serve")
+@click.option("--host", help=f"Address to bind (default: [serve] host, else {DEFAULT_HOST}). "
+                             "Any non-loopback address needs a token.")
+@click.option("--port", type=click.IntRange(0, 65535), help=f"Port (default: [serve] port, else {DEFAULT_PORT}; "
+                                                            "0 picks a free one).")
+@click.option("--token", help="Require this token on every request (better: the variable named by "
+                              "[serve] token_env, OPENHEIM_SERVE_TOKEN by default).")
+@click.pass_context
+def serve_command(ctx: click.Context, host: str | None, port: int | None, token: str | None) -> None:
+    """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
+    from openheim.client import OpenheimClient
+    from openheim.config.load import load_config
+
+    config_path = (ctx.obj or {}).get("config_path")
+    config = load_config(config_path)
+    options = resolve_options(config.serve, host, port, token)
+    builder = OpenheimClient.builder().config_path(config_path)
+    if config.work_dir is None:  # as the reference: every session and the fs channel share the start directory
+        builder.work_dir(Path.cwd())
+    sys.exit(run_server(builder.build(), options))
