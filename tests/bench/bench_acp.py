@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 from acp_wire import AcpWire  # noqa: E402
 from cli_helpers import write_config  # noqa: E402
 from common import ROOT, table  # noqa: E402
