@@ -276,6 +276,12 @@ def test_frozen_binary_with_an_empty_locale(srv, isolated_home, work, tmp_path, 
            "PATH": "/usr/bin:/bin"}  # no LANG or LC_*: the binary must pick a UTF-8 locale itself
     with TmuxPane(tmp_path, f"env -i {' '.join(f'{k}={v}' for k, v in env.items())} {frozen_bin}", cwd=work) as pane:
         pane.wait_for("type a message to start", timeout=30)
+        srv.enqueue(Reply(text="slow " * 300, delay=SLOW))
+        pane.line("stream")
+        pane.wait_for("streaming…")
+        pane.keys("C-c")  # one key press, one cancel (the bootloader forwards signals: no second one)
+        pane.wait_for("cancelled")
+        idle(pane)
         say(pane, "日本 ok", "echo: 日本 ok")
         assert "│ 日本 ok │" in pane.screen()
         pane.keys("C-c")

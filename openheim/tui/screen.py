@@ -76,6 +76,7 @@ def terminal() -> Iterator[Any]:
     try:
         curses.noecho()
         curses.cbreak()
+        _ctrl_c_as_key(curses, termios, sys.stdin.fileno())
         stdscr.keypad(True)
         _try(curses.set_escdelay, 25)
         _try(curses.putp, PASTE_ON)
@@ -88,6 +89,18 @@ def terminal() -> Iterator[Any]:
         _try(curses.endwin)
         if saved is not None:
             _try(termios.tcsetattr, sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _ctrl_c_as_key(curses: Any, termios: Any, fd: int) -> None:
+    """Ctrl-C reaches the app as a key, not as SIGINT: the app decides (cancel or quit), and a frozen binary's
+    bootloader, which forwards signals to its child, cannot turn one key press into two interrupts."""
+    try:
+        attrs = termios.tcgetattr(fd)
+        attrs[6][termios.VINTR] = b"\x00"  # _POSIX_VDISABLE
+        termios.tcsetattr(fd, termios.TCSANOW, attrs)
+        curses.def_prog_mode()  # ncurses restores this mode after a suspend or endwin
+    except (termios.error, OSError, curses.error):
+        pass
 
 
 def _termios(termios: Any, fd: int) -> list | None:
