@@ -15,29 +15,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from openheim.core import events
 from openheim.core.models import Usage
-from openheim.core.tools import parse_arguments
 from openheim.tui import commands
 from openheim.tui.editor import InputLine
+from openheim.tui.frame import call_key, compose, present, tool_line
 from openheim.tui.gate import TuiGate
 from openheim.tui.keys import Key, KeyDecoder
-from openheim.tui.overlay import (
-    ANSWERED,
-    PERMISSION_OPTIONS,
-    ListView,
-    diff_lines,
-    footer_text,
-    permission_lines,
-    usage_text,
-    welcome_lines,
-)
-from openheim.tui.text import flatten
+from openheim.tui.overlay import ANSWERED, PERMISSION_OPTIONS, ListView
 from openheim.tui.theme import theme_name
-from openheim.tui.transcript import Item, Line, Scroll, Transcript
+from openheim.tui.transcript import Item, Scroll, Transcript
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
-    from openheim.core.permission import PermissionRequest
     from openheim.core.tools import ToolView
     from openheim.runtime.turn import Turn
     from openheim.tui.gate import Ask
@@ -45,14 +34,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.08  # seconds per spinner frame
 KEY_WAIT_MS = 40  # how long one loop waits for a key (and so the longest delay before new text shows)
 KEY_BURST = 4096  # keys taken in one go (a paste) before the screen is drawn again
 CHAT_PAGE = 20
 STOP_WAIT = 3.0  # seconds a hang-up or quit waits for a cancelled turn to save and let go
 GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
-PROMPT = "  › "
 
 
 class App:
@@ -84,7 +71,7 @@ class App:
         self.done = False
         self.exit_code = 0
         self.dirty = True
-        self._frame = -1
+        self.tick = -1
         self._fast_reads = 0
         self.screen: Screen | None = None
 
@@ -154,9 +141,9 @@ class App:
 
     def _tick(self) -> None:
         if self.turn is not None:
-            frame = int(time.monotonic() / TICK)
-            if frame != self._frame:
-                self._frame, self.dirty = frame, True
+            tick = int(time.monotonic() / TICK)
+            if tick != self.tick:
+                self.tick, self.dirty = tick, True
 
     def _read_keys(self) -> None:
         screen = self.screen
@@ -269,7 +256,7 @@ class App:
             self.transcript.close_stream()
 
     def _tool_call(self, turn: Turn, call: events.ToolCall, key: str, depth: int, label: str) -> None:
-        view = self._present(turn.present, call.tool_name, call.arguments)
+        view = present(turn.present, call.tool_name, call.arguments)
         self.views[key] = view
         item = self.transcript.add("tool", label + tool_line(view, call.tool_name, call.arguments),
                                    status="running", depth=depth)
@@ -284,16 +271,6 @@ class App:
             item.set_status(status)
         self.transcript.insert_after(self.tails.pop(key, item), "result", result.result, status=status,
                                      depth=depth)
-
-    @staticmethod
-    def _present(present: Callable[[str, dict | None], ToolView], name: str, arguments: str) -> ToolView:
-        from openheim.core.tools import ToolView
-
-        try:
-            return present(name, parse_arguments(arguments))
-        except Exception:
-            log.exception("could not present a %s call", name)
-            return ToolView(name)
 
     def _finish(self, turn: Turn) -> None:
         """The turn ended: its outcome, stop notice or error, and the context it left."""
@@ -336,21 +313,6 @@ class App:
             self.tails[key] = self.transcript.insert_after(tail, "info", text)
         self._watch_permission()
 
-    def _permission_view(self, ask: Ask) -> tuple[str, list[Line]]:
-        req = ask.req
-        view = self.views.get(call_key(req))
-        if view is None:
-            view = self._present(self.session.present, req.tool_name, req.arguments)
-        title = view.title + (f"  (subagent '{req.subagent}')" if req.subagent else "")
-        details: list[Line] = []
-        if view.command:
-            details.append(Line("    $ " + flatten(view.command, 300), "accent"))
-        if view.diff is not None:
-            details.extend(diff_lines(view.diff, 8))
-        if not details and view.title == req.tool_name and req.arguments.strip():
-            details.append(Line("    " + flatten(req.arguments, 300), "dim"))
-        return title, details
-
     # --- keys -----------------------------------------------------------------------
 
     def on_key(self, key: Key) -> None:
@@ -385,7 +347,7 @@ class App:
     def _overlay_key(self, key: Key) -> None:
         overlay = self.overlay
         assert overlay is not None
-        height = self._chat_height()
+        height = self.chat_height()
         moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9}
         if key.kind == "key" and key.value in moves:
             overlay.move(moves[key.value], height)
@@ -408,7 +370,7 @@ class App:
             "delete": line.delete, "ctrl-u": line.clear, "ctrl-w": line.delete_word, "ctrl-k": line.kill_to_end,
         }
         name = key.value
-        page = max(1, min(CHAT_PAGE, self._chat_height() - 2))
+        page = max(1, min(CHAT_PAGE, self.chat_height() - 2))
         if name in edits:
             edits[name]()
         elif name == "end":
@@ -417,7 +379,7 @@ class App:
             self.submit()
         elif name in ("up", "down", "pgup", "pgdn"):
             delta = {"up": -1, "down": 1, "pgup": -page, "pgdn": page}[name]
-            self.scroll.by(delta, len(self.transcript.lines(self._width())), self._chat_height())
+            self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
 
     def submit(self) -> None:
         """Enter: a command, or a message when no reply is running (empty input is ignored)."""
@@ -442,8 +404,7 @@ class App:
     def error(self, error: BaseException | str) -> None:
         from openheim.cli import describe
 
-        text = error if isinstance(error, str) else describe(error) if isinstance(error, Exception) else str(error)
-        self.transcript.add("error", text)
+        self.transcript.add("error", error if isinstance(error, str) else describe(error))  # type: ignore[arg-type]
         self.dirty = True
 
     # --- drawing --------------------------------------------------------------------
@@ -451,7 +412,7 @@ class App:
     def _width(self) -> int:
         return self.screen.size()[1] if self.screen else 80
 
-    def _chat_height(self) -> int:
+    def chat_height(self) -> int:
         return max(1, (self.screen.size()[0] if self.screen else 24) - 2)
 
     def draw(self) -> None:
@@ -463,66 +424,7 @@ class App:
 
     def frame(self, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None]:
         """Every row of the screen at size h×w, and where the cursor goes (None: hidden)."""
-        if h < 3 or w < 12:
-            return [[("terminal too small", "error")]][:max(1, h)], None
-        chat = h - 2
-        body: list[Line] = []
-        if self.shown is not None:
-            title, details = self._permission_view(self.shown)
-            prompt = permission_lines(title, details, self.choice, self.gate.waiting(), min(chat, 6 + len(details)), w)
-            body = self._chat_lines(chat - len(prompt), w) + prompt
-        elif self.overlay is not None:
-            body = self.overlay.lines(chat, w)
-        else:
-            body = self._chat_lines(chat, w)
-        rows: list[Row] = [[(line.text, line.role)] for line in body[:chat]]
-        rows += [[("", "assistant")]] * (chat - len(rows))
-        text, col = self.input.view(w - len(PROMPT))
-        rows.append([(PROMPT, "prompt"), (text, "assistant")])
-        rows.append([(self.footer(w), "accent")])
-        show_cursor = self.shown is None and self.overlay is None
-        return rows, (h - 2, len(PROMPT) + col) if show_cursor else None
-
-    def _chat_lines(self, height: int, w: int) -> list[Line]:
-        if height <= 0:
-            return []
-        if not self.transcript.items:
-            cfg = self.session.config
-            return welcome_lines(self.version, cfg.model, cfg.provider_name, self.skills, w)[:height]
-        lines = self.transcript.lines(w)
-        first = self.scroll.first(len(lines), height)
-        shown = lines[first:first + height]
-        return shown + [Line("", "assistant")] * (height - len(shown))
-
-    def footer(self, w: int) -> str:
-        left = ""
-        if self.shown is not None:
-            left = " waiting for permission"
-        elif self.turn is not None:
-            left = f" {SPINNER[self._frame % len(SPINNER)]} {self.phase}…"
-        cfg = self.session.config
-        right = f"{cfg.provider_name} · {cfg.model}"
-        if self.context is not None:
-            right += f" · {usage_text(self.context.total)} ctx"
-        if not self.scroll.pinned and self.transcript.items:
-            chat = max(1, self._chat_height())
-            pct = self.scroll.percent(len(self.transcript.lines(w)), chat)
-            right = f" {pct}% ↑  " + right
-        return footer_text(left, right + " ", w)
-
-
-def call_key(req: PermissionRequest) -> str:
-    """Which tool call a permission request is about (a subagent's calls are keyed under its name)."""
-    if req.subagent is None:
-        return req.tool_call_id
-    return f"{req.subagent}:{req.parent_tool_call_id}:{req.tool_call_id}"
-
-
-def tool_line(view: ToolView, name: str, arguments: str) -> str:
-    """A tool call in the chat: its title, or its name and an argument preview when the title says no more."""
-    if view.title != name or not arguments.strip():
-        return view.title
-    return f"{name} {flatten(arguments, 120)}"
+        return compose(self, h, w)
 
 
 def environment_has_no_color() -> bool:

@@ -14,6 +14,7 @@ from openheim.core.models import (
 )
 from openheim.core.tools import parse_arguments
 from openheim.errors import OpenheimError
+from openheim.tui.frame import tool_line
 from openheim.tui.overlay import HELP, ListView
 from openheim.tui.theme import THEMES
 
@@ -127,8 +128,6 @@ def replay(app: App, messages: list[Message]) -> None:
             add("thinking", block.thinking)
         elif isinstance(block, ToolUseBlock):
             view = app.session.present(block.name, parse_arguments(block.arguments))
-            from openheim.tui.app import tool_line
-
             calls[block.id] = add("tool", tool_line(view, block.name, block.arguments), status="running")
         elif isinstance(block, ToolResultBlock):
             status = "error" if block.is_error else "ok"
