@@ -411,3 +411,15 @@ def test_app_commands_and_the_input_line(app):
     _keys(app, ":q")
     app.on_key(Key("key", "enter"))
     assert app.done and app.exit_code == 0
+
+
+def test_a_failing_command_is_one_line_in_the_chat(app, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(app.client, "list_sessions", broken)
+    _keys(app, ":sessions")
+    app.on_key(Key("key", "enter"))
+    last = app.transcript.items[-1]
+    assert last.kind == "error" and last.text.startswith("internal error in :sessions: RuntimeError: disk on fire")
+    assert not app.done

@@ -191,7 +191,7 @@ class App:
                 then, result = self.inbox.get_nowait()
             except queue.Empty:
                 return
-            then(result)
+            self.safely("a background result", then, result)
             self.dirty = True
 
     # --- the turn -----------------------------------------------------------------
@@ -356,7 +356,7 @@ class App:
         elif key.value == "enter" and overlay.picker:
             self.overlay = None
             assert overlay.on_pick is not None
-            overlay.on_pick(overlay.chosen())
+            self.safely(overlay.title, overlay.on_pick, overlay.chosen())
         elif key.value in ("esc", "enter") or (key.kind == "text" and key.value == "q"):
             self.overlay = None
 
@@ -394,6 +394,18 @@ class App:
             self.info("a reply is still running: wait for it, or press Ctrl-C to cancel it")
             return
         self.send(self.input.take())
+
+    def safely(self, what: str, fn: Callable[..., None], *args: Any) -> None:
+        """Run a command or a pick: its errors become one line in the chat (a bug's details go to the log)."""
+        from openheim.errors import OpenheimError
+
+        try:
+            fn(*args)
+        except OpenheimError as e:
+            self.error(e)
+        except Exception as e:  # a bug must not take the chat down
+            log.exception("%s failed", what)
+            self.error(f"internal error in {what}: {type(e).__name__}: {e} (details in openheim.log)")
 
     # --- transcript helpers ---------------------------------------------------------------
 

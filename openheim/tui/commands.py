@@ -39,10 +39,7 @@ def run(app: App, line: str) -> None:
     if name in IDLE_ONLY and app.busy:
         app.info(BUSY.format(name=name))
         return
-    try:
-        handler(app, arg)
-    except OpenheimError as e:
-        app.error(e)
+    app.safely(f":{name}", handler, app, arg)
 
 
 def quit_(app: App, arg: str) -> None:
