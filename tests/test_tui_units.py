@@ -423,3 +423,23 @@ def test_a_failing_command_is_one_line_in_the_chat(app, monkeypatch):
     last = app.transcript.items[-1]
     assert last.kind == "error" and last.text.startswith("internal error in :sessions: RuntimeError: disk on fire")
     assert not app.done
+
+
+def test_mcp_viewer_shows_where_each_server_runs_and_what_the_runtime_says(app):
+    from openheim.config.schema import McpServerConfig
+
+    _keys(app, ":mcp")
+    app.on_key(Key("key", "enter"))
+    assert app.overlay.rows == [] and "no MCP servers configured" in app.overlay.empty
+    app.on_key(Key("key", "esc"))
+    app.client.config.mcp_servers = {
+        "files": McpServerConfig("files", command="npx", args=["-y", "--token", "s3cret"]),
+        "web": McpServerConfig("web", url="https://user:pw@mcp.example.com/v1?key=s3cret"),
+    }
+    _keys(app, ":mcp")
+    app.on_key(Key("key", "enter"))
+    rows = app.overlay.rows
+    assert rows[0].startswith("files") and "stdio  npx (3 args)" in rows[0]
+    assert rows[1].startswith("web") and "http  https://mcp.example.com/v1" in rows[1]
+    assert all("s3cret" not in r and "pw@" not in r for r in rows)
+    assert all("not_started" in r for r in rows)

@@ -212,36 +212,47 @@ def set_theme(app: App, name: str) -> None:
 
 
 def mcp(app: App, arg: str) -> None:
-    from openheim.config.secrecy import scrub_url
-
-    status = {getattr(s, "name", None): s for s in app.client.mcp_servers()}
+    """What the runtime reports about each MCP server, with where it runs from the config."""
+    configured = app.client.config.mcp_servers
+    reported = {_field(s, "name"): s for s in app.client.mcp_servers()}
     rows = []
-    for name, server in sorted(app.client.config.mcp_servers.items()):
-        if server.url:
-            where = f"http  {scrub_url(server.url)}"
-        else:
-            args = f" ({len(server.args)} args)" if server.args else ""
-            where = f"stdio  {server.command}{args}"
-        rows.append(f"{name:<16}{where}{_mcp_status(status.get(name))}")
-    for name, s in status.items():
-        if name not in app.client.config.mcp_servers:
-            rows.append(f"{name:<16}{_mcp_status(s).strip()}")
+    for name in sorted(set(configured) | {n for n in reported if n}):
+        server, status = configured.get(name), reported.get(name)
+        where = _where(server) if server is not None else str(_field(status, "transport") or "")
+        rows.append(f"{name:<16}{where}{_mcp_status(status)}")
     app.overlay = ListView("MCP servers", rows,
                            empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
 
 
-def _mcp_status(s: object) -> str:
-    """What the runtime says about one server (its state and tools), when it says anything."""
-    if s is None:
+def _field(status: object, key: str) -> Any:
+    """One field of a server's status, whether the runtime reports it as a dict or an object."""
+    return status.get(key) if isinstance(status, dict) else getattr(status, key, None)
+
+
+def _where(server: Any) -> str:
+    """How a configured server is reached; a command's arguments are counted, not shown (they may hold secrets)."""
+    from openheim.config.secrecy import scrub_url
+
+    if server.url:
+        return f"http  {scrub_url(server.url)}"
+    args = f" ({len(server.args)} args)" if server.args else ""
+    return f"stdio  {server.command}{args}"
+
+
+def _mcp_status(status: object) -> str:
+    """The runtime's word on a server: its status, how many tools it offers, its error."""
+    if status is None:
         return ""
-    parts = [str(v) for v in (getattr(s, "state", None) or getattr(s, "status", None),) if v]
-    tools = getattr(s, "tools", None)
-    if tools is not None:
-        parts.append(f"{len(tools) if hasattr(tools, '__len__') else tools} tools")
-    error = getattr(s, "error", None)
-    if error:
-        parts.append(str(error))
-    return ("  · " + " · ".join(parts)) if parts else ""
+    parts = [str(_field(status, "status") or _field(status, "state") or "")]
+    tools = _field(status, "tool_count")
+    if tools is None and _field(status, "tools") is not None:
+        tools = len(_field(status, "tools"))
+    if tools:
+        parts.append(f"{tools} tools")
+    if _field(status, "error"):
+        parts.append(str(_field(status, "error")))
+    shown = [p for p in parts if p]
+    return ("  · " + " · ".join(shown)) if shown else ""
 
 
 def skills(app: App, arg: str) -> None:
