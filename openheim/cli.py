@@ -140,15 +140,38 @@ def describe(error: Exception) -> str:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
               help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, "
                    "else ~/.openheim/config.toml).")
+@click.option("--skills", help="Comma-separated skills for the chat's new session (with no subcommand).")
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None) -> None:
-    """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible)."""
+def main(ctx: click.Context, config_path: str | None, skills: str | None) -> None:
+    """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible).
+
+    With no subcommand it opens the terminal chat (type :help there)."""
     setup_logging()
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
     ctx.obj["ltm_factory"] = lambda: _long_term_memory(config_path)
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        sys.exit(_chat(config_path, skills))
+
+
+def _chat(config_path: str | None, skills: str | None) -> int:
+    """The curses chat; without a terminal, a hint to use `openheim run` (exit 2)."""
+    from openheim.client import OpenheimClient
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        click.echo("openheim: the chat needs a terminal; for scripts and pipes use `openheim run \"PROMPT\"`",
+                   err=True)
+        return 2
+    names = [s.strip() for s in (skills or "").split(",") if s.strip()]
+    client = OpenheimClient.builder().config_path(config_path).build()
+    available = {s.name for s in client.skills()}
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise click.UsageError(f"unknown skill '{unknown[0]}' (available: {', '.join(sorted(available)) or 'none'}; "
+                               f"add {client.data_dir / 'skills' / unknown[0]}.md to create it)")
+    from openheim.tui import run_tui
+
+    return run_tui(client, names, __version__)
 
 
 def _long_term_memory(config_path: str | None):

@@ -284,6 +284,13 @@ class OpenheimClient:
                  "tool_count": 0, "error": "this version of openheim does not start MCP servers"}
                 for name, server in self.config.mcp_servers.items()]
 
+    def save_theme(self, name: str) -> None:
+        """Save ``name`` as ``[tui].theme_color`` in the config file, keeping its comments and layout."""
+        from openheim.config.edit import save_theme
+
+        save_theme(self.config.path, name)
+        self.config.theme_color = name
+
 
 class OpenheimBuilder:
     """Collects options; ``build()`` loads config (file mode) or synthesises one (programmatic mode)."""

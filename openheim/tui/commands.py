@@ -1,0 +1,304 @@
+"""The `:` commands of the chat: sessions, models, config, MCP, skills, theme, memory and cost."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from openheim.core.models import (
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    transcript,
+)
+from openheim.core.tools import parse_arguments
+from openheim.errors import OpenheimError
+from openheim.tui.frame import tool_line
+from openheim.tui.overlay import HELP, ListView
+from openheim.tui.theme import THEMES
+
+if TYPE_CHECKING:
+    from openheim.client import SessionHandle
+    from openheim.conversation.history import ConversationMeta
+    from openheim.core.models import Message
+    from openheim.tui.app import App
+
+BUSY = "wait for the reply to finish (or press Ctrl-C to cancel it) before using :{name}"
+IDLE_ONLY = {"new", "sessions", "models"}
+
+
+def run(app: App, line: str) -> None:
+    """Run one command line (it starts with ``:``)."""
+    name, _, arg = line[1:].strip().partition(" ")
+    name, arg = name.lower(), arg.strip()
+    handler = COMMANDS.get(name)
+    if handler is None:
+        app.info(f":{name}: unknown command  (try :help)")
+        return
+    if name in IDLE_ONLY and app.busy:
+        app.info(BUSY.format(name=name))
+        return
+    app.safely(f":{name}", handler, app, arg)
+
+
+def quit_(app: App, arg: str) -> None:
+    if app.turn is not None:
+        app.turn.cancel()
+    app.quit()
+
+
+def help_(app: App, arg: str) -> None:
+    app.info(HELP)
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+def new(app: App, arg: str) -> None:
+    """A new session with the same skills, on the current model if it still resolves."""
+    cfg = app.session.config
+    try:
+        try:
+            handle = app.client.new_session(app.cwd, model=cfg.model, provider=cfg.provider_name, skills=app.skills)
+        except OpenheimError:
+            handle = app.client.new_session(app.cwd, skills=app.skills)
+    except OpenheimError as e:
+        app.info(f"failed to start new session: {e.message}")
+        return
+    switch_to(app, handle)
+    app.transcript.add("rule", "new session")
+
+
+def switch_to(app: App, handle: SessionHandle) -> None:
+    """Make ``handle`` the chat's session; the old one is closed (its history stays on disk)."""
+    old = app.session
+    app.session = handle.permission_gate(app.gate)
+    if old.id != handle.id:
+        app.client.close_session(old.id)
+    app.context, app.cost, app.calls = None, Usage(), 0
+    app.scroll.to_bottom()
+
+
+def sessions(app: App, arg: str) -> None:
+    metas = app.client.list_sessions()
+    if not metas:
+        app.info("no sessions yet")
+        return
+    rows = [session_row(m) for m in metas]
+    view = ListView("Sessions", rows, list(metas), on_pick=lambda m: open_session(app, m))
+    view.index = next((i for i, m in enumerate(metas) if m.id == app.session.id), 0)
+    app.overlay = view
+
+
+def session_row(meta: ConversationMeta) -> str:
+    title = " ".join((meta.title or "(untitled)").split())
+    when = meta.updated_at[:16].replace("T", " ")
+    return f"{when}  {title}  [{meta.provider or '?'} / {meta.model or '?'}]"
+
+
+def open_session(app: App, meta: ConversationMeta) -> None:
+    """Reopen a stored session: the transcript is replaced by its replayed history."""
+    try:
+        handle, loaded = app.client.resume_session(meta.id)
+    except OpenheimError as e:
+        app.info(f"could not open the session: {e.message}")
+        return
+    switch_to(app, handle)
+    app.context = meta.context_usage
+    app.transcript.clear()
+    app.transcript.add("rule", " ".join((meta.title or "(untitled)").split()))
+    if loaded.warning:
+        app.info(loaded.warning)
+    replay(app, loaded.messages)
+    app.transcript.add("rule", "session restored")
+
+
+def replay(app: App, messages: list[Message]) -> None:
+    """Stored messages as the chat showed them (images as placeholder lines)."""
+    calls: dict[str, Any] = {}
+    add = app.transcript.add
+    for role, block in transcript(messages):
+        if isinstance(block, TextBlock):
+            add("user" if role == "user" else "assistant", block.text)
+        elif isinstance(block, ThinkingBlock):
+            add("thinking", block.thinking)
+        elif isinstance(block, ToolUseBlock):
+            view = app.session.present(block.name, parse_arguments(block.arguments))
+            calls[block.id] = add("tool", tool_line(view, block.name, block.arguments), status="running")
+        elif isinstance(block, ToolResultBlock):
+            status = "error" if block.is_error else "ok"
+            call = calls.pop(block.tool_call_id, None)
+            if call is not None:
+                call.set_status(status)
+            app.transcript.insert_after(call, "result", block.content, status=status)
+        elif isinstance(block, ImageBlock):
+            add("info", f"[image: {block.mime_type}]")
+    app.transcript.close_stream()
+
+
+# --- models, config, theme -------------------------------------------------------------------
+
+
+def models(app: App, arg: str) -> None:
+    if arg:
+        try:
+            cfg = app.session.switch_model(None, arg)
+        except OpenheimError as e:
+            app.info(f"unknown model: {e.message}")
+            return
+        app.info(f"switched to {cfg.provider_name} / {cfg.model}")
+        return
+    pairs = sorted(app.client.models())
+    current = (app.session.config.provider_name, app.session.config.model)
+    rows = [f"{p} / {m}" + ("  (current)" if (p, m) == current else "") for p, m in pairs]
+    view = ListView("Models", rows, pairs, on_pick=lambda pair: _switch_model(app, pair))
+    view.index = pairs.index(current) if current in pairs else 0
+    app.overlay = view
+
+
+def _switch_model(app: App, pair: tuple[str, str]) -> None:
+    if app.busy:
+        app.info(BUSY.format(name="models"))
+        return
+    try:
+        cfg = app.session.switch_model(*pair)
+    except OpenheimError as e:
+        app.info(f"unknown model: {e.message}")
+        return
+    app.info(f"switched to {cfg.provider_name} / {cfg.model}")
+
+
+def config(app: App, arg: str) -> None:
+    cfg, conf = app.session.config, app.client.config
+    rows = [f"{'Provider':<16}{cfg.provider_name}", f"{'Model':<16}{cfg.model}",
+            f"{'Max iterations':<16}{cfg.max_iterations}", f"{'Timeout':<16}{cfg.timeout_secs}s"]
+    for i, (name, provider) in enumerate(sorted(conf.providers.items())):
+        mark = "  (default)" if name == conf.default_provider else ""
+        rows.append(f"{'Providers' if i == 0 else '':<16}{name}{mark}: {provider.default_model}")
+    servers = ", ".join(sorted(conf.mcp_servers)) or "none"
+    rows.append(f"{'MCP Servers':<16}{servers}")
+    app.overlay = ListView("Config", rows)
+
+
+def theme(app: App, arg: str) -> None:
+    if not arg:
+        names = list(THEMES)
+        view = ListView("Themes", [n + ("  (current)" if n == app.theme else "") for n in names], names,
+                        on_pick=lambda name: set_theme(app, name))
+        view.index = names.index(app.theme) if app.theme in names else 0
+        app.overlay = view
+        return
+    if arg not in THEMES:
+        app.info(f":{arg}: unknown theme  (available: {', '.join(THEMES)})")
+        return
+    set_theme(app, arg)
+
+
+def set_theme(app: App, name: str) -> None:
+    """Apply a theme now and save it as [tui].theme_color."""
+    app.theme = name
+    if app.screen is not None:
+        app.screen.set_theme(name)
+    try:
+        app.client.save_theme(name)
+    except OpenheimError as e:
+        app.info(f"theme set to {name} (could not save: {e.message})")
+        return
+    app.info(f"theme set to {name}")
+
+
+# --- MCP, skills, memory, cost ---------------------------------------------------------------
+
+
+def mcp(app: App, arg: str) -> None:
+    """What the runtime reports about each MCP server, with where it runs from the config."""
+    configured = app.client.config.mcp_servers
+    reported = {_field(s, "name"): s for s in app.client.mcp_servers()}
+    rows = []
+    for name in sorted(set(configured) | {n for n in reported if n}):
+        server, status = configured.get(name), reported.get(name)
+        where = _where(server) if server is not None else str(_field(status, "transport") or "")
+        rows.append(f"{name:<16}{where}{_mcp_status(status)}")
+    app.overlay = ListView("MCP servers", rows,
+                           empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
+
+
+def _field(status: object, key: str) -> Any:
+    """One field of a server's status, whether the runtime reports it as a dict or an object."""
+    return status.get(key) if isinstance(status, dict) else getattr(status, key, None)
+
+
+def _where(server: Any) -> str:
+    """How a configured server is reached; a command's arguments are counted, not shown (they may hold secrets)."""
+    from openheim.config.secrecy import scrub_url
+
+    if server.url:
+        return f"http  {scrub_url(server.url)}"
+    args = f" ({len(server.args)} args)" if server.args else ""
+    return f"stdio  {server.command}{args}"
+
+
+def _mcp_status(status: object) -> str:
+    """The runtime's word on a server: its status, how many tools it offers, its error."""
+    if status is None:
+        return ""
+    parts = [str(_field(status, "status") or _field(status, "state") or "")]
+    tools = _field(status, "tool_count")
+    if tools is None and _field(status, "tools") is not None:
+        tools = len(_field(status, "tools"))
+    if tools:
+        parts.append(f"{tools} tools")
+    if _field(status, "error"):
+        parts.append(str(_field(status, "error")))
+    shown = [p for p in parts if p]
+    return ("  · " + " · ".join(shown)) if shown else ""
+
+
+def skills(app: App, arg: str) -> None:
+    found = app.client.skills()
+    rows = [f"{s.name:<20}{getattr(s, 'description', '') or ''}" + ("  (on)" if s.name in app.skills else "")
+            for s in found]
+    where = app.client.data_dir / "skills"
+    app.overlay = ListView("Skills", rows, empty=f"no skills available\nadd <name>.md files to {where}")
+
+
+def memory(app: App, arg: str) -> None:
+    if not arg:
+        app.info("usage: :memory QUERY  (searches long-term memory)")
+        return
+    ltm = app.client.memory()
+    if ltm is None:
+        app.info("long-term memory is not available in this setup")
+        return
+    app.info(f"searching memory for '{arg}'…")
+    app.background(lambda: (ltm.search_detailed(arg), ltm.count()), lambda r: _memory_hits(app, arg, r))
+
+
+def _memory_hits(app: App, query: str, outcome: Any) -> None:
+    if isinstance(outcome, Exception):
+        app.error(outcome)
+        return
+    result, total = outcome
+    if not result.hits:
+        app.info("long-term memory is empty" if total == 0 else f"no notes match '{query}'  ({result.mode} search)")
+        return
+    lines = [f"{len(result.hits)} note(s), {result.mode} search:"]
+    for hit in result.hits:
+        text = " ".join(hit.content.split())
+        lines.append(f"#{hit.id}  {hit.created_at:%Y-%m-%d}  {text[:160] + ('…' if len(text) > 160 else '')}")
+    app.info("\n".join(lines))
+
+
+def cost(app: App, arg: str) -> None:
+    u = app.cost
+    app.info(f"this session: {app.calls} model call(s)\n"
+             f"  input    {u.input_tokens:>10,} tokens\n"
+             f"  output   {u.output_tokens:>10,} tokens\n"
+             f"  cached   {u.cache_read_tokens:>10,} tokens read, {u.cache_creation_tokens:,} written")
+
+
+COMMANDS: dict[str, Callable[[App, str], None]] = {
+    "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
+    "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
+}
