@@ -146,6 +146,23 @@ def test_signal_during_stream_exits_cleanly(srv, tmp_path, sig, code):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("gap", [0.0, 0.005, 0.05])
+def test_one_ctrl_c_delivered_twice_still_winds_down(srv, tmp_path, isolated_home, gap):
+    """The frozen binary's bootloader forwards the terminal's SIGINT: one press can arrive twice."""
+    srv.enqueue(Reply(text="word " * 400, delay=0.05))
+    proc = spawn("run", "-o", "json", "hi", cwd=tmp_path)
+    _wait_for_request(srv)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(gap)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130, err
+    assert json.loads(out)["stop_reason"] == "cancelled"  # it wound down and reported, not cut short
+    (meta,) = (isolated_home / "history").glob("*.json")
+    assert json.loads(meta.read_text())["meta"]["updated_at"]
+
+
 def _failure(r) -> dict:
     """The one JSON object a failed `run -o json` prints on stdout."""
     lines = r.stdout.splitlines()

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from openheim.runtime.turn import Turn
 
 SCHEMA_VERSION = 1
+DOUBLE_INTERRUPT = 0.25  # seconds within which a second SIGINT is the same key press
 EXIT_CODES = {
     StopReason.END_TURN: 0,
     StopReason.NO_CONTENT: 0,
@@ -200,7 +202,6 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
             try:
                 _print_events(turn, printer)
             except KeyboardInterrupt:
-                turn.cancel()
                 if not _print_after_cancel(turn, printer):
                     return printer.interrupted(signal.SIGINT)
         finally:
@@ -221,13 +222,27 @@ def _print_events(turn: Turn, printer: Printer) -> None:
 
 
 def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
-    """After Ctrl-C: print what the winding-down turn still says; False when it did not end cleanly."""
+    """After Ctrl-C: cancel, and print what the winding-down turn still says; False when it did not end cleanly.
+
+    A second Ctrl-C gives up at once, except one right after the first: the frozen binary's bootloader
+    forwards the terminal's SIGINT to us, so one key press can arrive twice.
+    """
+    first = time.monotonic()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if time.monotonic() - first > DOUBLE_INTERRUPT:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
     try:
+        turn.cancel()
         _print_events(turn, printer)
     except KeyboardInterrupt:
         return False
     finally:
         printer.out.flush()
+        # The process ends now: an echo of the key press arriving later must not kill it on its way out.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return turn.completed and turn.error is None
 
 
