@@ -222,18 +222,7 @@ def _print_events(turn: Turn, printer: Printer) -> None:
 
 
 def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
-    """After Ctrl-C: cancel, and print what the winding-down turn still says; False when it did not end cleanly.
-
-    A second Ctrl-C gives up at once, except one right after the first: the frozen binary's bootloader
-    forwards the terminal's SIGINT to us, so one key press can arrive twice.
-    """
-    first = time.monotonic()
-
-    def on_sigint(signum: int, frame: object) -> None:
-        if time.monotonic() - first > DOUBLE_INTERRUPT:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_sigint)
+    """After Ctrl-C: cancel, and print what the winding-down turn still says; False when it did not end cleanly."""
     try:
         turn.cancel()
         _print_events(turn, printer)
@@ -246,8 +235,22 @@ def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
     return turn.completed and turn.error is None
 
 
+class _CtrlC:
+    """SIGINT as KeyboardInterrupt, except a repeat right after the first: the frozen binary's bootloader
+    forwards the terminal's SIGINT to us, so one key press can arrive twice."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+
+    def __call__(self, signum: int, frame: object) -> None:
+        now = time.monotonic()
+        if self.first is None or now - self.first > DOUBLE_INTERRUPT:
+            self.first = self.first or now
+            raise KeyboardInterrupt
+
+
 class _SignalGuard:
-    """SIGTERM/SIGHUP: kill running tool process groups, cancel the turn, exit 128+signal."""
+    """SIGTERM/SIGHUP: kill running tool process groups, cancel the turn, exit 128+signal; SIGINT: see _CtrlC."""
 
     def __init__(self, handle: SessionHandle) -> None:
         self.received = 0
@@ -255,6 +258,8 @@ class _SignalGuard:
         self._old: dict[int, object] = {}
         for sig in (signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._on_signal)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, _CtrlC())
 
     def _on_signal(self, signum: int, frame: object) -> None:
         from openheim.tools.process import kill_all
@@ -265,4 +270,5 @@ class _SignalGuard:
 
     def restore(self) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, old)
