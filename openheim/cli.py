@@ -26,6 +26,7 @@ class LazyGroup(click.Group):
     """Subcommands named here are imported only when used, keeping `--version` light."""
 
     lazy = {
+        "mcp": "openheim.mcp.cli:mcp",
         "memory": "openheim.memory.cli:memory",
         "sessions": "openheim.conversation.cli:sessions",
         "acp": "openheim.transport.stdio:acp_command",
@@ -106,12 +107,15 @@ def describe(error: Exception) -> str:
 @click.version_option(__version__, "-V", "--version", prog_name="openheim")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
               help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml).")
+@click.option("--mcp-config", "mcp_config", type=click.Path(dir_okay=False), metavar="FILE",
+              help='Also use the MCP servers of this {"mcpServers": ...} JSON file.')
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None) -> None:
+def main(ctx: click.Context, config_path: str | None, mcp_config: str | None) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible)."""
     setup_logging()
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
+    ctx.obj["mcp_config"] = mcp_config
     ctx.obj["ltm_factory"] = lambda: _long_term_memory(config_path)
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
@@ -163,10 +167,12 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     if session_id and resume_latest:
         raise click.UsageError("use either --session or --continue, not both")
     text = _prompt_text(prompt)
-    client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).provider(provider).model(model)
-              .max_iterations(max_iterations).build())
+    client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).mcp_config(ctx.obj.get("mcp_config"))
+              .provider(provider).model(model).max_iterations(max_iterations).build())
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
-    sys.exit(run_prompt(client, opts))
+    with client:  # closing stops the MCP servers
+        code = run_prompt(client, opts)
+    sys.exit(code)
 
 
 def _prompt_text(prompt: str | None) -> str:

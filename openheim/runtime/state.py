@@ -20,12 +20,15 @@ from openheim.runtime.turn import Turn
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.config.schema import Config
+    from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.core.tools import ToolRegistry, ToolView
+    from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
+    from openheim.mcp.hub import McpHub
+    from openheim.mcp.status import McpServerStatus
+    from openheim.runtime.session_tools import SessionTools
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +59,15 @@ class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None) -> None:
+                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None, mcp: McpHub | None = None) -> None:
         from openheim.conversation.store import ConversationStore
 
         self.settings = settings
         self.config = settings.config
         self.registry = registry
+        self.mcp = mcp  # the runtime's MCP servers; created on first need when none are configured
+        self._mcp_lock = threading.Lock()
+        self._runtime_tools: SessionTools | None = None
         self.conversations = ConversationStore(settings.data_dir)
         self.sessions = SessionMap()
         self._llm_factory = llm_factory
@@ -101,12 +107,14 @@ class AgentState:
     # --- sessions --------------------------------------------------------------
 
     def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
-                    skills: list[str] | tuple[str, ...] = ()) -> SessionState:
+                    skills: list[str] | tuple[str, ...] = (),
+                    mcp_servers: list[McpServerConfig] | None = None) -> SessionState:
         self.sandbox_for(cwd)
         merged = list(dict.fromkeys([*self.config.default_skills, *skills]))
         if provider is None and model is None:
             provider, model = self.settings.default_provider, self.settings.default_model
         session = SessionState(str(uuid.uuid4()), self.resolve_model(provider, model), cwd, merged)
+        self._attach_tools(session, mcp_servers or [])
         return self.sessions.insert(session)
 
     def session(self, session_id: str) -> SessionState:
@@ -116,21 +124,127 @@ class AgentState:
             raise NotFound(f"session not found: {sid}")
         return session
 
-    def load_session(self, session_id: str, cwd: Path | None = None) -> LoadedSession:
-        """Attach to a stored conversation (a live session keeps its state)."""
+    def load_session(self, session_id: str, cwd: Path | None = None,
+                     mcp_servers: list[McpServerConfig] | None = None) -> LoadedSession:
+        """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
+        and different, replace its own servers)."""
         sid = check_session_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
         if live is not None:
             if live.in_flight:
                 raise SessionBusy(sid)
+            if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
+                self._attach_tools(live, mcp_servers)
             return LoadedSession(live, conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
         cfg, warning = self._restore_model(meta.provider, meta.model)
         session = SessionState(sid, cfg, session_cwd, list(meta.skills), meta.mode)
-        return LoadedSession(self.sessions.insert(session), conv.messages, warning)
+        self._attach_tools(session, mcp_servers or [])
+        inserted = self.sessions.insert(session)
+        if inserted is not session:  # another thread made it live meanwhile: its state wins
+            session.release()
+        return LoadedSession(inserted, conv.messages, warning)
+
+    # --- tools and MCP servers ---------------------------------------------------------------
+
+    def tools_of(self, session: SessionState) -> ToolExecutor:
+        """The session's tool set: built-ins and custom tools, plus the MCP servers it sees."""
+        return session.tools if session.tools is not None else self.registry
+
+    def runtime_tools(self) -> ToolExecutor:
+        """The runtime's tool set: the registry plus the configured MCP servers that are ready."""
+        return self._shared_tools() or self.registry
+
+    def _shared_tools(self) -> SessionTools | None:
+        if self.mcp is None or self.mcp.configured is None:
+            return None
+        with self._mcp_lock:
+            if self._runtime_tools is None:
+                from openheim.runtime.session_tools import SessionTools
+
+                self._runtime_tools = SessionTools(self.registry, [self.mcp.configured])
+            return self._runtime_tools
+
+    def _hub(self) -> McpHub:
+        with self._mcp_lock:
+            if self.mcp is None:
+                from openheim.mcp.hub import McpHub
+
+                self.mcp = McpHub([], self.settings.data_dir, self.config.mcp_startup_timeout_secs)
+            return self.mcp
+
+    def _attach_tools(self, session: SessionState, servers: list[McpServerConfig]) -> None:
+        """Give ``session`` its tool set: configured servers, its project's trusted ``.mcp.json`` (from the
+        sandbox root) and its own ``servers``. Without any, it uses the runtime's shared tool set."""
+        from dataclasses import replace
+
+        root, _ = self.sandbox_for(session.cwd)
+        has_project = (root / ".mcp.json").is_file()
+        old = session.releases
+        session.releases, session.mcp_servers = [], list(servers)
+        session.tools = self._shared_tools()
+        if has_project or servers:
+            from openheim.runtime.session_tools import SessionTools
+
+            hub = self._hub()
+            taken, extra = hub.configured_names(), []
+            project, _ = hub.project(root) if has_project else (None, None)
+            if project is not None:
+                extra.append(project)
+                taken |= project.names()
+                session.releases.append(lambda: hub.release(project))
+            if servers:
+                own = hub.group([replace(s, source="session", cwd=s.cwd or session.cwd) for s in servers], taken)
+                extra.append(own)
+                session.releases.append(lambda: hub.close_group(own))
+            if extra:
+                session.tools = SessionTools(self.registry, [hub.configured, *extra] if hub.configured else extra)
+        for release in old:  # after the new ones took hold, so a shared project group is not restarted
+            release()
+
+    def mcp_statuses(self, session: SessionState | None = None, wait: float = 0.0,
+                     cwd: Path | None = None) -> list[McpServerStatus]:
+        """Status of the MCP servers a session sees (or the runtime's, plus ``cwd``'s project file),
+        waiting up to ``wait`` seconds for servers that are still starting."""
+        import time
+
+        until = time.monotonic() + wait if wait > 0 else None
+        if session is not None:
+            tools = session.tools
+            if tools is None:
+                return []
+            from openheim.runtime.session_tools import SessionTools
+
+            return tools.statuses(until) if isinstance(tools, SessionTools) else []
+        statuses = self.mcp.statuses(until) if self.mcp is not None else []
+        if cwd is not None:
+            statuses += self._project_statuses(cwd, until)
+        return statuses
+
+    def _project_statuses(self, cwd: Path, until: float | None) -> list[McpServerStatus]:
+        root, _ = self.sandbox_for(cwd)
+        if not (root / ".mcp.json").is_file():
+            return []
+        hub = self._hub()
+        group, found = hub.project(root, notify=False)
+        if group is None:
+            taken = hub.configured_names()
+            return [s for s in found.untrusted_statuses() if s.name not in taken] if found is not None else []
+        try:
+            if until is not None:
+                group.wait_ready(until=until)
+            return group.statuses()
+        finally:
+            hub.release(group)
+
+    def close(self) -> None:
+        """Stop every MCP server (their processes end) and forget the live sessions."""
+        self.sessions.release_all()
+        if self.mcp is not None:
+            self.mcp.close()
 
     def _restore_model(self, provider: str | None, model: str | None) -> tuple[AgentConfig, str | None]:
         try:
@@ -219,7 +333,7 @@ class AgentState:
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token)
-                return self.registry.present(tool_name, args, where)
+                return self.tools_of(session).present(tool_name, args, where)
 
             turn = Turn(session.id, body, present, after=previous)
             session.turn = turn
@@ -253,18 +367,21 @@ class AgentState:
         history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
-        ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=RememberingGate(gate or AllowAll(), session.approvals, self.registry.capabilities), client_io=client_io,
-                          session_id=session.id, secret_env_vars=self.settings.secret_env_vars)
         with Lease.acquire(history.history_dir, session.id):
             conv = self._conversation_for(session)
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
+                # MCP servers have been starting in the background; wait (bounded) for the slow ones
+                tools = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
+                ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
+                                  gate=RememberingGate(gate or AllowAll(), session.approvals, tools.capabilities),
+                                  client_io=client_io, session_id=session.id,
+                                  secret_env_vars=self.settings.secret_env_vars)
                 if session.fitter is None:
                     session.fitter = ContextFitter(session.config.context_window)
-                result = run_turn(llm, tools_for_mode(self.registry, session.mode), session.config,
+                result = run_turn(llm, tools_for_mode(tools, session.mode), session.config,
                                   conv.messages, ctx, recorder, system, session.fitter)
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage

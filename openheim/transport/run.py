@@ -139,7 +139,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
 
     cwd = (opts.cwd or Path(os.getcwd())).absolute()
     handle = open_session(client, opts, cwd)
-    handle.permission_gate(PolicyGate(opts.approve, client.tool_capabilities))
+    handle.permission_gate(PolicyGate(opts.approve, handle.tool_capabilities))
     printer = Printer(opts.output, opts.verbose, out, err)
     signals = _SignalGuard(handle)
     try:

@@ -25,14 +25,14 @@ def _on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def serve(config_path: str | None) -> int:
+def serve(config_path: str | None, mcp_config: str | None = None) -> int:
     """Build the runtime (config errors: one stderr line, exit 2), then serve until stdin closes."""
     from openheim.cli import exit_code_for
     from openheim.client import OpenheimClient
     from openheim.errors import OpenheimError
 
     try:
-        client = OpenheimClient.builder().config_path(config_path).build()
+        client = OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build()
     except OpenheimError as e:
         click.echo(f"Error: {e}", err=True)
         return exit_code_for(e)
@@ -45,17 +45,21 @@ def serve(config_path: str | None) -> int:
         return AcpServer(client, inp, out).serve()
     except KeyboardInterrupt:
         return 130
+    finally:
+        client.close()  # every MCP server the sessions started ends with us
 
 
 @click.command("acp")
 @click.pass_context
 def acp_command(ctx: click.Context) -> None:
     """Serve the Agent Client Protocol on stdin/stdout for editors (Zed, JetBrains, Neovim, ...)."""
-    sys.exit(serve((ctx.obj or {}).get("config_path")))
+    obj = ctx.obj or {}
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
 
 
 @click.command("stdio")
 @click.pass_context
 def stdio_command(ctx: click.Context) -> None:
     """Alias of `openheim acp`."""
-    sys.exit(serve((ctx.obj or {}).get("config_path")))
+    obj = ctx.obj or {}
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
