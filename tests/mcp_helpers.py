@@ -64,9 +64,9 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
 class HttpServer:
     """The test server over streamable HTTP on 127.0.0.1 (a real uvicorn process)."""
 
-    def __init__(self, tag: str | None = None, name: str = "fake") -> None:
+    def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0) -> None:
         self.tag = tag or new_tag()
-        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag],
+        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline()

@@ -111,13 +111,13 @@ def build(name: str) -> MCPServer:
     return server
 
 
-def serve_http(server: MCPServer) -> None:
+def serve_http(server: MCPServer, port: int = 0) -> None:
     import anyio
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning")
@@ -128,11 +128,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--name", default="fake")
+    parser.add_argument("--port", type=int, default=0, help="with --http: the port (default: any free one)")
     parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
     opts = parser.parse_args()
     server = build(opts.name)
     if opts.http:
-        serve_http(server)
+        serve_http(server, opts.port)
     else:
         server.run()
 

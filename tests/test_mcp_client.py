@@ -271,3 +271,49 @@ def test_a_third_party_server_from_pypi(tmp_path):
     content, is_error = tool_results(llm)[0]
     assert not is_error, content
     assert json.loads(content)["timezone"] == "Europe/Oslo"
+
+
+def test_a_failed_reconnect_is_reported_and_not_retried_for_30_s(tmp_path):
+    flag, starts = tmp_path / "may-start", tmp_path / "starts"
+    flag.touch()
+    script = f'echo start >> {starts}; test -f {flag} && exec {PYTHON} {SERVER}'
+    llm = ScriptedLlm([])
+    with build(tmp_path, llm, {"flaky": {"command": "sh", "args": ["-c", script]}}) as client:
+        session = client.new_session(tmp_path)
+        client.mcp_servers(wait=60)
+        llm.replies = [tool_reply(("flaky__crash", {})), text_reply("d")]
+        session.prompt("crash it")
+        flag.unlink()
+        llm.replies = [tool_reply(("flaky__echo", {"text": "a"})), text_reply("d"),
+                       tool_reply(("flaky__echo", {"text": "b"})), text_reply("d")]
+        session.prompt("one")
+        first = tool_results(llm)[-1]
+        session.prompt("two")
+        second = tool_results(llm)[-1]
+        status = client.mcp_servers()[0]
+    expected = "MCP server 'flaky' closed its connection and reconnecting failed"
+    assert first[1] and expected in first[0]
+    assert second[1] and expected in second[0]
+    assert starts.read_text().count("start") == 2  # the second call did not try again
+    assert status.state == "disconnected" and expected in status.error
+
+
+def test_an_http_server_that_restarts_is_reconnected(tmp_path):
+    llm = ScriptedLlm([])
+    http = HttpServer()
+    try:
+        with build(tmp_path, llm, {"web": {"url": http.url}}) as client:
+            session = client.new_session(tmp_path)
+            client.mcp_servers(wait=60)
+            http.stop()
+            http = HttpServer(port=http.port)
+            llm.replies = [tool_reply(("web__echo", {"text": "lost"})), text_reply("d"),
+                           tool_reply(("web__echo", {"text": "back"})), text_reply("d")]
+            session.prompt("one")
+            lost = tool_results(llm)[-1]
+            session.prompt("two")
+            back = tool_results(llm)[-1]
+    finally:
+        http.stop()
+    assert lost[1] is True and "MCP tool 'echo' on 'web' failed" in lost[0]
+    assert back == ("echo: back", False)

@@ -4,7 +4,7 @@
                     "docs": {"type": "http", "url": "https://example.com/mcp",
                              "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}}}
 
-``type`` may be absent or ``stdio``; ``http`` (also ``streamable-http``/``streamableHttp``) for streamable
+``type`` may be absent (a ``url`` without a ``command`` is then HTTP) or ``stdio``; ``http`` (also ``streamable-http``/``streamableHttp``) for streamable
 HTTP; ``sse`` is refused (openheim speaks streamable HTTP only). ``"disabled": true`` skips an entry.
 ``${VAR}`` and ``${VAR:-default}`` in command, args, env, url and headers are read from the environment.
 Other keys are ignored.
@@ -47,7 +47,8 @@ def server_from_entry(name: str, entry: object, where: str) -> McpServerConfig |
         raise ConfigError(f"MCP server '{name}' in {where} must be a JSON object")
     if entry.get("disabled") is True:
         return None
-    kind = str(entry.get("type") or "stdio").strip().lower()
+    default = "http" if entry.get("url") and not entry.get("command") else "stdio"  # Cursor: a bare url
+    kind = str(entry.get("type") or default).strip().lower()
     if kind == "sse":
         raise ConfigError(f"MCP server '{name}' in {where} uses the SSE transport, which openheim does not speak; "
                           "use the server's streamable HTTP endpoint (\"type\": \"http\")")
