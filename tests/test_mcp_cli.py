@@ -123,7 +123,8 @@ def test_mcp_status_needs_no_api_key_and_says_when_there_is_nothing(isolated_hom
     assert r.stdout.startswith("No MCP servers configured.")
 
 
-def test_sigterm_mid_call_ends_every_server(srv, isolated_home, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_call_ends_every_server(srv, isolated_home, tmp_path, sig):
     tag = new_tag()
     write_config(isolated_home, srv.base_url, extra=toml_server("fake", tag))
     srv.enqueue(Reply(tool_calls=[ToolCall("fake__sleep", {"seconds": 60})]), Reply(text="never"))
@@ -131,10 +132,10 @@ def test_sigterm_mid_call_ends_every_server(srv, isolated_home, tmp_path):
     try:
         assert wait_until(lambda: len(srv.requests) >= 1 and pids_with(tag), timeout=30)
         time.sleep(0.5)  # the call is in flight
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)  # Ctrl-C reaches openheim only: its servers run in sessions of their own
         proc.wait(15)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert proc.returncode == 128 + sig
     assert wait_until(lambda: not pids_with(tag), timeout=5)

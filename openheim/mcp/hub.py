@@ -139,7 +139,13 @@ class McpHub:
         for group in groups:
             futures.extend(group.close_async())
         started = time.monotonic()
-        finish(futures, [s for g in groups for s in g.servers], timeout)
+        servers = [s for g in groups for s in g.servers]
+        try:
+            finish(futures, servers, timeout)
+        except BaseException:  # a second Ctrl-C while waiting: no time for manners, but no orphans either
+            for server in servers:
+                server.kill_leftovers()
+            raise
         if bridge is not None:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
 

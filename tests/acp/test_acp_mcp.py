@@ -62,6 +62,23 @@ def test_stdin_eof_ends_every_client_server(srv, project):
     assert wait_until(lambda: not pids_with(tag), timeout=5)
 
 
+def test_sigterm_ends_every_client_server(srv, project):
+    import signal
+
+    tag = new_tag()
+    wire = AcpWire()
+    try:
+        wire.initialize()
+        wire.result("session/new", {"cwd": str(project), "mcpServers": [stdio_entry("a", tag)]})
+        assert wait_until(lambda: pids_with(tag), timeout=30)
+        wire.proc.send_signal(signal.SIGTERM)
+        code = wire.proc.wait(15)
+    finally:
+        wire.close()
+    assert code == 128 + signal.SIGTERM
+    assert wait_until(lambda: not pids_with(tag), timeout=5)
+
+
 def test_a_client_supplied_http_server_and_a_bad_entry(wire, srv, project):
     with HttpServer() as http:
         srv.enqueue(Reply(tool_calls=[ToolCall("remote__header", {"name": "authorization"})]), Reply(text="ok"))
