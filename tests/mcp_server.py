@@ -118,6 +118,7 @@ def serve_http(server: MCPServer, port: int = 0) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    sock.listen(128)  # connections queue from now on, so a client may connect as soon as it reads the port
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning")

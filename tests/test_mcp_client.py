@@ -307,13 +307,15 @@ def test_an_http_server_that_restarts_is_reconnected(tmp_path):
             client.mcp_servers(wait=60)
             http.stop()
             http = HttpServer(port=http.port)
-            llm.replies = [tool_reply(("web__echo", {"text": "lost"})), text_reply("d"),
-                           tool_reply(("web__echo", {"text": "back"})), text_reply("d")]
+            llm.replies = [tool_reply(("web__echo", {"text": "first"})), text_reply("d"),
+                           tool_reply(("web__echo", {"text": "second"})), text_reply("d")]
             session.prompt("one")
-            lost = tool_results(llm)[-1]
+            first = tool_results(llm)[-1]
             session.prompt("two")
-            back = tool_results(llm)[-1]
+            second = tool_results(llm)[-1]
     finally:
         http.stop()
-    assert lost[1] is True and "MCP tool 'echo' on 'web' failed" in lost[0]
-    assert back == ("echo: back", False)
+    # the restarted server refuses the old session before running anything, so the call is sent again at once
+    # (when the old connection's loss was seen first, that call fails instead and the next one reconnects)
+    assert first == ("echo: first", False) or (first[1] and "MCP tool 'echo' on 'web' failed" in first[0])
+    assert second == ("echo: second", False)

@@ -63,12 +63,16 @@ def error_code(error: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
+def session_gone(error: BaseException) -> bool:
+    """Streamable HTTP: the server does not know our session (it restarted), so the request never ran."""
+    text = str(leaf_error(error)).lower()
+    return "session" in text and ("terminated" in text or "not found" in text)
+
+
 def transport_lost(error: BaseException) -> bool:
     """Whether a failed request means the connection is gone (so the next call reconnects)."""
     leaf = leaf_error(error)
-    if error_code(leaf) == CONNECTION_CLOSED:
-        return True
-    if "Session terminated" in str(leaf):  # streamable HTTP: the server forgot our session (it restarted)
+    if error_code(leaf) == CONNECTION_CLOSED or session_gone(leaf):
         return True
     return isinstance(leaf, (OSError, EOFError)) or type(leaf).__module__.startswith(("httpx2", "httpcore2", "anyio"))
 
@@ -321,7 +325,16 @@ class McpServer:
     async def _call(self, tool: str, arguments: dict, limit: float) -> dict:
         session = await self._live_session()
         try:
-            result = await session.call_tool(tool, arguments or None, read_timeout_seconds=limit)
+            try:
+                result = await session.call_tool(tool, arguments or None, read_timeout_seconds=limit)
+            except Exception as e:
+                if not session_gone(e):
+                    raise
+                self._broken = True  # refused before it ran: reconnect and send it again, once
+                session = await self._live_session()
+                result = await session.call_tool(tool, arguments or None, read_timeout_seconds=limit)
+        except CallFailed:
+            raise
         except Exception as e:
             if error_code(e) == REQUEST_TIMEOUT:
                 raise CallFailed(f"MCP tool '{tool}' on '{self.name}' did not finish within {int(limit)}s") from None
