@@ -74,9 +74,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
     if opts.get("check_model", True):
         state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
-        from openheim.mcp.hub import McpHub
-
-        state.mcp = McpHub(list(config.mcp_servers.values()), settings.data_dir, config.mcp_startup_timeout_secs)
+        state.mcp.start(list(config.mcp_servers.values()))
     return state
 
 

@@ -15,6 +15,7 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn import CancelToken, TurnContext
 from openheim.errors import InvalidArgument, NotFound, OpenheimError, SessionBusy
+from openheim.runtime.mcp_wiring import McpWiring
 from openheim.runtime.session import SessionMap, SessionState
 from openheim.runtime.turn import Turn
 
@@ -26,9 +27,7 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
-    from openheim.mcp.hub import McpHub
     from openheim.mcp.status import McpServerStatus
-    from openheim.runtime.session_tools import SessionTools
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +58,13 @@ class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None, mcp: McpHub | None = None) -> None:
+                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None) -> None:
         from openheim.conversation.store import ConversationStore
 
         self.settings = settings
         self.config = settings.config
         self.registry = registry
-        self.mcp = mcp  # the runtime's MCP servers; created on first need when none are configured
-        self._mcp_lock = threading.Lock()
-        self._runtime_tools: SessionTools | None = None
+        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs)
         self.conversations = ConversationStore(settings.data_dir)
         self.sessions = SessionMap()
         self._llm_factory = llm_factory
@@ -156,95 +153,21 @@ class AgentState:
 
     def runtime_tools(self) -> ToolExecutor:
         """The runtime's tool set: the registry plus the configured MCP servers that are ready."""
-        return self._shared_tools() or self.registry
-
-    def _shared_tools(self) -> SessionTools | None:
-        if self.mcp is None or self.mcp.configured is None:
-            return None
-        with self._mcp_lock:
-            if self._runtime_tools is None:
-                from openheim.runtime.session_tools import SessionTools
-
-                self._runtime_tools = SessionTools(self.registry, [self.mcp.configured])
-            return self._runtime_tools
-
-    def _hub(self) -> McpHub:
-        with self._mcp_lock:
-            if self.mcp is None:
-                from openheim.mcp.hub import McpHub
-
-                self.mcp = McpHub([], self.settings.data_dir, self.config.mcp_startup_timeout_secs)
-            return self.mcp
+        return self.mcp.shared_tools() or self.registry
 
     def _attach_tools(self, session: SessionState, servers: list[McpServerConfig]) -> None:
-        """Give ``session`` its tool set: configured servers, its project's trusted ``.mcp.json`` (from the
-        sandbox root) and its own ``servers``. Without any, it uses the runtime's shared tool set."""
-        from dataclasses import replace
-
-        root, _ = self.sandbox_for(session.cwd)
-        has_project = (root / ".mcp.json").is_file()
-        old = session.releases
-        session.releases, session.mcp_servers = [], list(servers)
-        session.tools = self._shared_tools()
-        if has_project or servers:
-            from openheim.runtime.session_tools import SessionTools
-
-            hub = self._hub()
-            taken, extra = hub.configured_names(), []
-            project, _ = hub.project(root) if has_project else (None, None)
-            if project is not None:
-                extra.append(project)
-                taken |= project.names()
-                session.releases.append(lambda: hub.release(project))
-            if servers:
-                own = hub.group([replace(s, source="session", cwd=s.cwd or session.cwd) for s in servers], taken)
-                extra.append(own)
-                session.releases.append(lambda: hub.close_group(own))
-            if extra:
-                session.tools = SessionTools(self.registry, [hub.configured, *extra] if hub.configured else extra)
-        for release in old:  # after the new ones took hold, so a shared project group is not restarted
-            release()
+        self.mcp.attach(session, self.sandbox_for(session.cwd)[0], servers)
 
     def mcp_statuses(self, session: SessionState | None = None, wait: float = 0.0,
                      cwd: Path | None = None) -> list[McpServerStatus]:
         """Status of the MCP servers a session sees (or the runtime's, plus ``cwd``'s project file),
         waiting up to ``wait`` seconds for servers that are still starting."""
-        import time
-
-        until = time.monotonic() + wait if wait > 0 else None
-        if session is not None:
-            tools = session.tools
-            if tools is None:
-                return []
-            from openheim.runtime.session_tools import SessionTools
-
-            return tools.statuses(until) if isinstance(tools, SessionTools) else []
-        statuses = self.mcp.statuses(until) if self.mcp is not None else []
-        if cwd is not None:
-            statuses += self._project_statuses(cwd, until)
-        return statuses
-
-    def _project_statuses(self, cwd: Path, until: float | None) -> list[McpServerStatus]:
-        root, _ = self.sandbox_for(cwd)
-        if not (root / ".mcp.json").is_file():
-            return []
-        hub = self._hub()
-        group, found = hub.project(root, notify=False)
-        if group is None:
-            taken = hub.configured_names()
-            return [s for s in found.untrusted_statuses() if s.name not in taken] if found is not None else []
-        try:
-            if until is not None:
-                group.wait_ready(until=until)
-            return group.statuses()
-        finally:
-            hub.release(group)
+        return self.mcp.statuses(session, wait, self.sandbox_for(cwd)[0] if cwd is not None else None)
 
     def close(self) -> None:
         """Stop every MCP server (their processes end) and forget the live sessions."""
         self.sessions.release_all()
-        if self.mcp is not None:
-            self.mcp.close()
+        self.mcp.close()
 
     def _restore_model(self, provider: str | None, model: str | None) -> tuple[AgentConfig, str | None]:
         try:
