@@ -3,8 +3,8 @@
 #
 #   build/build.sh               one file:  build/dist/openheim
 #   build/build.sh --onedir      a folder:  build/dist/openheim-onedir/openheim
-#   build/build.sh --with-mcp    also bundle the mcp SDK stack (bigger, slower to start)
-#   (or OPENHEIM_ONEDIR=1 / OPENHEIM_WITH_MCP=1 in the environment)
+#   build/build.sh --without-mcp leave the mcp SDK stack out (smaller, faster to start; no MCP servers)
+#   (or OPENHEIM_ONEDIR=1 / OPENHEIM_WITHOUT_MCP=1 in the environment)
 #
 # Python environment: $OPENHEIM_BUILD_VENV if set, else the checkout's .venv if it exists, else a new
 # venv in build/work/venv made with ${PYTHON:-python3}. A new venv gets pyinstaller, the project's
@@ -18,15 +18,16 @@ cd "$ROOT"
 is_on() { [[ "${1,,}" =~ ^(1|true|yes|on)$ ]]; }
 MODE=onefile
 SPEC_ARGS=()
-WITH_MCP=0
+WITH_MCP=1
 if is_on "${OPENHEIM_ONEDIR:-}"; then MODE=onedir; fi      # the spec reads these two as well
-if is_on "${OPENHEIM_WITH_MCP:-}"; then WITH_MCP=1; fi
+if is_on "${OPENHEIM_WITHOUT_MCP:-}"; then WITH_MCP=0; fi
 for arg in "$@"; do
     case "$arg" in
         --onedir) MODE=onedir; SPEC_ARGS+=(--onedir) ;;
-        --with-mcp) WITH_MCP=1; SPEC_ARGS+=(--with-mcp) ;;
+        --without-mcp) WITH_MCP=0; SPEC_ARGS+=(--without-mcp) ;;
+        --with-mcp) ;;  # the default now
         -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-        *) echo "build.sh: unknown option '$arg'; use --onedir and/or --with-mcp" >&2; exit 2 ;;
+        *) echo "build.sh: unknown option '$arg'; use --onedir and/or --without-mcp" >&2; exit 2 ;;
     esac
 done
 
@@ -51,7 +52,7 @@ if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
     "$PY" -m pip install --quiet "pyinstaller>=6"
 fi
 if [[ "$WITH_MCP" == 1 ]] && ! "$PY" -c 'import mcp' 2>/dev/null; then
-    "$PY" -m pip install --quiet "mcp>=2"
+    "$PY" -m pip install --quiet "mcp>=2.3,<3"
 fi
 "$PY" -c 'import sqlite_vec' 2>/dev/null || {
     echo "build.sh: sqlite-vec is missing from $VENV; install it: $PY -m pip install sqlite-vec" >&2; exit 1; }

@@ -26,6 +26,7 @@ class LazyGroup(click.Group):
     """Subcommands named here are imported only when used, keeping `--version` light."""
 
     lazy = {
+        "mcp": "openheim.mcp.cli:mcp",
         "memory": "openheim.memory.cli:memory",
         "sessions": "openheim.conversation.cli:sessions",
         "acp": "openheim.transport.stdio:acp_command",
@@ -140,21 +141,24 @@ def describe(error: Exception) -> str:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
               help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, "
                    "else ~/.openheim/config.toml).")
+@click.option("--mcp-config", "mcp_config", type=click.Path(dir_okay=False), metavar="FILE",
+              help='Also use the MCP servers of this {"mcpServers": ...} JSON file.')
 @click.option("--skills", help="Comma-separated skills for the chat's new session (with no subcommand).")
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None, skills: str | None) -> None:
+def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, skills: str | None) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible).
 
     With no subcommand it opens the terminal chat (type :help there)."""
     setup_logging()
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
+    ctx.obj["mcp_config"] = mcp_config
     ctx.obj["ltm_factory"] = lambda: _long_term_memory(config_path)
     if ctx.invoked_subcommand is None:
-        sys.exit(_chat(config_path, skills))
+        sys.exit(_chat(config_path, mcp_config, skills))
 
 
-def _chat(config_path: str | None, skills: str | None) -> int:
+def _chat(config_path: str | None, mcp_config: str | None, skills: str | None) -> int:
     """The curses chat; without a terminal, a hint to use `openheim run` (exit 2)."""
     from openheim.client import OpenheimClient
 
@@ -163,15 +167,16 @@ def _chat(config_path: str | None, skills: str | None) -> int:
                    err=True)
         return 2
     names = [s.strip() for s in (skills or "").split(",") if s.strip()]
-    client = OpenheimClient.builder().config_path(config_path).build()
-    available = {s.name for s in client.skills()}
-    unknown = [n for n in names if n not in available]
-    if unknown:
-        raise click.UsageError(f"unknown skill '{unknown[0]}' (available: {', '.join(sorted(available)) or 'none'}; "
-                               f"add {client.data_dir / 'skills' / unknown[0]}.md to create it)")
-    from openheim.tui import run_tui
+    with OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build() as client:
+        available = {s.name for s in client.skills()}
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            raise click.UsageError(f"unknown skill '{unknown[0]}' (available: "
+                                   f"{', '.join(sorted(available)) or 'none'}; "
+                                   f"add {client.data_dir / 'skills' / unknown[0]}.md to create it)")
+        from openheim.tui import run_tui
 
-    return run_tui(client, names, __version__)
+        return run_tui(client, names, __version__)
 
 
 def _long_term_memory(config_path: str | None):
@@ -221,13 +226,16 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
         text = _prompt_text(prompt)
-        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path")).provider(provider).model(model)
+        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
+                  .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
-    sys.exit(run_prompt(client, opts))
+    with client:  # closing stops the MCP servers
+        code = run_prompt(client, opts)
+    sys.exit(code)
 
 
 def _prompt_text(prompt: str | None) -> str:

@@ -23,7 +23,7 @@ from openheim.core.models import (
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.config.schema import Config
+    from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import ConversationMeta
     from openheim.conversation.skills import Skill
     from openheim.core.client_io import ClientIo
@@ -32,9 +32,28 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.tools import ToolCapabilities, ToolHandler, ToolView
+    from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.state import AgentState
     from openheim.runtime.turn import Turn
+
+def mcp_server_configs(servers: list | tuple | None) -> list[McpServerConfig]:
+    """Server configs from McpServerConfig objects or dicts ``{"name", "command", "args", "env"}`` /
+    ``{"name", "url", "headers"}`` (a ConfigError says what is wrong with one)."""
+    from openheim.config.schema import McpServerConfig, parse_mcp_server
+    from openheim.errors import ConfigError
+
+    configs: list[McpServerConfig] = []
+    for i, entry in enumerate(servers or ()):
+        if isinstance(entry, McpServerConfig):
+            configs.append(entry)
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            raise ConfigError(f"MCP server #{i + 1} must be a McpServerConfig or a dict with a 'name'")
+        table = {k: v for k, v in entry.items() if k != "name"}
+        configs.append(parse_mcp_server(entry["name"], table, section=f"mcp_servers[{i}] ({entry['name']})"))
+    return configs
+
 
 def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] | tuple = ()) -> list[ContentBlock]:
     """Prompt text (empty adds no block) followed by (base64 data, mime type) images, in order."""
@@ -151,7 +170,23 @@ class SessionHandle:
         from openheim.core.tools import ViewContext
 
         where = ViewContext(self.cwd, self._io, with_diff=with_diff, root=self._state.sandbox_for(self.cwd)[0])
-        return self._state.tools_for(self._state.session(self.id)).present(tool_name, args, where)
+        return self._tools().present(tool_name, args, where)
+
+    def _tools(self):
+        return self._state.tools_for(self._state.session(self.id))
+
+    def tools(self) -> list[Tool]:
+        """The tools this session offers now: built-ins, custom tools, delegate_task, and its MCP servers'
+        (those ready)."""
+        return self._tools().definitions()
+
+    def tool_capabilities(self, name: str) -> ToolCapabilities:
+        return self._tools().capabilities(name)
+
+    def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:
+        """The MCP servers this session sees (configured, its project's, its own), waiting up to ``wait``
+        seconds for those still starting."""
+        return self._state.mcp_statuses(self._state.session(self.id), wait)
 
     # --- ACP adapters -------------------------------------------------------------------
 
@@ -222,12 +257,18 @@ class OpenheimClient:
     # --- sessions ---------------------------------------------------------------------
 
     def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
-                    skills: list[str] | tuple[str, ...] = ()) -> SessionHandle:
-        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills)
+                    skills: list[str] | tuple[str, ...] = (),
+                    mcp_servers: list[McpServerConfig | dict] | None = None) -> SessionHandle:
+        """A new session rooted at ``cwd``. ``mcp_servers`` are its own (started now, in the background,
+        and stopped when it closes), added to the configured ones."""
+        configs = mcp_server_configs(mcp_servers)
+        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs)
         return SessionHandle(self, session.id)
 
-    def resume_session(self, session_id: str, cwd: str | Path | None = None) -> tuple[SessionHandle, LoadedSession]:
-        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None)
+    def resume_session(self, session_id: str, cwd: str | Path | None = None,
+                       mcp_servers: list[McpServerConfig | dict] | None = None) -> tuple[SessionHandle, LoadedSession]:
+        configs = mcp_server_configs(mcp_servers) if mcp_servers is not None else None
+        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs)
         return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
 
     def session(self, session_id: str) -> SessionHandle:
@@ -265,10 +306,17 @@ class OpenheimClient:
         return self.state.models()
 
     def tools(self) -> list[Tool]:
-        return self.state.registry.definitions()
+        """Built-in and custom tools, plus the tools of configured MCP servers that are ready."""
+        return self.state.runtime_tools().definitions()
 
     def tool_capabilities(self, name: str) -> ToolCapabilities:
-        return self.state.registry.capabilities(name)
+        return self.state.runtime_tools().capabilities(name)
+
+    def mcp_servers(self, wait: float = 0.0, cwd: str | Path | None = None) -> list[McpServerStatus]:
+        """Status of the configured MCP servers (config.toml, builder, --mcp-config), waiting up to ``wait``
+        seconds for those still starting. With ``cwd``, also that directory's project ``.mcp.json`` servers:
+        started for the check when the file is trusted, listed as untrusted otherwise."""
+        return self.state.mcp_statuses(None, wait, Path(cwd).absolute() if cwd else None)
 
     def memory(self) -> LongTermMemory | None:
         """The long-term memory behind the remember / search_memory / edit_memory / forget tools."""
@@ -277,12 +325,6 @@ class OpenheimClient:
     def skills(self) -> list[Skill]:
         """The installed skills (name and description)."""
         return self.state.conversations.skills.list()
-
-    def mcp_servers(self) -> list[dict]:
-        """Each configured MCP server's status: name, transport, status, tool_count, error."""
-        return [{"name": name, "transport": "http" if server.url else "stdio", "status": "not_started",
-                 "tool_count": 0, "error": "this version of openheim does not start MCP servers"}
-                for name, server in self.config.mcp_servers.items()]
 
     def save_theme(self, name: str) -> None:
         """Save ``name`` as ``[tui].theme_color`` in the config file, keeping its comments and layout."""
@@ -342,6 +384,26 @@ class OpenheimBuilder:
 
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
+
+    def mcp_server(self, name: str, config: McpServerConfig | dict) -> OpenheimBuilder:
+        """Add an MCP server (dict keys as in [mcp_servers.NAME]: command, args, env, url, headers,
+        tool_timeout_secs); it overrides a config.toml server of the same name."""
+        (server,) = mcp_server_configs([{"name": name, **config} if isinstance(config, dict) else config])
+        if server.name != name:
+            from dataclasses import replace
+
+            server = replace(server, name=name)
+        self._opts.setdefault("mcp_servers", {})[name] = server
+        return self
+
+    def mcp_config(self, path: str | Path | None) -> OpenheimBuilder:
+        """Also use the servers of an ``mcpServers`` JSON file (as written for other MCP clients)."""
+        return self._set("mcp_config", path)
+
+    def check_model(self, enabled: bool = True) -> OpenheimBuilder:
+        """Resolve the default model and its API key at build time (the default); a tool that never
+        prompts, such as `openheim mcp`, turns it off."""
+        return self._set("check_model", enabled)
 
     def tool(self, handler: ToolHandler | Callable[..., object]) -> OpenheimBuilder:
         """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""

@@ -162,3 +162,26 @@ def test_shell_child_sees_the_users_library_path(frozen_bin, isolated_home, tmp_
 def test_shell_child_sees_no_pyinstaller_variables(frozen_bin, isolated_home, tmp_path):
     child, _own = shell_probe(frozen_bin, isolated_home, tmp_path, {})
     assert [x for x in child if x.startswith("_PYI_") or "_MEI" in x] == []
+
+
+def test_mcp_servers_over_stdio_and_http_inside_the_binary(frozen_bin, isolated_home, tmp_path):
+    """MCP is in the default binary: a stdio and an HTTP server's tools are called; both end with openheim."""
+    from mcp_helpers import PYTHON, SERVER, HttpServer, new_tag, pids_with, wait_until
+
+    tag = new_tag()
+    with FakeLLMServer(wire="openai") as srv, HttpServer() as http:
+        write_config(isolated_home, f'default_provider = "fake"\n{provider("fake", srv.base_url)}\n'
+                                    f'[mcp_servers.local]\ncommand = "{PYTHON}"\nargs = ["{SERVER}", "--tag", "{tag}"]\n'
+                                    f'[mcp_servers.web]\nurl = "{http.url}"\nheaders = {{ X-Team = "blue" }}\n')
+        srv.enqueue(Reply(tool_calls=[ToolCall("local__echo", {"text": "via stdio"}),
+                                      ToolCall("web__header", {"name": "x-team"}),
+                                      ToolCall("local__env", {"name": "LD_LIBRARY_PATH"})]), Reply(text="done"))
+        r = run_bin(frozen_bin, "run", "go", cwd=tmp_path)
+        status = run_bin(frozen_bin, "mcp", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+    results = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
+    assert results == ["echo: via stdio", "blue", "<unset>"]  # the server never sees the bundle's library path
+    assert wait_until(lambda: not pids_with(tag), timeout=5)
+    servers = {s["name"]: s for s in json.loads(status.stdout)["servers"]}
+    assert servers["local"]["connected"] and servers["web"]["connected"], status.stdout

@@ -22,3 +22,28 @@ def test_import_openheim_is_lazy():
     code = "import sys, openheim; print(len([m for m in sys.modules if m.startswith('openheim.')]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"
+
+
+def _modules_imported_by_run(home, base_url: str, extra: str = "") -> set[str]:
+    import os
+
+    from cli_helpers import ROOT, write_config
+
+    write_config(home, base_url, extra=extra)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "openheim", "run", "hi"], capture_output=True,
+                       text=True, env=env, stdin=subprocess.DEVNULL, timeout=60, cwd=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_run_without_mcp_servers_never_imports_mcp(isolated_home):
+    from fake_llm import FakeLLMServer
+    from mcp_helpers import toml_server
+
+    with FakeLLMServer(wire="openai") as srv:
+        plain = _modules_imported_by_run(isolated_home, srv.base_url)
+        with_server = _modules_imported_by_run(isolated_home, srv.base_url, extra=toml_server("fake"))
+    assert "requests" in plain
+    assert not {m for m in plain if m.split(".")[0] == "mcp" or m.startswith("openheim.mcp")}
+    assert {"mcp", "openheim.mcp.bridge"} <= with_server  # the check above can fail

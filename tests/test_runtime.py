@@ -164,12 +164,3 @@ def test_live_session_rereads_history_another_client_appended(isolated_home, tmp
     sent = [m.text() for m in llm_a.sent[-1] if m.role != "system"]
     assert sent == ["from a", "a1", "from b", "b1", "a again"]
     assert len(first.get_session(session.id)) == 6
-
-
-def test_configured_mcp_servers_are_reported_not_silently_ignored(isolated_home, tmp_path, caplog):
-    extra = '[mcp_servers.files]\ncommand = "some-mcp-server"\n'
-    with caplog.at_level("WARNING"):
-        make_client(isolated_home, ScriptedLlm([]), extra="")
-        (isolated_home / "config.toml").write_text((isolated_home / "config.toml").read_text() + extra)
-        OpenheimClient.builder().llm_factory(lambda cfg: ScriptedLlm([])).build()
-    assert any("[mcp_servers] (files) is not supported" in r.message for r in caplog.records)

@@ -10,6 +10,7 @@ from openheim.acp import util
 from openheim.acp.client_io import client_capabilities
 from openheim.acp.convert import prompt_blocks, replay, text_chunk
 from openheim.acp.lazy import LazyClient
+from openheim.acp.mcp_servers import mcp_servers
 from openheim.acp.prompt import ClientFeatures, PromptRun
 from openheim.acp.util import invalid_params, require_str
 from openheim.core.models import TextBlock
@@ -61,7 +62,7 @@ class Handlers:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             },
             "authMethods": [],
@@ -76,14 +77,14 @@ class Handlers:
 
     def new_session(self, request_id: Any, params: dict) -> Any:
         cwd = _cwd(params)
-        _mcp_servers(params)
+        servers = mcp_servers(params)
         meta = util.meta_of(params)
         skills = meta.get("skills") or []
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise invalid_params("'_meta.skills' must be an array of skill names")
         model = meta.get("model")
         provider, model = util.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
-        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills)
+        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers)
         self.conn.respond(request_id, {"sessionId": session.id, **util.session_setup(self.client, session)})
         self._announce_commands(session.id)
         return DEFERRED
@@ -108,9 +109,9 @@ class Handlers:
     def load_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
-        _mcp_servers(params)
+        servers = mcp_servers(params)
         self._check_idle(session_id)
-        session, loaded = self.client.resume_session(session_id, cwd)
+        session, loaded = self.client.resume_session(session_id, cwd, mcp_servers=servers)
         if loaded.warning:
             self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
         for update in replay(loaded.messages, session.present):
@@ -122,9 +123,9 @@ class Handlers:
     def resume_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
-        _mcp_servers(params)
+        servers = mcp_servers(params)
         self._check_idle(session_id)
-        session, _ = self.client.resume_session(session_id, cwd)
+        session, _ = self.client.resume_session(session_id, cwd, mcp_servers=servers)
         self.conn.respond(request_id, util.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
@@ -256,13 +257,3 @@ def _cwd(params: dict) -> Path:
         raise invalid_params(f"cwd must be an absolute path, got '{cwd}'")
     return path
 
-
-def _mcp_servers(params: dict) -> list:
-    servers = params.get("mcpServers", [])
-    if servers is None:
-        return []
-    if not isinstance(servers, list):
-        raise invalid_params("'mcpServers' must be an array")
-    if servers:
-        log.info("client-supplied MCP servers are not connected yet (%d ignored)", len(servers))
-    return servers

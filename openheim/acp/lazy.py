@@ -52,3 +52,10 @@ class LazyClient:
                 raise Unavailable(self._error)
             assert self._client is not None
             return self._client
+
+    def close(self) -> None:
+        """Close the client if it was built (its MCP servers and threads end)."""
+        with self._lock:
+            client = self._client
+        if client is not None:
+            client.close()

@@ -34,8 +34,13 @@ class ProviderConfig:
                 f"api_key={key!r}, timeout_secs={self.timeout_secs})")
 
 
+MCP_SOURCES = ("config", "mcp-config", "project", "session")
+
+
 @dataclass
 class McpServerConfig:
+    """One MCP server: stdio (``command``) or streamable HTTP (``url``, which wins when both are set)."""
+
     name: str
     command: str | None = None
     args: list[str] = field(default_factory=list)
@@ -43,11 +48,18 @@ class McpServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tool_timeout_secs: int = 600
+    source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
+    cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio" if self.command else "unknown"
 
     def __repr__(self) -> str:
         return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
                 f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
-                f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs})")
+                f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs}, "
+                f"source={self.source!r})")
 
 
 @dataclass
@@ -80,6 +92,7 @@ class Config:
     data_dir: Path | None = None
     theme_color: str | None = None
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    mcp_startup_timeout_secs: int = 10  # how long a turn waits for MCP servers that are still starting
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     path: Path | None = None  # where it was loaded from
@@ -183,10 +196,11 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
 _MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs"}
 
 
-def parse_mcp_server(name: str, d: dict) -> McpServerConfig:
+def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
+    """One server's table (or JSON object); ``section`` names it in messages (default ``mcp_servers.NAME``)."""
+    section = section or f"mcp_servers.{name}"
     if not isinstance(d, dict):
-        raise ConfigError(f"[mcp_servers.{name}] must be a table")
-    section = f"mcp_servers.{name}"
+        raise ConfigError(f"[{section}] must be a table")
     _warn_unknown(d, _MCP_KEYS, section)
     if d.get("tool_timeout_secs") == 0:
         raise ConfigError(f"MCP server '{name}' has tool_timeout_secs = 0; it must be at least 1")
@@ -201,13 +215,29 @@ def parse_mcp_server(name: str, d: dict) -> McpServerConfig:
     )
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
-    if server.url and server.url.startswith("http://") and server.headers:
-        raise ConfigError(f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
-                          "unencrypted connection (use https://)")
+    if server.url:
+        check_mcp_url(name, server.url, bool(server.headers))
     for hname, hvalue in server.headers.items():
         if not hname or any(c in hname for c in " :\r\n") or any(c in hvalue for c in "\r\n"):
             raise ConfigError(f"MCP server '{name}' has an invalid header '{hname}'")
     return server
+
+
+def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
+    """http(s) only; headers (credentials) never travel over plain http except to a loopback address."""
+    from urllib.parse import urlsplit
+
+    from openheim.config.resolve import is_loopback_host
+
+    if not (url.startswith("http://") or url.startswith("https://")):
+        raise ConfigError(f"MCP server '{name}' url '{scrub_url(url)}' must start with http:// or https://")
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        raise ConfigError(f"MCP server '{name}' has an invalid url") from None
+    if url.startswith("http://") and has_headers and not is_loopback_host(host):
+        raise ConfigError(f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
+                          "unencrypted connection (use https://, or a loopback address)")
 
 
 def parse_memory(d: dict) -> MemoryConfig:
@@ -243,7 +273,8 @@ def parse_serve(d: dict) -> ServeConfig:
 
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "memory", "theme_color", "max_parallel_tools", "serve"}
+             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
+             "max_parallel_tools", "serve"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -269,6 +300,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         data_dir=Path(data_dir).expanduser() if data_dir else None,
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
+        mcp_startup_timeout_secs=_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         path=path,

@@ -12,6 +12,7 @@ max_iterations = 10
 # default_skills = ["rust"]          # skills added to every new conversation
 # work_dir = "/path/to/project"      # sandbox root for file tools (default: the session's cwd)
 # allow_shell = false                # set true to give the model execute_command
+# mcp_startup_timeout_secs = 10      # how long a turn waits for MCP servers still starting
 
 [tui]
 # theme_color = "gray"               # white, gray, blue, cyan, magenta, green, yellow, red, pink
@@ -56,7 +57,8 @@ env_var = "GEMINI_API_KEY"
 # embedding_model = "text-embedding-3-small"
 # top_k = 5
 
-# MCP servers (tools appear as server__tool):
+# MCP servers (tools appear as server__tool; `openheim mcp` shows their status; a project's
+# .mcp.json is used after `openheim mcp trust`):
 # [mcp_servers.files]
 # command = "npx"
 # args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]

@@ -261,3 +261,46 @@ class ScopedExecutor:
 
     def __contains__(self, name: object) -> bool:
         return name in self.allowed
+
+
+class LayeredExecutor:
+    """Several executors as one tool set: each name is served by the first layer that has it."""
+
+    def __init__(self, *layers: ToolExecutor) -> None:
+        self.layers = layers
+        self._owner: dict[str, ToolExecutor] = {}
+        for layer in layers:
+            for name in layer.names():
+                if name in self._owner:
+                    log.debug("tool %s is shadowed by an earlier layer", name)
+                    continue
+                self._owner[name] = layer
+        self._names = sorted(self._owner)
+
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    def definitions(self) -> list[Tool]:
+        found = {t.name: t for layer in reversed(self.layers) for t in layer.definitions()
+                 if self._owner.get(t.name) is layer}
+        return [found[n] for n in self._names if n in found]
+
+    def capabilities(self, name: str) -> ToolCapabilities:
+        owner = self._owner.get(name)
+        return owner.capabilities(name) if owner is not None else DEFAULT_CAPABILITIES
+
+    def execute(self, name: str, arguments: str, ctx: TurnContext) -> str:
+        owner = self._owner.get(name)
+        if owner is None:
+            raise ToolExecutionError(f"Unknown tool: {name}")
+        return owner.execute(name, arguments, ctx)
+
+    def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
+        owner = self._owner.get(name)
+        return owner.present(name, args, where) if owner is not None else _unknown_view(name)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._owner

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
-from openheim.config.schema import Config, ProviderConfig
+from openheim.config.schema import Config, McpServerConfig, ProviderConfig
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
 from openheim.runtime.state import AgentState, RuntimeSettings
@@ -69,14 +69,31 @@ def build_state(opts: dict, tools: list[ToolHandler],
         default_provider=opts.get("provider"),
         default_model=opts.get("model"),
     )
-    if config.mcp_servers:
-        log.warning("config: [mcp_servers] (%s) is not supported by this version of openheim; those servers "
-                    "are not started and their tools are not offered", ", ".join(config.mcp_servers))
+    config.mcp_servers = _mcp_servers(config, opts)
     ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
     registry = _build_registry(config, ltm, tools)
     state = AgentState(settings, registry, llm_factory, ltm)
-    state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
+    if opts.get("check_model", True):
+        state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
+    if config.mcp_servers:  # they connect in the background while the first prompt is prepared
+        state.mcp.start(list(config.mcp_servers.values()))
     return state
+
+
+def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:
+    """config.toml's [mcp_servers], the builder's (which override them), then an --mcp-config file's
+    (config names win on a collision)."""
+    servers = dict(config.mcp_servers)
+    servers.update(opts.get("mcp_servers") or {})
+    if opts.get("mcp_config"):
+        from openheim.config.mcp_json import load_mcp_file
+
+        for name, server in load_mcp_file(opts["mcp_config"], "mcp-config").items():
+            if name in servers:
+                log.info("MCP server '%s' of %s is not used: config.toml names one too", name, opts["mcp_config"])
+                continue
+            servers[name] = server
+    return servers
 
 
 def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandler]) -> ToolRegistry:

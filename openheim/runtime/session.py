@@ -5,14 +5,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from openheim.core.turn import CancelToken
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.config.schema import McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.context import ContextFitter
+    from openheim.runtime.session_tools import SessionTools
     from openheim.runtime.turn import Turn
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
@@ -34,6 +36,9 @@ class SessionState:
     conversation: Conversation | None = None  # the last turn's conversation, reused while disk agrees
     turn: Turn | None = None  # the latest turn started through start_turn
     turn_lock: threading.Lock = field(default_factory=threading.Lock)
+    tools: SessionTools | None = None  # with MCP servers: the session's tool set; None: the runtime's registry
+    mcp_servers: list[McpServerConfig] = field(default_factory=list)  # the session's own servers, as given
+    releases: list[Callable[[], None]] = field(default_factory=list)  # run once when the session goes away
 
     @property
     def in_flight(self) -> bool:
@@ -48,6 +53,12 @@ class SessionState:
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
+
+    def release(self) -> None:
+        """Let go of what the session holds outside itself (its MCP servers stop in the background)."""
+        releases, self.releases = self.releases, []
+        for release in releases:
+            release()
 
 
 class SessionMap:
@@ -79,7 +90,16 @@ class SessionMap:
 
     def remove(self, session_id: str) -> SessionState | None:
         with self._lock:
-            return self._sessions.pop(session_id, None)
+            session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.release()
+        return session
+
+    def release_all(self) -> None:
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for session in sessions:
+            session.release()
 
     def all(self) -> list[SessionState]:
         with self._lock:
@@ -96,6 +116,7 @@ class SessionMap:
         for sid, s in list(self._sessions.items()):
             if now - s.last_active > self.idle_limit and not s.in_flight:
                 del self._sessions[sid]
+                s.release()
         if len(self._sessions) <= self.capacity:
             return
         for s in sorted(self._sessions.values(), key=lambda s: s.last_active):
@@ -103,3 +124,4 @@ class SessionMap:
                 break
             if not s.in_flight:
                 del self._sessions[s.id]
+                s.release()

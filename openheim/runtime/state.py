@@ -22,17 +22,19 @@ from openheim.errors import (
     SessionBusy,
     file_error,
 )
+from openheim.runtime.mcp_wiring import McpWiring
 from openheim.runtime.session import SessionMap, SessionState
 from openheim.runtime.turn import Turn
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.config.schema import Config
+    from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.core.tools import ToolRegistry, ToolView
+    from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
+    from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ class AgentState:
         self.config = settings.config
         self.registry = registry
         self.long_term_memory = long_term_memory
+        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs)
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
@@ -114,12 +117,14 @@ class AgentState:
     # --- sessions --------------------------------------------------------------
 
     def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
-                    skills: list[str] | tuple[str, ...] = ()) -> SessionState:
+                    skills: list[str] | tuple[str, ...] = (),
+                    mcp_servers: list[McpServerConfig] | None = None) -> SessionState:
         self.sandbox_for(cwd)
         merged = list(dict.fromkeys([*self.config.default_skills, *skills]))
         if provider is None and model is None:
             provider, model = self.settings.default_provider, self.settings.default_model
         session = SessionState(str(uuid.uuid4()), self.resolve_model(provider, model), cwd, merged)
+        self._attach_tools(session, mcp_servers or [])
         return self.sessions.insert(session)
 
     def session(self, session_id: str) -> SessionState:
@@ -129,14 +134,18 @@ class AgentState:
             raise NotFound(f"session not found: {sid}")
         return session
 
-    def load_session(self, session_id: str, cwd: Path | None = None) -> LoadedSession:
-        """Attach to a stored conversation (a live session keeps its state)."""
+    def load_session(self, session_id: str, cwd: Path | None = None,
+                     mcp_servers: list[McpServerConfig] | None = None) -> LoadedSession:
+        """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
+        and different, replace its own servers)."""
         sid = check_session_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
         if live is not None:
             if live.in_flight:
                 raise SessionBusy(sid)
+            if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
+                self._attach_tools(live, mcp_servers)
             return LoadedSession(live, conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
@@ -144,7 +153,31 @@ class AgentState:
         mode = self._stored_mode(sid, meta.mode)
         cfg, warning = self._restore_model(meta.provider, meta.model)
         session = SessionState(sid, cfg, session_cwd, list(meta.skills), mode)
-        return LoadedSession(self.sessions.insert(session), conv.messages, warning)
+        self._attach_tools(session, mcp_servers or [])
+        inserted = self.sessions.insert(session)
+        if inserted is not session:  # another thread made it live meanwhile: its state wins
+            session.release()
+        return LoadedSession(inserted, conv.messages, warning)
+
+    # --- tools and MCP servers ---------------------------------------------------------------
+
+    def tools_of(self, session: SessionState) -> ToolExecutor:
+        """The session's tool set: built-ins and custom tools, plus the MCP servers it sees."""
+        return session.tools if session.tools is not None else self.registry
+
+    def runtime_tools(self) -> ToolExecutor:
+        """The runtime's tool set: the registry plus the configured MCP servers that are ready."""
+        return self.mcp.shared_tools() or self.registry
+
+    def _attach_tools(self, session: SessionState, servers: list[McpServerConfig]) -> None:
+        self.mcp.attach(session, self.sandbox_for(session.cwd)[0], servers)
+
+    def mcp_statuses(self, session: SessionState | None = None, wait: float = 0.0,
+                     cwd: Path | None = None) -> list[McpServerStatus]:
+        """Status of the MCP servers a session sees (or the runtime's, plus ``cwd``'s project file),
+        waiting up to ``wait`` seconds for servers that are still starting."""
+        return self.mcp.statuses(session, wait, self.sandbox_for(cwd)[0] if cwd is not None else None)
+
 
     def _stored_mode(self, session_id: str, mode: str) -> str:
         from openheim.core.mode import AgentMode
@@ -220,7 +253,8 @@ class AgentState:
         history.save_meta(conv)
 
     def close(self, wait: float = 2.0) -> None:
-        """Cancel every running turn, wait for them briefly, and release what the runtime holds."""
+        """Cancel every running turn and wait for them briefly, then stop every MCP server (their
+        processes end), forget the live sessions and close the memory database."""
         import time
 
         sessions = self.sessions.all()
@@ -230,6 +264,8 @@ class AgentState:
         for session in sessions:
             if session.turn is not None:
                 session.turn.join(max(0.0, deadline - time.monotonic()))
+        self.sessions.release_all()
+        self.mcp.close()
         if self.long_term_memory is not None:
             self.long_term_memory.close()
 
@@ -296,7 +332,9 @@ class AgentState:
         history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
-        every_tool = self.tools_for(session)
+        # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
+        base = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
+        every_tool = self.tools_for(session, base)
         tools = tools_for_mode(every_tool, session.mode)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
                           gate=RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities),
@@ -317,12 +355,16 @@ class AgentState:
                 recorder.close()
             return result
 
-    def tools_for(self, session: SessionState) -> ToolRegistry:
-        """The session's tools: the runtime's, plus delegate_task bound to the session's live model."""
+    def tools_for(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
+        """The session's tools (``base``, default tools_of) plus delegate_task bound to its live model;
+        the subagents it starts get ``base``: everything but delegate_task."""
+        from openheim.core.tools import LayeredExecutor
+        from openheim.core.tools import ToolRegistry as Registry
         from openheim.tools.delegate import DelegateTool, Delegation
 
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, self.registry)
-        return self.registry.with_tools(DelegateTool(delegation))
+        base = base if base is not None else self.tools_of(session)
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
+        return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
         history = self.conversations.history

@@ -58,10 +58,13 @@ SCHEMAS: dict[str, Any] = {
                        "read_only": {"type": "boolean"}},
     },
     "McpServerStatus": {
-        "type": "object", "required": ["name", "transport", "status", "tool_count"],
-        "properties": {"name": {"type": "string"}, "transport": {"enum": ["stdio", "http"]},
-                       "status": {"type": "string"}, "tool_count": {"type": "integer"},
-                       "error": {"type": ["string", "null"]}},
+        "type": "object", "required": ["name", "transport", "source", "state", "connected", "tool_count", "tools"],
+        "properties": {"name": {"type": "string"}, "transport": {"enum": ["stdio", "http", "unknown"]},
+                       "source": {"enum": ["config", "mcp-config", "project", "session"]},
+                       "state": {"enum": ["starting", "connected", "disconnected", "failed", "closed", "untrusted"]},
+                       "connected": {"type": "boolean"}, "tool_count": {"type": "integer"},
+                       "error": {"type": "string"}, "command": {"type": "string"}, "url": {"type": "string"},
+                       "tools": STRINGS},
     },
     "SessionMeta": {
         "type": "object", "required": ["id", "created_at", "updated_at", "skills", "mode"],

@@ -54,7 +54,7 @@ ROUTES: dict[str, Route] = {
     "/api/models": _models,
     "/api/skills": _skills,
     "/api/tools": _tools,
-    "/api/mcp-servers": lambda client: client.mcp_servers(),
+    "/api/mcp-servers": lambda client: [status.to_dict() for status in client.mcp_servers()],
     "/api/sessions": _sessions,
     "/api/openapi.json": _openapi,
 }

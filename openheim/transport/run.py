@@ -193,7 +193,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
     printer = Printer(opts.output, opts.verbose, out, err)
     try:
         handle = open_session(client, opts, cwd)
-        handle.permission_gate(PolicyGate(opts.approve, client.tool_capabilities))
+        handle.permission_gate(PolicyGate(opts.approve, handle.tool_capabilities))
         printer.known = {"session_id": handle.id, "model": handle.config.model,
                          "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)

@@ -25,7 +25,7 @@ def _on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def serve(config_path: str | None) -> int:
+def serve(config_path: str | None, mcp_config: str | None = None) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
     from openheim.acp.lazy import LazyClient
@@ -34,7 +34,7 @@ def serve(config_path: str | None) -> int:
     def build():
         from openheim.client import OpenheimClient
 
-        return OpenheimClient.builder().config_path(config_path).build()
+        return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build()
 
     client = LazyClient(build)
     inp, out = protocol_streams()
@@ -44,17 +44,21 @@ def serve(config_path: str | None) -> int:
         return serve_stdio(client, inp, out)
     except KeyboardInterrupt:
         return 130
+    finally:
+        client.close()  # every MCP server the sessions started ends with us
 
 
 @click.command("acp")
 @click.pass_context
 def acp_command(ctx: click.Context) -> None:
     """Serve the Agent Client Protocol on stdin/stdout for editors (Zed, JetBrains, Neovim, ...)."""
-    sys.exit(serve((ctx.obj or {}).get("config_path")))
+    obj = ctx.obj or {}
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
 
 
 @click.command("stdio")
 @click.pass_context
 def stdio_command(ctx: click.Context) -> None:
     """Alias of `openheim acp`."""
-    sys.exit(serve((ctx.obj or {}).get("config_path")))
+    obj = ctx.obj or {}
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))

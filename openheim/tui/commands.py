@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from openheim.client import SessionHandle
     from openheim.conversation.history import ConversationMeta
     from openheim.core.models import Message
+    from openheim.mcp.status import McpServerStatus
     from openheim.tui.app import App
 
 BUSY = "wait for the reply to finish (or press Ctrl-C to cancel it) before using :{name}"
@@ -214,19 +215,14 @@ def set_theme(app: App, name: str) -> None:
 def mcp(app: App, arg: str) -> None:
     """What the runtime reports about each MCP server, with where it runs from the config."""
     configured = app.client.config.mcp_servers
-    reported = {_field(s, "name"): s for s in app.client.mcp_servers()}
+    reported = {s.name: s for s in app.client.mcp_servers()}
     rows = []
     for name in sorted(set(configured) | {n for n in reported if n}):
         server, status = configured.get(name), reported.get(name)
-        where = _where(server) if server is not None else str(_field(status, "transport") or "")
+        where = _where(server) if server is not None else (status.transport if status else "")
         rows.append(f"{name:<16}{where}{_mcp_status(status)}")
     app.overlay = ListView("MCP servers", rows,
                            empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
-
-
-def _field(status: object, key: str) -> Any:
-    """One field of a server's status, whether the runtime reports it as a dict or an object."""
-    return status.get(key) if isinstance(status, dict) else getattr(status, key, None)
 
 
 def _where(server: Any) -> str:
@@ -239,18 +235,15 @@ def _where(server: Any) -> str:
     return f"stdio  {server.command}{args}"
 
 
-def _mcp_status(status: object) -> str:
-    """The runtime's word on a server: its status, how many tools it offers, its error."""
+def _mcp_status(status: McpServerStatus | None) -> str:
+    """The runtime's word on a server: its state, how many tools it offers, its error."""
     if status is None:
         return ""
-    parts = [str(_field(status, "status") or _field(status, "state") or "")]
-    tools = _field(status, "tool_count")
-    if tools is None and _field(status, "tools") is not None:
-        tools = len(_field(status, "tools"))
-    if tools:
-        parts.append(f"{tools} tools")
-    if _field(status, "error"):
-        parts.append(str(_field(status, "error")))
+    parts = [status.state]
+    if status.tool_count:
+        parts.append(f"{status.tool_count} tools")
+    if status.error:
+        parts.append(status.error)
     shown = [p for p in parts if p]
     return ("  · " + " · ".join(shown)) if shown else ""
 

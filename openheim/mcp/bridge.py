@@ -1,0 +1,124 @@
+"""The bridge: one asyncio event loop on a daemon thread, where every MCP server of a runtime lives.
+
+The ``mcp`` SDK is async (anyio) and its transports must be entered and left in the same task, so
+each server is one long-lived owner task on this loop (see ``server.py``). Worker threads submit
+coroutines with ``run_coroutine_threadsafe`` and wait on the returned future with a deadline.
+The thread imports the SDK before it starts the loop, off the caller's critical path.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "the MCP client is not available: {e} (install it with: pip install 'mcp>=2.3,<3')"
+
+# The owner task of a stdio server sets this; the spawn hook reports the child's pid to it.
+SPAWNED: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar("openheim_mcp_spawned",
+                                                                                       default=None)
+
+
+def load_sdk() -> None:
+    """Import the client side of the SDK and hook its stdio spawn so owners learn their child's pid."""
+    import mcp.client.session  # noqa: F401  (imports mcp, which loads the server side too)
+    import mcp.client.stdio as stdio
+    import mcp.client.streamable_http  # noqa: F401
+
+    create = getattr(stdio, "_create_platform_compatible_process", None)
+    if create is None or getattr(create, "_openheim_hook", False):
+        return
+
+    async def spawn_and_report(*args: Any, **kwargs: Any) -> Any:
+        process = await create(*args, **kwargs)
+        report = SPAWNED.get()
+        if report is not None:
+            report(process.pid)
+        return process
+
+    spawn_and_report._openheim_hook = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = spawn_and_report
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL what is left of a server's process group (it was started in a session of its own)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+class Bridge:
+    """The event-loop thread. ``submit`` runs a coroutine on it; ``stop`` ends the thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.import_error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="openheim-mcp", daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.import_error = _import_sdk()
+        try:
+            self.loop.run_forever()
+        finally:
+            self._drain()
+
+    def _drain(self) -> None:
+        pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        try:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.loop.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._stopped
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
+        """Run ``coro`` on the loop; the future resolves (or raises) when it ends."""
+        if not self.alive:
+            coro.close()
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(RuntimeError("the MCP bridge is closed"))
+            return future
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the loop (cancelling whatever still runs on it) and join the thread."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # already closed
+            return
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+
+def _import_sdk() -> str | None:
+    """None when the SDK loaded; else the one-line reason. A rare import-lock clash with the main
+    thread's own imports passes on a second try."""
+    error = None
+    for _ in range(2):
+        try:
+            load_sdk()
+            return None
+        except ImportError as e:
+            error = INSTALL_HINT.format(e=e)
+    log.warning("%s", error)
+    return error

@@ -1,0 +1,160 @@
+"""`openheim mcp …`: the status of the MCP servers openheim would use here, and trusting a project's .mcp.json."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from openheim.errors import OpenheimError
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+_TIMEOUT = click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+                        help="Seconds to wait for servers that are still starting.")
+_TOOLS = click.option("--tools", "show_tools", is_flag=True, help="List each server's tools too.")
+_COLUMNS = ("NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "DETAIL")
+
+
+class _ConfigProblem(click.ClickException):
+    exit_code = 2
+
+
+def _fail(error: OpenheimError) -> click.ClickException:
+    from openheim.errors import ConfigError, InvalidArgument
+
+    line = " ".join(str(error).split())
+    return _ConfigProblem(line) if isinstance(error, (ConfigError, InvalidArgument)) else click.ClickException(line)
+
+
+@click.group("mcp", invoke_without_command=True)
+@_JSON
+@_TIMEOUT
+@_TOOLS
+@click.pass_context
+def mcp(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) -> None:
+    """MCP servers: with no subcommand, the status of every server openheim would use in this directory.
+
+    Servers come from [mcp_servers.NAME] in config.toml, from --mcp-config FILE, and from a project's
+    .mcp.json in the sandbox root once `openheim mcp trust` has recorded it. Each is started to check it.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(status, as_json=as_json, timeout=timeout, show_tools=show_tools)
+
+
+@mcp.command()
+@_JSON
+@_TIMEOUT
+@_TOOLS
+@click.pass_context
+def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) -> None:
+    """Start every server, wait for it (up to --timeout), and show whether it connected and its tools."""
+    import logging
+
+    from openheim.client import OpenheimClient
+
+    logging.getLogger("openheim.mcp").setLevel(logging.ERROR)  # the table says what failed, once
+    obj = ctx.find_object(dict) or {}
+    try:
+        client = (OpenheimClient.builder().config_path(obj.get("config_path")).mcp_config(obj.get("mcp_config"))
+                  .check_model(False).build())
+    except OpenheimError as e:
+        raise _fail(e) from None
+    with client:
+        statuses = client.mcp_servers(wait=timeout, cwd=os.getcwd())
+    if as_json:
+        click.echo(json.dumps({"servers": [s.to_dict() for s in statuses]}, ensure_ascii=False, indent=2))
+        return
+    if not statuses:
+        click.echo("No MCP servers configured. Add [mcp_servers.NAME] to config.toml, pass --mcp-config FILE, "
+                   "or trust a project's .mcp.json with `openheim mcp trust`.")
+        return
+    rows = [(s.name, s.source, s.transport, s.state, str(s.tool_count), s.error or s.url or s.command or "")
+            for s in statuses]
+    widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS) - 1)]
+    for row in [_COLUMNS, *rows]:
+        cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        click.echo("  ".join([*cells, row[-1]]).rstrip())
+    if show_tools:
+        for s in statuses:
+            if s.tools:
+                click.echo(f"\n{s.name}: {', '.join(s.tools)}")
+
+
+def _default_file(ctx: click.Context) -> Path:
+    """``.mcp.json`` in the sandbox root: the configured work_dir, else the current directory."""
+    from openheim.config.load import load_config
+
+    obj = ctx.find_object(dict) or {}
+    try:
+        work_dir = load_config(obj.get("config_path")).work_dir
+    except OpenheimError:
+        work_dir = None
+    return Path(work_dir or os.getcwd()) / ".mcp.json"
+
+
+def _data_dir(ctx: click.Context) -> Path:
+    from openheim.config.load import data_dir, load_config
+
+    obj = ctx.find_object(dict) or {}
+    try:
+        config = load_config(obj.get("config_path"))
+    except OpenheimError:
+        config = None
+    return data_dir(config)
+
+
+@mcp.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.pass_context
+def trust(ctx: click.Context, file: str | None) -> None:
+    """Use the servers of a project's .mcp.json (default: the one in the sandbox root).
+
+    It runs the commands it lists whenever openheim starts a session there, so read it first; any later
+    change to the file needs trusting again.
+    """
+    from openheim.mcp import trust as store
+
+    path = Path(file) if file else _default_file(ctx)
+    try:
+        raw = path.read_text(encoding="utf-8")
+        entries = json.loads(raw).get("mcpServers")
+    except FileNotFoundError:
+        raise _ConfigProblem(f"{path} does not exist; give the path of a .mcp.json file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise _ConfigProblem(f"cannot read {path}: {e}") from None
+    except (ValueError, AttributeError):
+        raise _ConfigProblem(f"{path} is not an {{\"mcpServers\": ...}} JSON file; nothing was trusted") from None
+    if not isinstance(entries, dict):
+        raise _ConfigProblem(f"{path} has no \"mcpServers\" object; nothing was trusted")
+    try:
+        sha = store.trust(_data_dir(ctx), path)
+    except OpenheimError as e:
+        raise _fail(e) from None
+    click.echo(f"Trusted {store.real_path(path)} (sha256 {sha[:12]}…). Its servers:")
+    for name, entry in entries.items():
+        click.echo(f"  {name}: {_describe_entry(entry)}")
+    click.echo("They start in openheim sessions rooted there; if the file changes, trust it again.")
+
+
+def _describe_entry(entry: object) -> str:
+    if not isinstance(entry, dict):
+        return "(not an object; ignored)"
+    if entry.get("url"):
+        return f"{entry.get('type') or 'http'} {entry['url']}"
+    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    return " ".join(str(p) for p in [entry.get("command", "?"), *args])
+
+
+@mcp.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.pass_context
+def untrust(ctx: click.Context, file: str | None) -> None:
+    """Stop using a project's .mcp.json (default: the one in the sandbox root)."""
+    from openheim.mcp import trust as store
+
+    path = Path(file) if file else _default_file(ctx)
+    if store.untrust(_data_dir(ctx), path):
+        click.echo(f"{store.real_path(path)} is no longer trusted.")
+    else:
+        click.echo(f"{store.real_path(path)} was not trusted.")

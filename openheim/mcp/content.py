@@ -1,0 +1,34 @@
+"""A tools/call result (wire JSON) flattened to the text the model reads."""
+from __future__ import annotations
+
+import json
+
+
+def block_text(block: object) -> str:
+    """One content block: text as is; images, audio, blobs and links as a bracketed note."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        return f"[{kind}: {block.get('mimeType') or 'unknown'}]"
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        if "text" in resource:
+            return str(resource.get("text", ""))
+        return f"[blob: {resource.get('uri', '')} ({resource.get('mimeType') or 'unknown'})]"
+    if kind == "resource_link":
+        return f"[resource: {block.get('uri', '')}]"
+    return f"[{kind}]"
+
+
+def result_text(result: dict) -> str:
+    """Blocks joined by newlines; structured content (as JSON) when there are no blocks."""
+    blocks = result.get("content") or []
+    if blocks:
+        return "\n".join(block_text(b) for b in blocks)
+    structured = result.get("structuredContent")
+    if structured is not None:
+        return json.dumps(structured, ensure_ascii=False)
+    return ""

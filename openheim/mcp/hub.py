@@ -1,0 +1,156 @@
+"""The MCP servers of one runtime: its configured ones, each project's (shared by the sessions in that
+project) and each session's own, all on one bridge thread that starts with the first server."""
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openheim.mcp.group import ServerGroup, finish
+from openheim.mcp.server import CLOSE_LIMIT
+
+if TYPE_CHECKING:
+    from openheim.config.schema import McpServerConfig
+    from openheim.mcp.bridge import Bridge
+    from openheim.mcp.project import ProjectFile
+    from openheim.mcp.status import McpServerStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Shared:
+    group: ServerGroup
+    users: int = 0
+
+
+class McpHub:
+    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float) -> None:
+        self.data_dir = data_dir
+        self.log_dir = data_dir / "logs"
+        self.startup_timeout = startup_timeout
+        self._configs = list(configured)
+        self._lock = threading.RLock()
+        self._bridge: Bridge | None = None
+        self._groups: list[ServerGroup] = []
+        self._projects: dict[tuple[str, str], _Shared] = {}
+        self._noticed: set[tuple[str, str]] = set()
+        self.closed = False
+        self.configured: ServerGroup | None = self.group(self._configs) if self._configs else None
+        ref = weakref.ref(self)
+        atexit.register(lambda: (hub := ref()) is not None and hub.close())
+
+    def bridge(self) -> Bridge:
+        with self._lock:
+            if self._bridge is None:
+                from openheim.mcp.bridge import Bridge
+
+                self._bridge = Bridge()
+            return self._bridge
+
+    def group(self, configs: list[McpServerConfig], taken: set[str] = frozenset()) -> ServerGroup:
+        """A started group of ``configs``, leaving out names already ``taken`` (configured names win)."""
+        kept = []
+        for cfg in configs:
+            if cfg.name in taken:
+                log.info("MCP server '%s' from %s is not started: a server of that name is already configured",
+                         cfg.name, cfg.source)
+                continue
+            kept.append(cfg)
+        group = ServerGroup(kept, self.bridge() if kept else _NoBridge(), self.log_dir, self.startup_timeout)
+        with self._lock:
+            if self.closed:
+                raise RuntimeError("the MCP hub is closed")
+            self._groups.append(group)
+        return group.start()
+
+    def configured_names(self) -> set[str]:
+        return self.configured.names() if self.configured else set()
+
+    # --- projects -------------------------------------------------------------------------
+
+    def project(self, root: Path, notify: bool = True) -> tuple[ServerGroup | None, ProjectFile | None]:
+        """The shared group of ``root``'s trusted ``.mcp.json`` (one more user); else None and the file."""
+        from openheim.mcp.project import read_project
+
+        found = read_project(root, self.data_dir)
+        if found is None:
+            return None, None
+        for problem in found.problems:
+            log.warning("%s", problem)
+        if not found.trusted:
+            key = (str(found.path), found.sha256)
+            if notify and key not in self._noticed and found.servers:
+                self._noticed.add(key)
+                log.warning("%s", found.notice())
+            return None, found
+        key = (str(found.path), found.sha256)
+        with self._lock:
+            shared = self._projects.get(key)
+            if shared is None:
+                shared = self._projects[key] = _Shared(self.group(list(found.servers.values()),
+                                                                  self.configured_names()))
+            shared.users += 1
+        return shared.group, found
+
+    def release(self, group: ServerGroup) -> None:
+        """One user fewer of a project group; the last one closes it (in the background)."""
+        with self._lock:
+            key = next((k for k, shared in self._projects.items() if shared.group is group), None)
+            if key is None:
+                return
+            shared = self._projects[key]
+            shared.users -= 1
+            if shared.users > 0:
+                return
+            del self._projects[key]
+        self.close_group(group)
+
+    def close_group(self, group: ServerGroup) -> list[concurrent.futures.Future]:
+        """Stop a group's servers in the background and forget it."""
+        with self._lock:
+            if group in self._groups:
+                self._groups.remove(group)
+        return group.close_async()
+
+    # --- status and shutdown -------------------------------------------------------------------
+
+    def statuses(self, until: float | None = None) -> list[McpServerStatus]:
+        if self.configured is None:
+            return []
+        if until is not None:
+            self.configured.wait_ready(until=until)
+        return self.configured.statuses()
+
+    def close(self, timeout: float = CLOSE_LIMIT) -> None:
+        """Stop every server of every group (each process ends) and the bridge thread; idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            groups, bridge = list(self._groups), self._bridge
+        futures: list[concurrent.futures.Future] = []
+        for group in groups:
+            futures.extend(group.close_async())
+        started = time.monotonic()
+        servers = [s for g in groups for s in g.servers]
+        try:
+            finish(futures, servers, timeout)
+        except BaseException:  # a second Ctrl-C while waiting: no time for manners, but no orphans either
+            for server in servers:
+                server.kill_leftovers()
+            raise
+        if bridge is not None:
+            bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
+
+
+class _NoBridge:
+    """Stands in for the bridge of a group with no servers, so an empty group never starts a thread."""
+
+    import_error = None

@@ -1,0 +1,69 @@
+"""A project's ``.mcp.json`` (in the sandbox root): its servers, and whether the user trusts it."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openheim.config.mcp_json import parse_mcp_json
+from openheim.config.schema import McpServerConfig
+from openheim.errors import ConfigError
+from openheim.mcp import trust
+from openheim.mcp.status import McpServerStatus
+
+log = logging.getLogger(__name__)
+
+PROJECT_FILE = ".mcp.json"
+
+
+@dataclass
+class ProjectFile:
+    path: Path  # the real path of the file
+    sha256: str
+    trust: str  # trusted | changed | untrusted
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def trusted(self) -> bool:
+        return self.trust == "trusted"
+
+    def notice(self) -> str:
+        """The one line that says why the file's servers are not used and how to use them."""
+        names = ", ".join(self.servers) or "none usable"
+        how = f"run `openheim mcp trust {self.path}` to use them (they run commands on this machine)"
+        if self.trust == "changed":
+            return f"{self.path} changed since you trusted it, so its MCP servers ({names}) are not used; {how}"
+        return f"{self.path} lists MCP servers ({names}) that are not used until you trust the file; {how}"
+
+    def untrusted_statuses(self) -> list[McpServerStatus]:
+        error = ("changed since trusted" if self.trust == "changed" else "not trusted") + \
+            f": run `openheim mcp trust {self.path}`"
+        return [McpServerStatus(name=s.name, transport=s.transport, source="project", state="untrusted",
+                                connected=False, tool_count=0, error=error,
+                                command=s.command if s.transport == "stdio" else None)
+                for s in self.servers.values()]
+
+
+def read_project(root: Path, data_dir: Path) -> ProjectFile | None:
+    """The ``.mcp.json`` directly in ``root``, or None when there is none (or it cannot be read)."""
+    path = root / PROJECT_FILE
+    try:
+        raw = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as e:
+        log.warning("cannot read %s: %s", path, e.strerror or e)
+        return None
+    real = trust.real_path(path)
+    sha = trust.digest(raw)
+    found = ProjectFile(real, sha, trust.check(data_dir, real, sha))
+    try:
+        found.servers, found.problems = parse_mcp_json(raw.decode("utf-8"), str(real))
+    except UnicodeDecodeError:
+        found.problems = [f"{real} is not valid UTF-8 text"]
+    except ConfigError as e:
+        found.problems = [e.message]
+    for server in found.servers.values():
+        server.source, server.cwd = "project", real.parent
+    return found

@@ -1,0 +1,412 @@
+"""One MCP server: its owner task on the bridge loop, its tools, calls with deadlines, reconnects, status.
+
+The owner task enters the transport and ``ClientSession`` contexts, initializes, lists the tools,
+then waits for its stop event, so the SDK's contexts are entered and left by the same task. A call
+from a worker thread is a small coroutine on the same loop; if the transport has closed (the server
+exited), it first reconnects once (a failed reconnect is remembered for 30 s).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from openheim.config.secrecy import scrub_url
+from openheim.errors import Cancelled, ToolExecutionError
+from openheim.mcp.bridge import SPAWNED, kill_group
+from openheim.mcp.content import result_text
+from openheim.mcp.status import McpServerStatus
+
+if TYPE_CHECKING:
+    from openheim.config.schema import McpServerConfig
+    from openheim.core.turn import CancelToken
+    from openheim.mcp.bridge import Bridge
+    from openheim.mcp.tool import McpTool
+
+log = logging.getLogger(__name__)
+
+CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its tools
+FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
+CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
+MAX_TOOL_PAGES = 100
+LOG_ROTATE_BYTES = 1 << 20
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class CallFailed(Exception):
+    """A call failed for a reason already put in words for the model."""
+
+
+def leaf_error(error: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups, which anyio wraps errors in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
+        error = (inner or list(error.exceptions))[0]
+    return error
+
+
+def describe(error: BaseException) -> str:
+    error = leaf_error(error)
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def error_code(error: BaseException) -> int | None:
+    code = getattr(leaf_error(error), "code", None)
+    return code if isinstance(code, int) else None
+
+
+def session_gone(error: BaseException) -> bool:
+    """Streamable HTTP: the server does not know our session (it restarted), so the request never ran."""
+    text = str(leaf_error(error)).lower()
+    return "session" in text and ("terminated" in text or "not found" in text)
+
+
+def transport_lost(error: BaseException) -> bool:
+    """Whether a failed request means the connection is gone (so the next call reconnects)."""
+    leaf = leaf_error(error)
+    if error_code(leaf) == CONNECTION_CLOSED or session_gone(leaf):
+        return True
+    return isinstance(leaf, (OSError, EOFError)) or type(leaf).__module__.startswith(("httpx2", "httpcore2", "anyio"))
+
+
+def log_path(log_dir: Path, name: str) -> Path:
+    return log_dir / f"mcp-{_UNSAFE_FILE_CHARS.sub('_', name)}.log"
+
+
+class McpServer:
+    """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
+
+    def __init__(self, config: McpServerConfig, bridge: Bridge, log_dir: Path,
+                 on_change: Callable[[], None] = lambda: None) -> None:
+        self.config = config
+        self.name = config.name
+        self._bridge = bridge
+        self._log_dir = log_dir
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self.state = "starting"
+        self.error: str | None = None
+        self.tools: list[McpTool] = []
+        self.started_at = time.monotonic()
+        self.settled = threading.Event()  # the first connect ended, either way
+        # touched on the loop thread only
+        self._session: Any = None
+        self._owner: asyncio.Task | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready: asyncio.Future | None = None
+        self._reconnecting: asyncio.Future | None = None
+        self._broken = False
+        self._closing = False
+        self._failed_until = 0.0
+        self._failure = ""
+        self._pids: set[int] = set()
+
+    # --- lifecycle (sync side) -----------------------------------------------------------
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self._bridge.submit(self._first_connect())
+
+    def close_async(self) -> concurrent.futures.Future:
+        """Stop the server (its owner leaves the SDK contexts, which ends the process); returns at once."""
+        return self._bridge.submit(self._close())
+
+    def kill_leftovers(self) -> None:
+        """Last resort after a close that did not finish: SIGKILL the server's process group."""
+        with self._lock:
+            pids = list(self._pids)
+        for pid in pids:
+            kill_group(pid)
+
+    @property
+    def log_file(self) -> Path:
+        return log_path(self._log_dir, self.name)
+
+    # --- calls (sync side) ------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: dict, cancel: CancelToken | None = None) -> str:
+        """Run ``tool``; the result's text, or ToolExecutionError (isError results, failures, the deadline)."""
+        limit = self.config.tool_timeout_secs
+        future = self._bridge.submit(self._call(tool, arguments, float(limit)))
+        remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
+        try:
+            result = future.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolExecutionError(f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s") from None
+        except concurrent.futures.CancelledError:
+            raise Cancelled("MCP tool call cancelled") from None
+        except CallFailed as e:
+            raise ToolExecutionError(str(e)) from None
+        except Exception as e:
+            raise ToolExecutionError(f"MCP tool '{tool}' on '{self.name}' failed: {self._scrub(describe(e))}") from None
+        finally:
+            remove()
+        text = result_text(result)
+        if result.get("isError"):
+            raise ToolExecutionError(text or f"MCP tool '{tool}' on '{self.name}' reported an error")
+        return text
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status(self) -> McpServerStatus:
+        with self._lock:
+            state, error, tools = self.state, self.error, list(self.tools)
+        if state == "connected" and self._transport_closed():
+            state = "disconnected"
+            error = error or "the server closed its connection; it is restarted on the next call"
+        cfg = self.config
+        return McpServerStatus(
+            name=self.name, transport=cfg.transport, source=cfg.source, state=state,
+            connected=state == "connected", tool_count=len(tools), error=error,
+            command=cfg.command if cfg.transport == "stdio" else None,
+            url=scrub_url(cfg.url) if cfg.url else None, tools=tuple(t.name for t in tools))
+
+    def _set(self, state: str, error: str | None = None, tools: list[McpTool] | None = None) -> None:
+        with self._lock:
+            self.state, self.error = state, error
+            if tools is not None:
+                self.tools = tools
+        self._on_change()
+
+    def _scrub(self, text: str) -> str:
+        url = self.config.url
+        return text.replace(url, scrub_url(url)) if url else text
+
+    # --- the loop side ----------------------------------------------------------------------------
+
+    async def _first_connect(self) -> None:
+        try:
+            if self._bridge.import_error:
+                raise CallFailed(self._bridge.import_error)
+            tools = await self._open()
+            if self._closing:
+                raise CallFailed("closed while starting")
+            self._set("connected", None, tools)
+        except BaseException as e:
+            message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
+            self._set("closed" if self._closing else "failed", None if self._closing else message)
+            if not self._closing:
+                log.warning("%s", message)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+        finally:
+            self.settled.set()
+            self._on_change()
+
+    async def _open(self) -> list[McpTool]:
+        """Start an owner task and wait until it is connected; CallFailed with the reason when it is not."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future = loop.create_future()
+        stop = asyncio.Event()
+        self._ready, self._stop, self._broken = ready, stop, False
+        self._owner = asyncio.ensure_future(self._own(ready, stop))
+        session, specs = await ready
+        self._session = session
+        return self._handlers(specs)
+
+    def _handlers(self, specs: list[dict]) -> list[McpTool]:
+        from openheim.mcp.tool import McpTool
+
+        tools: dict[str, McpTool] = {}
+        for spec in specs:
+            tool = McpTool(self, spec)
+            if tool.name in tools:
+                log.warning("MCP server '%s': tools '%s' and '%s' share the name %s; the first is kept",
+                            self.name, tools[tool.name].tool_name, tool.tool_name, tool.name)
+                continue
+            tools[tool.name] = tool
+        return list(tools.values())
+
+    async def _own(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
+        """The owner task: enter the transport and session, initialize, list tools, wait for stop."""
+        from contextlib import AsyncExitStack
+
+        import anyio
+        from mcp import ClientSession
+
+        SPAWNED.set(self._remember_pid)
+        phase, errlog = "spawn", None
+        try:
+            async with AsyncExitStack() as stack:
+                if self.config.url:
+                    phase = "connect"
+                    streams = await self._enter_http(stack)
+                else:
+                    errlog = self._open_log()
+                    streams = await self._enter_stdio(stack, errlog)
+                    phase = "connect"
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                with anyio.fail_after(CONNECT_LIMIT):
+                    await session.initialize()
+                    phase = "list"
+                    specs = await _list_tools(session)
+                if ready.done():  # nobody waits for this connection any more
+                    return
+                ready.set_result((session, specs))
+                await stop.wait()
+        except BaseException as e:
+            if not ready.done():
+                ready.set_exception(CallFailed(self._connect_failure(phase, e)))
+            elif not isinstance(e, asyncio.CancelledError):
+                log.debug("MCP server '%s' ended with %s", self.name, describe(e))
+        finally:
+            if errlog is not None:
+                errlog.close()
+            self.kill_leftovers()  # children the server left behind in its process group
+            with self._lock:
+                self._pids.clear()
+
+    def _remember_pid(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(pid)
+
+    async def _enter_stdio(self, stack: Any, errlog: Any) -> Any:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        cfg = self.config
+        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=dict(cfg.env) or None,
+                                       cwd=str(cfg.cwd) if cfg.cwd else None)
+        return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+
+    async def _enter_http(self, stack: Any) -> Any:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        client = httpx2.AsyncClient(headers=dict(self.config.headers) or None,
+                                    timeout=httpx2.Timeout(30.0, read=300.0))
+        await stack.enter_async_context(client)
+        return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
+
+    def _open_log(self) -> Any:
+        """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
+        path = self.log_file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
+                path.replace(path.with_suffix(".log.1"))
+            handle = open(path, "a", encoding="utf-8", errors="replace")
+            handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting '{self.name}' ({self.config.command})\n")
+            handle.flush()
+            return handle
+        except OSError as e:
+            log.warning("cannot open %s (%s); MCP server '%s' stderr is discarded", path, e, self.name)
+            import os
+
+            return open(os.devnull, "w")
+
+    def _connect_failure(self, phase: str, error: BaseException) -> str:
+        leaf = leaf_error(error)
+        if isinstance(leaf, TimeoutError):
+            return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
+        reason = self._scrub(describe(leaf))
+        if phase == "spawn":
+            return f"MCP spawn '{self.name}' failed: {reason}"
+        if phase == "list":
+            return f"MCP list_tools failed for '{self.name}': {reason}"
+        if self.config.url:
+            return f"MCP HTTP connect to '{self.name}' failed: {reason}"
+        return f"MCP stdio connect to '{self.name}' failed: {reason} (its stderr is in {self.log_file})"
+
+    def _transport_closed(self) -> bool:
+        session = self._session
+        if session is None or self._broken:
+            return True
+        return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+
+    async def _call(self, tool: str, arguments: dict, limit: float) -> dict:
+        session = await self._live_session()
+        try:
+            try:
+                result = await session.call_tool(tool, arguments or None, read_timeout_seconds=limit)
+            except Exception as e:
+                if not session_gone(e):
+                    raise
+                self._broken = True  # refused before it ran: reconnect and send it again, once
+                session = await self._live_session()
+                result = await session.call_tool(tool, arguments or None, read_timeout_seconds=limit)
+        except CallFailed:
+            raise
+        except Exception as e:
+            if error_code(e) == REQUEST_TIMEOUT:
+                raise CallFailed(f"MCP tool '{tool}' on '{self.name}' did not finish within {int(limit)}s") from None
+            if transport_lost(e):
+                self._broken = True
+                self._on_change()
+            raise CallFailed(f"MCP tool '{tool}' on '{self.name}' failed: {self._scrub(describe(e))}") from None
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _live_session(self) -> Any:
+        if self._closing:
+            raise CallFailed(f"MCP server '{self.name}' is closed")
+        if self._session is not None and not self._transport_closed():
+            return self._session
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.ensure_future(self._reconnect())
+        return await asyncio.shield(self._reconnecting)  # a caller that gives up does not abort the reconnect
+
+    async def _reconnect(self) -> Any:
+        if time.monotonic() < self._failed_until:
+            raise CallFailed(self._failure)
+        await self._shutdown_owner()
+        try:
+            tools = await self._open()
+        except BaseException as e:
+            reason = str(e) if isinstance(e, CallFailed) else describe(e)
+            self._failure = f"MCP server '{self.name}' closed its connection and reconnecting failed: {reason}"
+            self._failed_until = time.monotonic() + FAILURE_TTL
+            self._set("disconnected", self._failure)
+            log.warning("%s", self._failure)
+            raise CallFailed(self._failure) from None
+        self._set("connected", None, tools)
+        log.info("MCP server '%s' reconnected", self.name)
+        return self._session
+
+    async def _shutdown_owner(self) -> None:
+        owner, stop, ready = self._owner, self._stop, self._ready
+        self._owner = self._stop = self._ready = self._session = None
+        if owner is None:
+            return
+        if ready is not None and ready.done() and stop is not None:
+            stop.set()
+        else:
+            owner.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(owner), CLOSE_LIMIT)
+        except BaseException:
+            pass
+        if not owner.done():
+            owner.cancel()
+            self.kill_leftovers()
+
+    async def _close(self) -> None:
+        self._closing = True
+        if self._reconnecting is not None and not self._reconnecting.done():
+            self._reconnecting.cancel()
+        await self._shutdown_owner()
+        with self._lock:
+            error = self.error if self.state == "failed" else None
+        self._set("failed" if error else "closed", error)
+
+
+async def _list_tools(session: Any) -> list[dict]:
+    """Every page of tools/list, as wire JSON (camelCase keys)."""
+    from mcp.types import PaginatedRequestParams
+
+    specs: list[dict] = []
+    cursor = None
+    for _ in range(MAX_TOOL_PAGES):
+        result = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        specs.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in result.tools)
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return specs

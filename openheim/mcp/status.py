@@ -1,0 +1,23 @@
+"""What `openheim mcp`, ``OpenheimClient.mcp_servers()`` and front ends show about one MCP server."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class McpServerStatus:
+    name: str
+    transport: str  # stdio | http | unknown
+    source: str  # config | mcp-config | project | session
+    state: str  # starting | connected | disconnected | failed | closed | untrusted
+    connected: bool
+    tool_count: int
+    error: str | None = None
+    command: str | None = None  # stdio: the program (arguments are never shown: they may hold secrets)
+    url: str | None = None  # http: scrubbed of userinfo, query and fragment
+    tools: tuple[str, ...] = ()  # exposed names (server__tool)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["tools"] = list(self.tools)
+        return {k: v for k, v in data.items() if v is not None}

@@ -1,0 +1,49 @@
+"""An MCP server's tool as an openheim tool handler."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView
+from openheim.mcp.naming import exposed_name
+
+if TYPE_CHECKING:
+    from openheim.core.tools import ViewContext
+    from openheim.core.turn import TurnContext
+    from openheim.mcp.server import McpServer
+
+EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+def input_schema(spec: dict) -> dict:
+    """The server's input schema, passed through; made an object schema when it is not one."""
+    schema = spec.get("inputSchema")
+    if not isinstance(schema, dict) or not schema:
+        return dict(EMPTY_SCHEMA)
+    if schema.get("type") != "object":
+        return {**schema, "type": "object", "properties": schema.get("properties") or {}}
+    return schema
+
+
+def capabilities_of(spec: dict) -> ToolCapabilities:
+    """Not read-only, unless the server marks the tool ``readOnlyHint: true`` (see docs/mcp.md)."""
+    annotations = spec.get("annotations")
+    read_only = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    return ToolCapabilities(read_only=read_only, kind="other")
+
+
+class McpTool(BaseTool):
+    """``{server}__{tool}``: description and input schema from the server; calls go through the bridge."""
+
+    def __init__(self, server: McpServer, spec: dict) -> None:
+        self.server = server
+        self.tool_name = str(spec.get("name", ""))
+        self.name = exposed_name(server.name, self.tool_name)
+        self.description = str(spec.get("description") or "")
+        self.parameters = input_schema(spec)
+        self.capabilities = capabilities_of(spec)
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        return self.server.call(self.tool_name, args, ctx.cancel)
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        return ToolView(f"{self.server.name}: {self.tool_name}", "other")

@@ -1,0 +1,143 @@
+"""A small real MCP server (the SDK's MCPServer) for the MCP tests, over stdio or streamable HTTP.
+
+    python tests/mcp_server.py                  # stdio
+    python tests/mcp_server.py --http           # streamable HTTP on 127.0.0.1, prints "PORT <n>" first
+    python tests/mcp_server.py --name other     # the server's name (serverInfo)
+
+Tools: echo, fail (isError), sleep, picture (image + text), resources (embedded text, blob, link),
+crash (the process exits mid-call), env (one variable of the server's environment), note_stderr
+(writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid, header (an HTTP request
+header), peek (read-only hint).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
+
+TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def build(name: str) -> MCPServer:
+    server = MCPServer(name)
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return f"echo: {text}"
+
+    @server.tool()
+    def fail(message: str = "it broke") -> str:
+        """Always fails (the result is flagged isError)."""
+        raise ToolError(message)
+
+    @server.tool()
+    def sleep(seconds: float) -> str:
+        """Sleep, then say so."""
+        time.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool()
+    def picture() -> list:
+        """A caption and a tiny PNG."""
+        return [TextContent(type="text", text="a red dot"),
+                ImageContent(type="image", data=TINY_PNG, mime_type="image/png")]
+
+    @server.tool()
+    def resources() -> list:
+        """An embedded text resource, an embedded blob and a resource link."""
+        return [EmbeddedResource(type="resource", resource=TextResourceContents(
+                    uri="file:///notes.txt", mime_type="text/plain", text="the notes say hi")),
+                EmbeddedResource(type="resource", resource=BlobResourceContents(
+                    uri="file:///data.bin", mime_type="application/octet-stream", blob="AAEC")),
+                ResourceLink(type="resource_link", name="readme", uri="file:///README.md")]
+
+    @server.tool()
+    def crash() -> str:
+        """The server process exits in the middle of the call."""
+        os._exit(3)
+
+    @server.tool()
+    def env(name: str) -> str:
+        """One variable of the server's environment ('<unset>' when absent)."""
+        return os.environ.get(name, "<unset>")
+
+    @server.tool()
+    def note_stderr(text: str) -> str:
+        """Write a line to the server's stderr."""
+        print(text, file=sys.stderr, flush=True)
+        return "noted"
+
+    @server.tool()
+    def spawn_child() -> str:
+        """Start a grandchild that sleeps for a long time; returns its pid."""
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return str(child.pid)
+
+    @server.tool()
+    def pid() -> str:
+        """The server's process id."""
+        return str(os.getpid())
+
+    @server.tool()
+    def header(name: str, ctx: Context) -> str:
+        """One header of the HTTP request that carried this call ('<none>' over stdio or when absent)."""
+        request = getattr(ctx.request_context, "request", None)
+        headers = getattr(request, "headers", None)
+        return headers.get(name, "<none>") if headers is not None else "<none>"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def peek(path: str = ".") -> str:
+        """A read-only tool (annotated readOnlyHint)."""
+        return f"peeked at {path}"
+
+    return server
+
+
+def serve_http(server: MCPServer, port: int = 0) -> None:
+    import anyio
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)  # connections queue from now on, so a client may connect as soon as it reads the port
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning")
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--name", default="fake")
+    parser.add_argument("--port", type=int, default=0, help="with --http: the port (default: any free one)")
+    parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
+    opts = parser.parse_args()
+    server = build(opts.name)
+    if opts.http:
+        serve_http(server, opts.port)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
