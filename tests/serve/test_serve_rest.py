@@ -69,11 +69,11 @@ def test_config_models_skills_tools_and_mcp(secret_config, project):
     tools = {t["name"]: t for t in get(server, "/api/tools")[1]}
     assert tools["read_file"]["read_only"] is True and tools["write_file"]["read_only"] is False
     assert tools["read_file"]["parameters"]["type"] == "object"
-    assert get(server, "/api/mcp-servers")[1] == [
-        {"name": "remote", "transport": "http", "status": "not_started", "tool_count": 0,
-         "error": "this version of openheim does not start MCP servers"},
-        {"name": "tools", "transport": "stdio", "status": "not_started", "tool_count": 0,
-         "error": "this version of openheim does not start MCP servers"}]
+    servers = {s["name"]: s for s in get(server, "/api/mcp-servers")[1]}
+    assert sorted(servers) == ["remote", "tools"]
+    assert servers["remote"]["transport"] == "http" and servers["remote"]["url"] == "https://mcp.example/mcp"
+    assert servers["tools"]["transport"] == "stdio" and servers["tools"]["source"] == "config"
+    assert all(s["state"] in ("starting", "failed") and not s["connected"] for s in servers.values())
 
 
 def test_sessions_newest_first_and_one_in_full(server, srv, project):
