@@ -101,3 +101,14 @@ def test_core_imports_only_config_and_errors():
     for path in (PACKAGE / "core").rglob("*.py"):
         for i in imports_of(path):
             assert i.split(".")[1] in ("core", "config", "errors"), f"{module_name(path)} imports {i}"
+
+
+def test_only_the_builder_constructs_the_runtime():
+    """Every front end and transport builds its state through OpenheimClient.builder(): nothing but the
+    door imports the runtime's builder or creates an AgentState by hand."""
+    door = {PACKAGE / "client.py"}
+    for path in modules():
+        if path in door or "runtime" in path.relative_to(PACKAGE).parts:
+            continue
+        assert "openheim.runtime.build" not in imports_of(path), f"{module_name(path)} imports the runtime builder"
+        assert "AgentState(" not in path.read_text(encoding="utf-8"), f"{module_name(path)} builds an AgentState"
