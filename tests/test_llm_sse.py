@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from openheim.core.llm.sse import guard_line_length, iter_sse, parse_json
+from openheim.core.llm.sse import EventStream, iter_sse, parse_json
 from openheim.errors import ParseError
 
 
@@ -65,13 +65,13 @@ def test_line_longer_than_one_mebibyte_fails():
 
 
 def test_long_but_terminated_lines_pass_the_guard():
-    chunks = [b"x" * 900_000 + b"\n", b"y" * 900_000 + b"\n"]
-    assert list(guard_line_length(iter(chunks))) == chunks
+    chunks = [b"data: " + b"x" * 900_000 + b"\n\n", b"data: " + b"y" * 900_000 + b"\n\n"]
+    assert [len(d) for _, d in iter_sse(iter(chunks))] == [900_000, 900_000]
 
 
 def test_guard_counts_across_chunks():
     with pytest.raises(ParseError):
-        list(guard_line_length(iter([b"a\n" + b"b" * 60, b"c" * 60]), limit=100))
+        list(EventStream(iter([b"data: a\n\n" + b"data: " + b"b" * 60, b"c" * 60]), max_line=100))
 
 
 def test_parse_json_skips_invalid_payload_with_warning(caplog):
