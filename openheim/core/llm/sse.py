@@ -24,7 +24,7 @@ MAX_LINE_BYTES = 1 << 20
 MAX_EVENT_BYTES = 16 << 20
 MAX_EVENT_LINES = 256  # data lines of one event; sseclient joins them in time lines x size
 HEAD_BYTES = 120
-_CR, _LF, _COLON = 13, 10, 58
+_CR, _LF, _COLON, _D, _E = 13, 10, 58, 100, 101  # b"\r", b"\n", b":", b"d", b"e"
 _END = (b"\n",)  # ends a last line that has no line break
 
 
@@ -49,6 +49,7 @@ class EventStream(sseclient.SSEClient):
         size = data = data_lines = other_lines = 0
         carry: list[bytes] = []  # pieces of a line not yet terminated
         carried = 0
+        max_event = self.max_event
         for chunk in chain(self._event_source, _END):
             if not chunk:
                 continue
@@ -73,12 +74,13 @@ class EventStream(sseclient.SSEClient):
                 first = line[0]
                 if first == _LF or first == _CR:  # a blank line ends the event
                     if event:
-                        yield _utf8(event[0] if len(event) == 1 else b"".join(event))
+                        ready = event[0] if len(event) == 1 else b"".join(event)
+                        yield ready if ready.isascii() else _utf8(ready)
                         event, size, data = [], 0, 0
                     continue
                 if first == _COLON:
                     continue
-                if line.startswith(b"data:"):
+                if first == _D and line.startswith(b"data:"):
                     data_lines += 1
                     if data == 1 and _complete(event):  # back-to-back payloads, no blank line between
                         yield _utf8(b"".join(event))
@@ -87,7 +89,7 @@ class EventStream(sseclient.SSEClient):
                     if data > MAX_EVENT_LINES:
                         raise ParseError(f"a stream event has more than {MAX_EVENT_LINES} data lines; "
                                          "the provider's stream is malformed")
-                elif line.startswith(b"event:"):
+                elif first == _E and line.startswith(b"event:"):
                     if data == 1 and _complete(event):
                         yield _utf8(b"".join(event))
                         event, size, data = [], 0, 0
@@ -95,8 +97,8 @@ class EventStream(sseclient.SSEClient):
                     other_lines += 1
                 event.append(line)
                 size += len(line)
-                if size > self.max_event:
-                    raise ParseError(f"a stream event is larger than {self.max_event >> 20} MiB; "
+                if size > max_event:
+                    raise ParseError(f"a stream event is larger than {max_event >> 20} MiB; "
                                      "openheim does not read events that big")
         self.data_lines, self.other_lines = data_lines, other_lines
         if carry:
@@ -131,8 +133,6 @@ def _complete(event: list[bytes]) -> bool:
 
 def _utf8(event: bytes) -> bytes:
     """The event as valid UTF-8: invalid bytes become U+FFFD (sseclient would raise on them)."""
-    if event.isascii():
-        return event
     try:
         event.decode("utf-8")
     except UnicodeDecodeError:
@@ -145,13 +145,18 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
     return iter(EventStream(chunks))
 
 
-_decode = json.JSONDecoder().decode
+_decoder = json.JSONDecoder()
+_scan, _decode = _decoder.scan_once, _decoder.decode
 
 
 def parse_json(data: str) -> Any:
     """The JSON value of an SSE payload, or None (with a warning) when it is not JSON."""
     try:
+        if data[:1] == "{":  # the usual payload: scan it without decode()'s two whitespace regexes
+            value, end = _scan(data, 0)
+            if end == len(data) or not data[end:].strip():
+                return value
         return _decode(data)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, StopIteration):
         log.warning("skipping a stream payload that is not valid JSON: %s", data[:200])
         return None
