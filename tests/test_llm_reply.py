@@ -236,3 +236,70 @@ def test_a_normal_reply_still_has_its_tool_calls(srv):
     srv.enqueue(Reply(text="fine", tool_calls=[ToolCall("ls", {"path": "."}, id="call_9")]))
     choice, _ = ask(srv)
     assert isinstance(choice.message.content[-1], ToolUseBlock) and choice.message.text() == "fine"
+
+
+# --- every value of every payload replaced by a wrong-typed one: an error or a sound reply, never a crash --
+
+HOSTILE_VALUES = [5, 2.5, "x", "", [], [1], {}, {"a": 1}, None, True, ["list", "of", "str"]]
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, path + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _paths(item, path + (i,))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    copy = list(value) if isinstance(value, list) else dict(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+def _payloads(wire: str) -> list[tuple[str, dict]]:
+    from fake_wires import RENDERERS, StreamCtx
+
+    reply = Reply(text="some text", thinking="a thought", usage=(5, 3, 1),
+                  tool_calls=[ToolCall("read_file", {"path": "a"}, id="call_1", signature="sig")])
+    out = []
+    for raw, _ in RENDERERS[wire](reply, StreamCtx("m", True, 10)):
+        head, _, data = raw.decode().strip().rpartition("data: ")
+        if data != "[DONE]":
+            out.append((head, json.loads(data)))
+    return out
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_no_wrong_typed_value_crashes_a_parser(wire):
+    from openheim.core.llm.anthropic import MessagesStreamParser
+    from openheim.core.llm.gemini import GenerateStreamParser
+    from openheim.core.llm.openai import ChatStreamParser
+    from openheim.core.llm.reply import _stream
+    from openheim.errors import OpenheimError
+
+    parser_cls = {"openai": ChatStreamParser, "anthropic": MessagesStreamParser, "gemini": GenerateStreamParser}[wire]
+    events = _payloads(wire)
+    runs = 0
+    for n, (_, payload) in enumerate(events):
+        for path in _paths(payload):
+            for bad in HOSTILE_VALUES:
+                stream = [(head + "data: " + json.dumps(_replaced(p, path, bad) if i == n else p) + "\n\n").encode()
+                          for i, (head, p) in enumerate(events)] + [b"data: [DONE]\n\n"]
+                shown: list = []
+                try:
+                    choice = _stream(stream, parser_cls(), shown.append, "http://h:1/v1", "text/event-stream")
+                except OpenheimError:
+                    continue
+                finally:
+                    runs += 1
+                    assert all(type(c.text) is str for c in shown)
+                for block in choice.message.content:
+                    for attr in ("text", "thinking", "name", "id", "arguments"):
+                        assert type(getattr(block, attr, "")) is str, (path, bad, block)
+                    assert type(getattr(block, "signature", None)) in (str, type(None)), (path, bad, block)
+    assert runs > 500

@@ -5,13 +5,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 from openheim.config.providers import KINDS
+from openheim.core.llm.retry import RETRY_DELAY_ENV
 from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import LlmClient
 
-RETRY_DELAY_ENV = "OPENHEIM_RETRY_BASE_DELAY"  # seconds; lets tests retry without real waits (see retry.py)
+__all__ = ["RETRY_DELAY_ENV", "create_client"]
 
 
 def _inner_client(cfg: AgentConfig) -> LlmClient:

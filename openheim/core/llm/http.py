@@ -9,7 +9,6 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
-import logging
 import queue
 import re
 import socket
@@ -36,8 +35,6 @@ from openheim.errors import (
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
-
-log = logging.getLogger(__name__)
 
 USER_AGENT = "openheim"
 OVERFLOW_PHRASES = (
@@ -446,7 +443,7 @@ class HttpTransport:
             data = read_body(read_chunks(resp), limit, url)
             content_type = resp.headers.get("content-type", "")
         try:
-            return json.loads(data)
+            return json.loads(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             raise unreadable_reply(url, content_type, data, "not JSON") from None
 

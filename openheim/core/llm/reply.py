@@ -11,7 +11,7 @@ import logging
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openheim.config.secrecy import host_of
+from openheim.config.secrecy import host_of, redact
 from openheim.core.llm.http import read_body, read_chunks, unreadable_reply
 from openheim.core.llm.shape import mismatch
 from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
@@ -94,7 +94,7 @@ def _stream(chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, ur
 def _whole(data: bytes, parser: StreamParser, on_chunk: OnChunk, url: str, content_type: str) -> Choice:
     """A whole (non-streamed) JSON reply: fed to the parser as the stream payloads it stands for."""
     try:
-        reply = json.loads(data)
+        reply = json.loads(data.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         if data.lstrip()[:5] in (b"data:", b"event"):  # an event stream labelled as JSON
             return _stream((data,), parser, on_chunk, url, content_type)
@@ -121,5 +121,5 @@ def _finish(parser: StreamParser, url: str) -> Choice:
 def malformed(parser: StreamParser, payload: Any, error: BaseException, url: str) -> ApiError:
     """The one-line, never retried error for valid JSON of the wrong shape, saying what was wrong."""
     what = (mismatch(payload, parser.shape) if payload is not None else None) or str(error) or type(error).__name__
-    return ApiError(f"{host_of(url)} sent a malformed {parser.wire} reply: {what}; check api_base and the "
-                    "provider's kind", retryable=False)
+    return ApiError(f"{host_of(url)} sent a malformed {parser.wire} reply: {redact(what)[:300]}; check api_base "
+                    "and the provider's kind", retryable=False)

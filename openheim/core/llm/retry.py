@@ -67,8 +67,8 @@ def base_delay_from_env() -> float:
 
 
 class RetryPolicy:
-    """Up to ``max_retries`` more attempts of a retryable failure, after 1 s, 2 s, 4 s (x ``base_delay``) or
-    the server's Retry-After (refused when longer than ``max_wait``)."""
+    """Up to ``max_retries`` more attempts of a retryable failure, each after ``base_delay`` x 1, 2, 4 (1 s,
+    2 s, 4 s by default) or the server's Retry-After (a failure of its own when longer than ``max_wait``)."""
 
     def __init__(self, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
                  max_wait: float = MAX_WAIT) -> None:
