@@ -64,6 +64,13 @@ def test_netrc_is_never_read(isolated_home):
     assert headers["user-agent"] == "openheim"
 
 
+def test_user_info_in_api_base_is_never_sent():
+    with EmbeddingsServer() as server:
+        url = server.url.replace("http://", "http://url-user:url-PASSWORD@") + "/v1"
+        OpenAIEmbeddings(url, "", "embed").embed(["x"])
+        assert "authorization" not in server.requests[0]["headers"]
+
+
 @pytest.mark.parametrize("cls,base,key_header", [
     (GeminiEmbeddings, "/v1beta", "x-goog-api-key"),
     (OpenAIEmbeddings, "/v1", "authorization"),

@@ -64,15 +64,19 @@ def host_of(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The secret parts of a URL: user name, password, user info, query string, query values, fragment."""
+    """The secret parts of a URL: password, user info, query string, long query values, fragment.
+
+    A user name alone and short query values (``alt=sse``) are not secrets; redacting them would garble
+    ordinary words, and in URL form ``redact`` removes them anyway.
+    """
     try:
         parts = urlsplit(url)
-        found = [parts.username, parts.password, parts.query, parts.fragment]
+        found = [parts.password, parts.query, parts.fragment]
     except ValueError:
         return [url]
     if "@" in parts.netloc:
         found.append(parts.netloc.rsplit("@", 1)[0])
-    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    found += [value for _, value in parse_qsl(parts.query, keep_blank_values=True) if len(value) >= 8]
     return [s for s in found if s]
 
 

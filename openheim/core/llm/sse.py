@@ -32,7 +32,8 @@ class EventStream(sseclient.SSEClient):
     """sseclient-py over an iterator of byte chunks, framed by ``_read``.
 
     Once iterated to the end: ``head`` holds the body's first bytes, ``data_lines`` counts ``data:``
-    lines and ``other_lines`` lines that are not SSE at all (an HTML page, a JSON body).
+    lines and ``other_lines`` the lines that are neither ``data:``, ``event:``, comments nor blank (the
+    lines of an HTML page or a plain-text body are such lines).
     """
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
