@@ -66,11 +66,19 @@ class LazyGroup(click.Group):
 
 
 def setup_logging() -> None:
+    """Log lines on stderr at OPENHEIM_LOG's level, with secrets (keys, URL credentials, query values) redacted."""
     import logging
+
+    from openheim.config.secrecy import RedactingFilter
 
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
                         format="openheim: %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+    for noisy in ("urllib3", "sseclient"):  # request lines with query strings; a line per stream event
+        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -113,9 +121,24 @@ def error_kind(error: BaseException) -> str:
 
 
 def fail(message: str, code: int) -> None:
-    """Print one line on stderr and exit."""
-    click.echo(f"Error: {message}", err=True)
+    """Print one line on stderr (secrets redacted) and exit."""
+    from openheim.config.secrecy import redact
+
+    click.echo(f"Error: {redact(message)}", err=True)
     sys.exit(code)
+
+
+_HTTP_HINTS = {
+    400: "the provider rejected the request; its reason is above",
+    401: "check the provider's API key",
+    402: "check the account's billing or credits",
+    403: "check the provider's API key and what it is allowed to use",
+    404: "check the model name and api_base",
+    408: "the provider timed out; try again",
+    413: "the request is too large for the provider",
+    422: "the provider rejected the request; its reason is above",
+    429: "rate limited or out of quota; wait and try again, or check the account's limits",
+}
 
 
 def describe(error: Exception) -> str:
@@ -126,12 +149,11 @@ def describe(error: Exception) -> str:
     if len(text) > 400:
         text = text[:399] + "…"
     if isinstance(error, HttpError):
-        if error.status in (401, 403):
-            text += " (check the provider's API key)"
-        elif error.status == 404:
-            text += " (check api_base and the model name)"
-        elif error.status == 429 or error.status >= 500:
-            text += " (the provider is busy or rate-limiting; try again later)"
+        hint = _HTTP_HINTS.get(error.status)
+        if hint is None and error.status >= 500:
+            hint = "the provider's server failed; try again later, or check the server if it is your own"
+        if hint:
+            text += f" ({hint})"
     return text
 
 

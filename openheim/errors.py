@@ -30,14 +30,14 @@ class ApiError(OpenheimError):
 class HttpError(OpenheimError):
     """A provider answered with a non-2xx status."""
 
-    def __init__(self, status: int, body: str, retry_after: float | None = None) -> None:
-        super().__init__(body)
+    def __init__(self, status: int, body: str, retry_after: float | None = None, message: str | None = None) -> None:
+        super().__init__(body if message is None else message)  # message: the provider's own words
         self.status = status
         self.body = body
         self.retry_after = retry_after
 
     def __str__(self) -> str:
-        return f"HTTP {self.status}: {self.body}"
+        return f"HTTP {self.status}: {self.message}"
 
 
 class ContextOverflow(OpenheimError):

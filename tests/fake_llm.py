@@ -7,7 +7,9 @@
 
 An empty queue answers ``echo: <last user message text>``. Replies: text/thinking/tool_calls/usage,
 ``chunk_size`` and ``delay`` per event, the wire's own ``finish`` reason, ``refusal``, ``complete=False`` (no end
-marker), ``head_delay`` (before the response head), ``raw_sse`` (hand-made writes). Faults: HTTP ``status`` with
+marker), ``head_delay`` (before the response head), ``raw_sse`` (hand-made writes), ``whole`` (the wire's
+non-streamed JSON reply instead of a stream), ``blank_lines=False`` (events back to back), ``content_type``
+(None: no header) and ``headers``. Faults: HTTP ``status`` with
 the wire's error body (or ``body``) and ``retry_after`` (Gemini: RetryInfo in the body), ``drop_after_chunks``,
 ``in_stream_error`` (after ``error_after_chunks``), ``overflow``. Server options: ``max_request_bytes`` (bigger
 requests get the overflow error and leave the queue alone), ``slow`` (delay between all events), ``burst``
@@ -28,11 +30,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from fake_wires import (
     RENDERERS,
+    WHOLE,
     StreamCtx,
     error_body,
     last_user_text,
     overflow_body,
     stream_error,
+    without_blank_lines,
 )
 
 __all__ = ["FakeLLMServer", "Reply", "ToolCall", "Fault", "RecordedRequest"]
@@ -68,6 +72,10 @@ class Reply:
     head_delay: float = 0.0  # seconds before the response head is sent
     signature: str = "sig_fake"  # Anthropic thinking signature
     reasoning_field: str = "reasoning_content"  # OpenAI-compatible thinking field
+    whole: bool = False  # answer the wire's whole (non-streamed) JSON reply, as some servers do
+    blank_lines: bool = True  # False: no blank line between events
+    content_type: str | None = "text/event-stream"  # None: no Content-Type header at all
+    headers: dict = field(default_factory=dict)  # extra response headers (e.g. Content-Encoding)
 
 
 @dataclass
@@ -203,10 +211,17 @@ class _Handler(BaseHTTPRequestHandler):
                 limit: int | None = None, error: str | None = None) -> None:
         if reply.head_delay and fake.sleep(reply.head_delay):
             raise _Dropped
+        if reply.whole:
+            payload = json.dumps(fake.render_whole(reply, body)).encode()
+            self._send_raw(200, payload, reply.headers)
+            return
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        if reply.content_type is not None:
+            self.send_header("Content-Type", reply.content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        for k, v in reply.headers.items():
+            self.send_header(k, str(v))
         self.end_headers()
         delay = reply.delay or fake.slow
         if reply.raw_sse is not None:
@@ -214,6 +229,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_events(fake, events, delay, flush_each=True)
         else:
             events = fake.render(reply, body)
+            if not reply.blank_lines:
+                events = without_blank_lines(events)
             if limit is not None:
                 events = _cut(events, limit)
             self._write_events(fake, events, delay, flush_each=False)
@@ -368,11 +385,17 @@ class FakeLLMServer:
         return ":streamGenerateContent" in route
 
     def render(self, reply: Reply, body: Any) -> list:
+        return RENDERERS[self.wire](reply, self._ctx(body))
+
+    def render_whole(self, reply: Reply, body: Any) -> dict:
+        return WHOLE[self.wire](reply, self._ctx(body))
+
+    def _ctx(self, body: Any) -> StreamCtx:
         body = body if isinstance(body, dict) else {}
         model = str(body.get("model") or _gemini_model(self.requests) or "fake-model")
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         prompt = len(json.dumps(body)) // 4 + 1
-        return RENDERERS[self.wire](reply, StreamCtx(model, include_usage, prompt))
+        return StreamCtx(model, include_usage, prompt)
 
 
 def _gemini_model(requests: list[RecordedRequest]) -> str | None:

@@ -184,6 +184,83 @@ def render_gemini(reply: Any, ctx: StreamCtx) -> list[Event]:
 RENDERERS = {"openai": render_openai, "anthropic": render_anthropic, "gemini": render_gemini}
 
 
+def without_blank_lines(events: list[Event]) -> list[Event]:
+    """The same events written back to back: no blank line between them (some servers do this)."""
+    out = []
+    for data, is_content in events:
+        for end in (b"\r\n\r\n", b"\n\n"):
+            if data.endswith(end):
+                data = data[:-len(end) // 2]
+                break
+        out.append((data, is_content))
+    return out
+
+
+# --- whole (non-streamed) replies --------------------------------------------------
+
+
+def _call_args(tc: Any) -> dict:
+    return tc.arguments if isinstance(tc.arguments, dict) else json.loads(tc.arguments or "{}")
+
+
+def whole_openai(reply: Any, ctx: StreamCtx) -> dict:
+    """A chat.completion object, as a server that ignores ``stream`` sends it."""
+    message: dict = {"role": "assistant", "content": reply.text or None}
+    if reply.thinking:
+        message[reply.reasoning_field] = reply.thinking
+    if reply.tool_calls:
+        message["tool_calls"] = [{"id": tc.id or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                                  "function": {"name": tc.name, "arguments": args_text(tc.arguments)}}
+                                 for tc in reply.tool_calls]
+    finish = reply.finish or ("content_filter" if reply.refusal else "tool_calls" if reply.tool_calls else "stop")
+    inp, outp, cached = usage_of(reply, ctx)
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": ctx.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": inp + cached, "completion_tokens": outp, "total_tokens": inp + cached + outp,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
+
+
+def whole_anthropic(reply: Any, ctx: StreamCtx) -> dict:
+    """A Message object, as LiteLLM sends it for some models when asked to stream."""
+    content: list = []
+    if reply.thinking:
+        content.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for tc in reply.tool_calls:
+        content.append({"type": "tool_use", "id": tc.id or f"toolu_{uuid.uuid4().hex[:24]}", "name": tc.name,
+                        "input": _call_args(tc)})
+    inp, outp, cached = usage_of(reply, ctx)
+    stop = reply.finish or ("refusal" if reply.refusal else "tool_use" if reply.tool_calls else "end_turn")
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": ctx.model, "content": content,
+            "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": inp, "output_tokens": outp, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": cached}}
+
+
+def whole_gemini(reply: Any, ctx: StreamCtx) -> dict:
+    """A GenerateContentResponse object (what generateContent answers)."""
+    parts: list = []
+    if reply.thinking:
+        parts.append({"text": reply.thinking, "thought": True})
+    if reply.text:
+        parts.append({"text": reply.text})
+    for tc in reply.tool_calls:
+        part: dict = {"functionCall": {"name": tc.name, "args": _call_args(tc)}}
+        if tc.signature:
+            part["thoughtSignature"] = tc.signature
+        parts.append(part)
+    inp, outp, cached = usage_of(reply, ctx)
+    return {"candidates": [{"content": {"role": "model", "parts": parts},
+                            "finishReason": reply.finish or ("SAFETY" if reply.refusal else "STOP"), "index": 0}],
+            "usageMetadata": {"promptTokenCount": inp + cached, "candidatesTokenCount": outp,
+                              "totalTokenCount": inp + cached + outp, "cachedContentTokenCount": cached},
+            "modelVersion": ctx.model}
+
+
+WHOLE = {"openai": whole_openai, "anthropic": whole_anthropic, "gemini": whole_gemini}
+
+
 # --- errors ------------------------------------------------------------------------
 
 _OA_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",

@@ -54,6 +54,37 @@ def test_resolution_order_and_messages():
         resolve_choice(c, "nope", None)
 
 
+OPEN = BASE + """
+[providers.open1]
+api_base = "http://127.0.0.1:9/v1"
+default_model = "any"
+models = []
+"""
+
+
+def test_a_model_no_provider_lists_goes_to_the_one_that_accepts_any():
+    c = cfg(OPEN)
+    picked = resolve(c, "llama-3-70b")
+    assert (picked.provider_name, picked.model) == ("open1", "llama-3-70b")
+    assert resolve(c, "m2").provider_name == "local"  # a provider listing the model still comes first
+
+
+def test_several_providers_accepting_any_model_need_provider():
+    c = cfg(OPEN + '[providers.open0]\napi_base = "http://127.0.0.1:9/v1"\ndefault_model = "a"\nmodels = []\n')
+    with pytest.raises(ConfigError) as info:
+        resolve(c, "llama-3-70b")
+    assert "several accept any model (open0, open1)" in str(info.value) and "--provider" in str(info.value)
+    assert resolve_choice(c, "open0", "llama-3-70b").provider_name == "open0"
+
+
+def test_invalid_api_base_message_hides_credentials():
+    text = 'default_provider = "p"\n[providers.p]\napi_base = "ftp://u:pw-HIDDEN@x/v1?key=k-HIDDEN"\n' \
+           'default_model = "a"\nmodels = []\n'
+    with pytest.raises(ConfigError, match="must start with http") as info:
+        resolve(cfg(text))
+    assert "HIDDEN" not in str(info.value)
+
+
 @pytest.mark.parametrize(("snippet", "message"), [
     ('api_base = ""', "has an empty api_base"),
     ('api_base = "ftp://x"', "must start with http:// or https://"),

@@ -11,6 +11,7 @@ import pytest
 from fake_llm import FakeLLMServer, Fault, Reply
 
 from openheim.core.llm.http import (
+    USER_AGENT,
     HttpTransport,
     dechunk,
     error_for_status,
@@ -65,7 +66,8 @@ def test_llama_cpp_overflow_type_trusted_under_any_status():
 
 def test_plain_400_is_http_error():
     err = error_for_status(400, '{"error":{"message":"bad tool schema"}}', {})
-    assert isinstance(err, HttpError) and str(err) == 'HTTP 400: {"error":{"message":"bad tool schema"}}'
+    assert isinstance(err, HttpError) and str(err) == "HTTP 400: bad tool schema"
+    assert err.body == '{"error":{"message":"bad tool schema"}}'  # the raw body stays available
 
 
 def test_retry_after_sources():
@@ -304,7 +306,7 @@ def test_netrc_credentials_are_never_sent(isolated_home):
     with FakeLLMServer("openai") as srv:
         post(HttpTransport(5), srv)
         headers = srv.requests[0].headers
-    assert "authorization" not in headers and headers["user-agent"] == "openheim"
+    assert "authorization" not in headers and headers["user-agent"] == USER_AGENT == "openheim"
 
 
 def test_bad_header_value_never_echoes_the_key():
@@ -341,7 +343,7 @@ def test_html_page_instead_of_a_stream_is_reported():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
     threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
     try:
-        with pytest.raises(ApiError, match="HTML page instead of an event stream; check api_base"):
+        with pytest.raises(ApiError, match="an HTML page.*it begins '<html><body>Welcome.*check api_base"):
             with HttpTransport(5).stream(f"http://127.0.0.1:{server.server_address[1]}/v1", {}, {}, CancelToken()):
                 pass
     finally:

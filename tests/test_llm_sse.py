@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from openheim.core.llm.sse import guard_line_length, iter_sse, parse_json
+from openheim.core.llm.sse import EventStream, iter_sse, parse_json
 from openheim.errors import ParseError
 
 
@@ -65,13 +65,13 @@ def test_line_longer_than_one_mebibyte_fails():
 
 
 def test_long_but_terminated_lines_pass_the_guard():
-    chunks = [b"x" * 900_000 + b"\n", b"y" * 900_000 + b"\n"]
-    assert list(guard_line_length(iter(chunks))) == chunks
+    chunks = [b"data: " + b"x" * 900_000 + b"\n\n", b"data: " + b"y" * 900_000 + b"\n\n"]
+    assert [len(d) for _, d in iter_sse(iter(chunks))] == [900_000, 900_000]
 
 
 def test_guard_counts_across_chunks():
     with pytest.raises(ParseError):
-        list(guard_line_length(iter([b"a\n" + b"b" * 60, b"c" * 60]), limit=100))
+        list(EventStream(iter([b"data: a\n\n" + b"data: " + b"b" * 60, b"c" * 60]), max_line=100))
 
 
 def test_parse_json_skips_invalid_payload_with_warning(caplog):
@@ -80,3 +80,50 @@ def test_parse_json_skips_invalid_payload_with_warning(caplog):
     assert parse_json("not json " + "z" * 500) is None
     assert "not valid JSON" in caplog.text
     assert "z" * 191 in caplog.text and "z" * 300 not in caplog.text
+
+
+# --- framing without blank lines, caps, bad bytes -------------------------------------------------
+
+
+def test_back_to_back_data_lines_are_separate_events():
+    raw = b'data: {"a":1}\ndata: {"b":2}\ndata: [DONE]\n'
+    assert events(raw) == [("message", '{"a":1}'), ("message", '{"b":2}'), ("message", "[DONE]")]
+
+
+def test_back_to_back_named_events_keep_their_names():
+    raw = b'event: one\ndata: {"n":1}\nevent: two\ndata: {"n":2}\n'
+    assert events(*[raw[i:i + 3] for i in range(0, len(raw), 3)]) == [("one", '{"n":1}'), ("two", '{"n":2}')]
+
+
+def test_multi_line_json_then_back_to_back_events():
+    raw = b'data: {"a":\ndata: 1}\n\ndata: {"b":2}\ndata: {"c":3}\n\n'
+    assert events(raw) == [("message", '{"a":\n1}'), ("message", '{"b":2}'), ("message", '{"c":3}')]
+
+
+def test_comments_between_back_to_back_events_do_not_join_them():
+    assert events(b'data: {"a":1}\n: ping\ndata: {"b":2}\n') == [("message", '{"a":1}'), ("message", '{"b":2}')]
+
+
+def test_invalid_utf8_becomes_replacement_characters():
+    assert events(b"data: caf\xe9\n\n") == [("message", "caf\ufffd")]
+
+
+def test_an_event_over_the_cap_fails_early():
+    line = b"data: " + b"x" * 8000 + b"\n"
+    chunks = iter([line] * 10_000)  # ~80 MB if it were all read
+    with pytest.raises(ParseError, match="larger than 1 MiB"):
+        list(EventStream(chunks, max_event=1 << 20))
+    assert len(list(chunks)) > 9_000  # it stopped reading at the cap
+
+
+def test_big_events_take_linear_time():
+    import time
+
+    def seconds(mib: int) -> float:
+        line = b"data: " + b"y" * (512 * 1024 - 7) + b"\n"
+        start = time.process_time()
+        assert len(events(*([line] * (2 * mib)), b"\n")[0][1]) > (mib - 1) << 20
+        return time.process_time() - start
+
+    small, big = seconds(2), seconds(8)
+    assert big < 0.5 or big < small * 8  # quadratic framing would make this 16x

@@ -27,6 +27,12 @@ from openheim.memory.long_term import LongTermMemory
 from openheim.memory.store import VectorStore
 
 
+@pytest.fixture(autouse=True)
+def no_retry_waits(monkeypatch):
+    """Embedding requests retry like chat ones; these tests do not wait for the backoff."""
+    monkeypatch.setenv("OPENHEIM_RETRY_BASE_DELAY", "0")
+
+
 @pytest.fixture
 def server():
     with EmbeddingsServer() as s:

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
 from openheim.config.schema import Config, ProviderConfig
+from openheim.config.secrecy import shown_url
 from openheim.errors import ConfigError
+
+log = logging.getLogger(__name__)
+_warned_userinfo: set[str] = set()
 
 
 def is_loopback_host(host: str) -> bool:
@@ -39,7 +44,11 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
     if not base:
         raise ConfigError(f"Provider '{p.name}' has an empty api_base")
     if not (base.startswith("http://") or base.startswith("https://")):
-        raise ConfigError(f"Provider '{p.name}' api_base '{base}' must start with http:// or https://")
+        raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' must start with http:// or https://")
+    if "@" in urlsplit(base).netloc and p.name not in _warned_userinfo:
+        _warned_userinfo.add(p.name)
+        log.warning("provider '%s': the user name and password in api_base are never sent; put the key in "
+                    "api_key or env_var", p.name)
     if base.startswith("http://") and api_key and not is_loopback_host(urlsplit(base).hostname or ""):
         raise ConfigError(f"Provider '{p.name}' uses http:// but has an API key configured; credentials must "
                           "not be sent over an unencrypted connection (use https://, or a loopback address)")
@@ -66,12 +75,20 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
 
 
 def resolve(config: Config, model: str | None = None) -> AgentConfig:
-    """No model: the default provider's default model; a model: the first provider (by name) listing it."""
+    """No model: the default provider's default model. A model: the first provider (by name) listing it,
+    else the one provider whose ``models = []`` accepts any model."""
     if model is None:
         return resolve_provider_default(config, config.default_provider)
     for name in sorted(config.providers):
         if model in config.providers[name].models:
             return agent_config(config, config.providers[name], model)
+    open_ = sorted(name for name, p in config.providers.items() if not p.models)
+    if len(open_) == 1:
+        return agent_config(config, config.providers[open_[0]], model)
+    if open_:
+        names = ", ".join(open_)
+        raise ConfigError(f"Model '{model}' is listed by no provider, and several accept any model ({names}); "
+                          f"pick one with --provider, e.g. --provider {open_[0]}")
     raise ConfigError(f"Model '{model}' not found in any provider. Check the [providers] section in your config file.")
 
 

@@ -1,10 +1,15 @@
-"""Embedding clients: OpenAI-compatible `/embeddings` and Gemini `batchEmbedContents`."""
+"""Embedding clients: OpenAI-compatible `/embeddings` and Gemini `batchEmbedContents`.
+
+Requests go through the chat clients' HTTP layer and retry policy (openheim/core/llm/http.py, retry.py):
+no ~/.netrc, no redirects, the same User-Agent, and no secret in any message.
+"""
 from __future__ import annotations
 
 import threading
 from typing import Any, Protocol
 
-from openheim.errors import ApiError, ConfigError, HttpError, ParseError, TransportError
+from openheim.config.secrecy import scrub_url
+from openheim.errors import ApiError, ConfigError
 
 OPENAI_BATCH = 64
 GEMINI_BATCH = 100
@@ -74,32 +79,29 @@ def parse_gemini_response(body: Any, expected: int) -> list[list[float]]:
 
 
 class _Transport:
-    """One lazily created requests session: JSON in and out, errors mapped to openheim's."""
+    """POSTs JSON to one provider through the shared HTTP layer (created on first use), with retries."""
 
-    def __init__(self, api_base: str, timeout: float) -> None:
+    def __init__(self, api_base: str, api_key: str, timeout: float) -> None:
         self.api_base = api_base.rstrip("/")
+        self._key = api_key
         self.timeout = timeout
-        self._session: Any = None
+        self._http: Any = None
         self._lock = threading.Lock()
 
+    def __repr__(self) -> str:
+        return f"_Transport(api_base={scrub_url(self.api_base)!r})"
+
     def post(self, path: str, body: dict, headers: dict[str, str]) -> Any:
-        import requests
+        from openheim.core.llm.http import HttpTransport
+        from openheim.core.llm.retry import RetryPolicy
+        from openheim.core.turn import CancelToken
 
         with self._lock:
-            if self._session is None:
-                self._session = requests.Session()
-            session = self._session
-        try:
-            response = session.post(f"{self.api_base}{path}", json=body, headers=headers,
-                                    timeout=(self.timeout, self.timeout))
-        except requests.RequestException as e:
-            raise TransportError(f"embeddings request to {self.api_base} failed: {e}") from None
-        if not 200 <= response.status_code < 300:
-            raise HttpError(response.status_code, response.text[:2000])
-        try:
-            return response.json()
-        except ValueError:
-            raise ParseError("embeddings provider returned a body that is not JSON") from None
+            if self._http is None:
+                self._http = HttpTransport(self.timeout, api_key=self._key, api_base=self.api_base)
+            http = self._http
+        url = f"{self.api_base}{path}"
+        return RetryPolicy().run(lambda: http.post_json(url, body, headers), CancelToken(), "embeddings request")
 
 
 class OpenAIEmbeddings:
@@ -110,10 +112,10 @@ class OpenAIEmbeddings:
     def __init__(self, api_base: str, api_key: str, model: str, timeout: float = 120) -> None:
         self.model = model
         self._key = api_key or ""
-        self._http = _Transport(api_base, timeout)
+        self._http = _Transport(api_base, self._key, timeout)
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbeddings(api_base={self._http.api_base!r}, model={self.model!r})"
+        return f"OpenAIEmbeddings(api_base={scrub_url(self._http.api_base)!r}, model={self.model!r})"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Vectors for ``texts``, in order (one request per 64 texts)."""
@@ -133,10 +135,10 @@ class GeminiEmbeddings:
     def __init__(self, api_base: str, api_key: str, model: str, timeout: float = 120) -> None:
         self.model = model
         self._key = api_key or ""
-        self._http = _Transport(api_base, timeout)
+        self._http = _Transport(api_base, self._key, timeout)
 
     def __repr__(self) -> str:
-        return f"GeminiEmbeddings(api_base={self._http.api_base!r}, model={self.model!r})"
+        return f"GeminiEmbeddings(api_base={scrub_url(self._http.api_base)!r}, model={self.model!r})"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Vectors for ``texts``, in order (one request per 100 texts)."""

@@ -11,8 +11,9 @@ from openheim.core.llm.convert import (
     new_call_id,
     system_text,
 )
-from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
-from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.reply import read_reply
+from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (
     Choice,
     FinishReason,
@@ -148,17 +149,34 @@ def stream_error(payload: dict[str, Any]) -> Exception:
     return ApiError(f"Anthropic streaming error: {message}", retryable=err.get("type") in _RETRYABLE_ERRORS)
 
 
+_USAGE = {"input_tokens": NUMBER, "output_tokens": NUMBER, "cache_creation_input_tokens": NUMBER,
+          "cache_read_input_tokens": NUMBER}
+_BLOCK = {"type": str, "text": str, "thinking": str, "signature": str, "data": str, "id": str, "name": str,
+          "input": ANY}
+SHAPE = {"message": {"usage": _USAGE}, "usage": _USAGE, "index": int, "content_block": _BLOCK,
+         "delta": {"type": str, "text": str, "thinking": str, "partial_json": str, "signature": str,
+                   "stop_reason": str},
+         "content": [_BLOCK], "stop_reason": str}
+
+
+def _text(value: Any, what: str) -> str:
+    """``value`` when it is a string ("" for null); TypeError (a malformed reply) otherwise."""
+    if value is None or value.__class__ is str:
+        return value or ""
+    raise TypeError(f"{what} is {type(value).__name__}, not a string")
+
+
 class _Block:
     __slots__ = ("type", "parts", "signature", "data", "id", "name")
 
     def __init__(self, start: dict[str, Any]) -> None:
         self.type = start.get("type")
         self.parts: list[str] = []
-        self.signature = start.get("signature") or None
-        self.data = start.get("data")
-        self.id = start.get("id")
-        self.name = start.get("name")
-        first = start.get("text") or start.get("thinking")
+        self.signature = _text(start.get("signature"), "a block's signature") or None
+        self.data = _text(start.get("data"), "a redacted_thinking block's data")
+        self.id = _text(start.get("id"), "a tool_use block's id")
+        self.name = _text(start.get("name"), "a tool_use block's name")
+        first = _text(start.get("text") or start.get("thinking"), "a block's text")
         if first:
             self.parts.append(first)
         if self.type == "tool_use" and start.get("input"):
@@ -167,6 +185,9 @@ class _Block:
 
 class MessagesStreamParser:
     """Accumulates Messages API stream events into a Choice; ``feed`` returns the chunks to show."""
+
+    wire = "Anthropic Messages"
+    shape = SHAPE
 
     def __init__(self) -> None:
         self.blocks: dict[Any, _Block] = {}
@@ -183,7 +204,7 @@ class MessagesStreamParser:
         if kind == "message_start":
             parse_usage((payload.get("message") or {}).get("usage") or {}, self.usage)
         elif kind == "message_delta":
-            self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self.stop_reason = _text((payload.get("delta") or {}).get("stop_reason"), "stop_reason") or self.stop_reason
             parse_usage(payload.get("usage") or {}, self.usage)
         elif kind == "message_stop":
             self.done = True
@@ -208,18 +229,37 @@ class MessagesStreamParser:
             return _NO_CHUNKS
         kind = delta.get("type")
         if kind == "text_delta":
-            text = delta.get("text") or ""
+            text = delta.get("text")
+            if text.__class__ is not str:
+                text = _text(text, "a text_delta's text")
             block.parts.append(text)
             return [Chunk("text", text)] if text else _NO_CHUNKS
         if kind == "thinking_delta":
-            text = delta.get("thinking") or ""
+            text = _text(delta.get("thinking"), "a thinking_delta's text")
             block.parts.append(text)
             return [Chunk("thinking", text)] if text else _NO_CHUNKS
         if kind == "input_json_delta":
-            block.parts.append(delta.get("partial_json") or "")
+            block.parts.append(_text(delta.get("partial_json"), "an input_json_delta's partial_json"))
         elif kind == "signature_delta":
-            block.signature = delta.get("signature") or block.signature
+            block.signature = _text(delta.get("signature"), "a signature_delta's signature") or block.signature
         return _NO_CHUNKS
+
+    def feed_done(self) -> None:
+        """A ``[DONE]`` line (some proxies add one): reading stops; only ``message_stop`` completes the reply."""
+
+    @staticmethod
+    def whole(reply: Any) -> list[dict[str, Any]]:
+        """A whole (non-streamed) Message as the stream events it stands for."""
+        if not isinstance(reply, dict):
+            raise TypeError("the reply is not a JSON object")
+        if reply.get("type") == "error" or "error" in reply:
+            return [{"type": "error", "error": reply.get("error")}]
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": {"usage": reply.get("usage")}}]
+        for index, block in enumerate(reply.get("content") or []):
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "message_delta", "delta": {"stop_reason": reply.get("stop_reason")}})
+        events.append({"type": "message_stop"})
+        return events
 
     def finish(self) -> Choice:
         """The assembled reply; IncompleteResponse without ``message_stop``."""
@@ -256,18 +296,10 @@ class AnthropicClient:
                         "Accept-Encoding": "identity", "anthropic-version": API_VERSION}
         if cfg.api_key:
             self.headers["x-api-key"] = cfg.api_key
-        self._http = transport or HttpTransport(cfg.timeout_secs)
+        self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
                cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
-        parser = MessagesStreamParser()
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            for _event, data in iter_sse(read_chunks(resp)):
-                payload = parse_json(data)
-                if isinstance(payload, dict):
-                    for chunk in parser.feed(payload):
-                        on_chunk(chunk)
-                    if parser.done:
-                        break
-            return parser.finish()
+            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url)

@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING
 
 from openheim.config.providers import KINDS
+from openheim.core.llm.retry import RETRY_DELAY_ENV
 from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import LlmClient
 
-RETRY_DELAY_ENV = "OPENHEIM_RETRY_BASE_DELAY"  # seconds; lets tests retry without real waits
+__all__ = ["RETRY_DELAY_ENV", "create_client"]
 
 
 def _inner_client(cfg: AgentConfig) -> LlmClient:
@@ -24,15 +24,7 @@ def _inner_client(cfg: AgentConfig) -> LlmClient:
     return getattr(importlib.import_module(module), name)(cfg)
 
 
-def _base_delay() -> float:
-    try:
-        return max(float(os.environ.get(RETRY_DELAY_ENV, "")), 0.0)
-    except ValueError:
-        return 1.0
-
-
 def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
     """The client for ``cfg.kind`` (provider module imported on first use), with retries."""
     from openheim.core.llm.retry import RetryClient
-    delay = _base_delay() if base_delay is None else base_delay
-    return RetryClient(_inner_client(cfg), base_delay=delay)
+    return RetryClient(_inner_client(cfg), base_delay=base_delay)

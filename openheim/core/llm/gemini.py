@@ -15,8 +15,9 @@ from openheim.core.llm.convert import (
     system_text,
 )
 from openheim.core.llm.gemini_schema import gemini_schema
-from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
-from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.reply import read_reply
+from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (
     Choice,
     FinishReason,
@@ -155,8 +156,24 @@ def parse_usage(u: dict[str, Any]) -> Usage:
                  output_tokens=int(u.get("candidatesTokenCount") or 0), cache_read_tokens=cached)
 
 
+_PART = {"text": str, "functionCall": {"name": str, "args": ANY}, "thoughtSignature": str}
+SHAPE = {"candidates": [{"content": {"parts": [_PART]}, "finishReason": str}],
+         "usageMetadata": {"promptTokenCount": NUMBER, "candidatesTokenCount": NUMBER,
+                           "cachedContentTokenCount": NUMBER},
+         "promptFeedback": {"blockReason": str}}
+
+
+def _text(value: Any, what: str) -> str | None:
+    if value is None or value.__class__ is str:
+        return value
+    raise TypeError(f"{what} is {type(value).__name__}, not a string")
+
+
 class GenerateStreamParser:
     """Accumulates streamGenerateContent payloads into a Choice; ``feed`` returns the chunks to show."""
+
+    wire = "Gemini generateContent"
+    shape = SHAPE
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -164,6 +181,7 @@ class GenerateStreamParser:
         self.calls: list[ToolUseBlock] = []
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.done = False
 
     def feed(self, payload: dict[str, Any]) -> list[Chunk]:
         if payload.get("error"):
@@ -179,8 +197,9 @@ class GenerateStreamParser:
         cand = candidates[0]
         parts = (cand.get("content") or {}).get("parts")
         out = self._parts(parts) if parts else _NO_CHUNKS
-        if cand.get("finishReason"):
-            self.finish_reason = cand["finishReason"]
+        finish = cand.get("finishReason")
+        if finish:
+            self.finish_reason = _text(finish, "finishReason")
         return out
 
     def _parts(self, parts: list[dict[str, Any]]) -> list[Chunk]:
@@ -188,6 +207,8 @@ class GenerateStreamParser:
         for part in parts:
             text = part.get("text")
             if text:
+                if text.__class__ is not str:
+                    _text(text, "a part's text")
                 if part.get("thought"):
                     self.thinking.append(text)
                     out.append(Chunk("thinking", text))
@@ -196,21 +217,35 @@ class GenerateStreamParser:
                     out.append(Chunk("text", text))
             call = part.get("functionCall")
             if call:
-                self.calls.append(ToolUseBlock(new_call_id(), call.get("name") or "", json_text(call.get("args") or {}),
-                                               part.get("thoughtSignature")))
+                name = _text(call.get("name"), "a functionCall's name") or ""
+                signature = _text(part.get("thoughtSignature"), "a thoughtSignature")
+                self.calls.append(ToolUseBlock(new_call_id(), name, json_text(call.get("args") or {}), signature))
         return out
 
+    def feed_done(self) -> None:
+        """The end of a whole (non-streamed) reply, or a ``[DONE]`` line: complete without a finishReason too."""
+        self.done = True
+
+    @staticmethod
+    def whole(reply: Any) -> list[dict[str, Any]]:
+        """A whole generateContent reply (or, without ``alt=sse``, a list of them) as stream payloads."""
+        if isinstance(reply, list):
+            return reply
+        if not isinstance(reply, dict):
+            raise TypeError("the reply is not a JSON object")
+        return [reply]
+
     def finish(self) -> Choice:
-        """The assembled reply; IncompleteResponse when no finishReason arrived."""
-        if self.finish_reason is None:
+        """The assembled reply; IncompleteResponse when no finishReason (nor the end of a whole reply) arrived."""
+        if self.finish_reason is None and not self.done:
             raise IncompleteResponse(CUT_STREAM)
         content = reply_blocks(self.thinking, self.text, [c for c in self.calls if c.name])
         reason, detail = _reason(self.finish_reason, any(isinstance(b, ToolUseBlock) for b in content))
         return Choice(Message("assistant", content), reason, detail, self.usage)
 
 
-def _reason(raw: str, has_calls: bool) -> tuple[FinishReason, str | None]:
-    if raw == "STOP":
+def _reason(raw: str | None, has_calls: bool) -> tuple[FinishReason, str | None]:
+    if raw == "STOP" or raw is None:
         return (FinishReason.TOOL_CALLS if has_calls else FinishReason.STOP), None
     if raw == "MAX_TOKENS":
         return FinishReason.MAX_TOKENS, None
@@ -235,20 +270,14 @@ class GeminiClient:
                         "Accept-Encoding": "identity"}
         if cfg.api_key:
             self.headers["x-goog-api-key"] = cfg.api_key
-        self._http = transport or HttpTransport(cfg.timeout_secs)
+        self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
                cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
-        parser = GenerateStreamParser()
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
-                for _event, data in iter_sse(read_chunks(resp)):
-                    payload = parse_json(data)
-                    if isinstance(payload, dict):
-                        for chunk in parser.feed(payload):
-                            on_chunk(chunk)
-                return parser.finish()
+                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)
         except HttpError as e:
             if e.retry_after is None:
                 e.retry_after = retry_delay(e.body)

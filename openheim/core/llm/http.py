@@ -1,5 +1,7 @@
-"""The shared streaming POST: one checked, cancellable response per model request.
+"""The one HTTP policy of openheim: every request to a model or embeddings provider goes through here.
 
+One checked, cancellable response per request; no ``~/.netrc``, no URL user info sent, no redirects
+followed (so no header can follow one), one User-Agent, and no secret in any message it makes.
 Only provider modules import this, so importing ``requests`` at module level is fine here.
 """
 from __future__ import annotations
@@ -8,17 +10,19 @@ import email.utils
 import http.client
 import json
 import queue
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import urlsplit
 
 import requests
 import urllib3
+from urllib3.util.request import ACCEPT_ENCODING
 
+from openheim.config.secrecy import host_of, redact, remember_secrets, url_secrets
 from openheim.errors import (
     ApiError,
     Cancelled,
@@ -32,6 +36,7 @@ from openheim.errors import (
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken
 
+USER_AGENT = "openheim"
 OVERFLOW_PHRASES = (
     "context_length_exceeded", "maximum context length", "reduce the length of the messages",
     "prompt is too long", "exceeds the maximum number of tokens", "exceeds the available context size",
@@ -39,6 +44,9 @@ OVERFLOW_PHRASES = (
 )
 _ERROR_BODY_LIMIT = 1 << 20
 _READ_SIZE = 65536
+JSON_BODY_LIMIT = 64 << 20  # a whole JSON reply (embeddings: 100 vectors of 3072 numbers is ~6 MB)
+HEAD_BYTES = 120  # how much of an unreadable reply a message quotes
+_DECODABLE = frozenset(e.strip() for e in ACCEPT_ENCODING.split(",")) | {"identity", ""}
 _TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
 
@@ -81,11 +89,71 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def error_for_status(status: int, body: str, headers: Mapping[str, str]) -> OpenheimError:
-    """The exception for a non-2xx reply."""
-    if is_overflow(status, body):
-        return ContextOverflow(body)
-    return HttpError(status, body, parse_retry_after(headers))
+def error_for_status(status: int, body: str, headers: Mapping[str, str], *, overflow: bool = True) -> OpenheimError:
+    """The exception for a non-2xx reply: ContextOverflow (when ``overflow`` applies) or an HttpError whose
+    message is the provider's own, taken from its error body."""
+    if overflow and is_overflow(status, body):
+        return ContextOverflow(redact(provider_message(body, status)))
+    return HttpError(status, body, parse_retry_after(headers), message=redact(provider_message(body, status)))
+
+
+def provider_message(body: str, status: int = 0) -> str:
+    """The provider's own words in an error body: OpenAI/compatible, Anthropic, Gemini, flat and proxy shapes."""
+    text = body.strip()
+    if not text:
+        return f"{http.client.responses.get(status, 'error')} (empty body)"
+    try:
+        found = _json_message(json.loads(text))
+    except (ValueError, RecursionError):
+        found = None
+    if found:
+        return " ".join(found.split())
+    if text[:1] == "<":
+        title = re.search(r"<title[^>]*>(.*?)</title>", text[:65536], re.IGNORECASE | re.DOTALL)
+        name = " ".join(title.group(1).split()) if title else ""
+        return f"an HTML page{': ' + name[:200] if name else ''} instead of an API error"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 300 else flat[:299] + "…"
+
+
+def _json_message(value: Any) -> str | None:
+    if isinstance(value, list) and value:
+        value = value[0]  # Gemini without alt=sse answers a list
+    if not isinstance(value, dict):
+        return None
+    err = value.get("error", value)
+    if isinstance(err, str):
+        return err
+    if not isinstance(err, dict):
+        return None
+    message = err.get("message")
+    if not isinstance(message, str) or not message.strip():
+        message = value.get("message") if isinstance(value.get("message"), str) else value.get("detail")
+    if not isinstance(message, str) or not message.strip():
+        return None
+    kind = err.get("type") or err.get("status") or err.get("code")
+    if isinstance(kind, str) and kind not in ("None", "null", "error") and kind.lower() not in message.lower():
+        return f"{message} ({kind})"
+    return message
+
+
+def unreadable_reply(url: str, content_type: str, head: bytes, why: str) -> ApiError:
+    """The error for a 2xx reply that cannot be parsed: never retried, names the content type and first bytes."""
+    shown = " ".join(head[:HEAD_BYTES].decode("utf-8", "replace").split())
+    return ApiError(f"{host_of(url)} sent a reply openheim cannot read ({why}; content type "
+                    f"{content_type or 'none'}; it begins {redact(shown)!r}); check api_base and that the server "
+                    "speaks this provider's API", retryable=False)
+
+
+def read_body(chunks: Iterator[bytes], limit: int, url: str) -> bytes:
+    """All of ``chunks``, failing (not retried) once they pass ``limit`` bytes."""
+    data = bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > limit:
+            raise ApiError(f"{host_of(url)} sent a reply larger than {limit >> 20} MiB; openheim does not read "
+                           "replies that big", retryable=False)
+    return bytes(data)
 
 
 def read_chunks(resp: requests.Response) -> Iterator[bytes]:
@@ -205,10 +273,28 @@ def _shutdown(resp: requests.Response) -> None:
         pass
 
 
+def _decodable(resp: requests.Response) -> bool:
+    encodings = resp.headers.get("content-encoding", "").lower().split(",")
+    return all(e.strip() in _DECODABLE for e in encodings)
+
+
+def _check_readable(resp: requests.Response, url: str) -> None:
+    """Refuse, before reading on, a 2xx reply that is an HTML page or compressed in a way we cannot decode."""
+    content_type = resp.headers.get("content-type", "")
+    if not _decodable(resp):
+        encoding = resp.headers.get("content-encoding", "")
+        raise ApiError(f"{host_of(url)} sent a reply compressed with {encoding!r}, which openheim cannot decode "
+                       "(it asks for uncompressed replies); check api_base and any proxy in between",
+                       retryable=False)
+    if content_type.lower().startswith("text/html"):
+        head = next(_urllib3_chunks(resp), b"")
+        raise unreadable_reply(url, content_type, head, "an HTML page, not an API reply")
+
+
 def describe_transport_error(exc: BaseException, url: str, timeout: float) -> str:
     """A one-line account of a failed connection or read."""
-    host = urlsplit(url).netloc or url
-    text = str(exc)
+    host = host_of(url)
+    text = redact(str(exc))
     if isinstance(exc, requests.ConnectTimeout):
         return f"timed out connecting to {host} after {timeout:g} s; check api_base and the network"
     if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError)) or "timed out" in text:
@@ -227,13 +313,14 @@ def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimErro
     """The error for a POST that got no response; never echoes header values (they hold the key)."""
     if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
                         requests.exceptions.InvalidSchema)):
-        return ConfigError(f"api_base gives an invalid URL ({_short(str(exc))}); fix api_base in the config")
+        return ConfigError(f"api_base gives an invalid URL ({_short(redact(str(exc)))}); fix api_base in the config")
     if isinstance(exc, (requests.exceptions.InvalidHeader, ValueError)):
         return ConfigError("a request header is invalid; check the API key for stray spaces or line breaks")
     return TransportError(describe_transport_error(exc, url, timeout))
 
 
 def _no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    """Set as a session's auth, so requests neither reads ``~/.netrc`` nor sends a URL's user info."""
     return request
 
 
@@ -284,12 +371,17 @@ _HELPERS = _HelperThreads()
 
 
 class HttpTransport:
-    """POSTs JSON and hands back a checked streaming response; safe to share between threads."""
+    """POSTs JSON and hands back a checked streaming response; safe to share between threads.
 
-    def __init__(self, timeout_secs: float) -> None:
+    ``api_key`` and the secret parts of ``api_base`` (user info, query values) are removed from every
+    message and log line from then on.
+    """
+
+    def __init__(self, timeout_secs: float, *, api_key: str = "", api_base: str = "") -> None:
         self.timeout = float(timeout_secs) if timeout_secs and timeout_secs > 0 else 120.0
         self._lock = threading.Lock()
         self._idle: list[requests.Session] = []
+        remember_secrets(api_key, *url_secrets(api_base))
 
     def _acquire(self) -> requests.Session:
         with self._lock:
@@ -297,7 +389,7 @@ class HttpTransport:
                 return self._idle.pop()
         session = requests.Session()
         session.auth = _no_netrc  # ~/.netrc must never replace or add credentials
-        session.headers["User-Agent"] = "openheim"
+        session.headers["User-Agent"] = USER_AGENT
         return session
 
     def _release(self, session: requests.Session) -> None:
@@ -315,8 +407,11 @@ class HttpTransport:
 
     @contextmanager
     def stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
-               cancel: CancelToken) -> Iterator[requests.Response]:
-        """POST ``body``; yield the 2xx response; map failures to openheim errors; close at exit."""
+               cancel: CancelToken, *, overflow: bool = True) -> Iterator[requests.Response]:
+        """POST ``body``; yield the 2xx response; map failures to openheim errors; close at exit.
+
+        ``overflow``: whether an error reply may mean "context window exceeded" (model requests only).
+        """
         if cancel.cancelled:
             raise Cancelled()
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -324,10 +419,8 @@ class HttpTransport:
         remove = cancel.on_cancel(lambda: _shutdown(resp))
         try:
             if not 200 <= resp.status_code < 300:
-                raise self._status_error(resp)
-            if resp.headers.get("content-type", "").lower().startswith("text/html"):
-                raise ApiError(f"{urlsplit(url).netloc} answered with an HTML page instead of an event stream; "
-                               "check api_base")
+                raise self._status_error(resp, overflow)
+            _check_readable(resp, url)
             yield resp
         except Exception as exc:
             if cancel.cancelled:
@@ -340,11 +433,30 @@ class HttpTransport:
             resp.close()
             self._release(session)
 
-    def _status_error(self, resp: requests.Response) -> OpenheimError:
+    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str],
+                  cancel: CancelToken | None = None, limit: int = JSON_BODY_LIMIT) -> Any:
+        """POST ``body`` and return the decoded JSON reply (an unreadable one is an ApiError, never retried)."""
+        from openheim.core.turn import CancelToken
+
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
+        with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
+            data = read_body(read_chunks(resp), limit, url)
+            content_type = resp.headers.get("content-type", "")
+        try:
+            return json.loads(data.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            raise unreadable_reply(url, content_type, data, "not JSON") from None
+
+    def _status_error(self, resp: requests.Response, overflow: bool) -> OpenheimError:
         if 300 <= resp.status_code < 400:
-            where = resp.headers.get("location", "?")
+            where = redact(resp.headers.get("location", "?"))
             return HttpError(resp.status_code, f"redirect to {where} refused; set api_base to the final URL")
-        return error_for_status(resp.status_code, _read_error_body(resp), resp.headers)
+        if not _decodable(resp):
+            encoding = resp.headers.get("content-encoding", "")
+            return HttpError(resp.status_code, "", parse_retry_after(resp.headers),
+                             message=f"{http.client.responses.get(resp.status_code, 'error')} (a body compressed "
+                                     f"with {encoding!r}, which openheim cannot decode)")
+        return error_for_status(resp.status_code, _read_error_body(resp), resp.headers, overflow=overflow)
 
     def _open(self, url: str, data: bytes, headers: dict[str, str],
               cancel: CancelToken) -> tuple[requests.Response, requests.Session]:

@@ -11,8 +11,9 @@ from openheim.core.llm.convert import (
     new_call_id,
     reply_blocks,
 )
-from openheim.core.llm.http import HttpTransport, is_overflow, read_chunks
-from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.reply import read_reply
+from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (
     Choice,
     FinishReason,
@@ -134,8 +135,18 @@ def stream_error(payload: dict[str, Any], forwarded: bool) -> Exception:
     return ApiError(f"OpenAI streaming error: {message}", retryable=transient and not forwarded)
 
 
+_USAGE = {"prompt_tokens": NUMBER, "completion_tokens": NUMBER, "prompt_cache_hit_tokens": NUMBER,
+          "prompt_tokens_details": {"cached_tokens": NUMBER}}
+_MESSAGE = {"tool_calls": [{"index": (int, str), "id": str, "function": {"name": str, "arguments": ANY}}]}
+SHAPE = {"choices": [{"delta": _MESSAGE, "message": _MESSAGE, "finish_reason": str}], "usage": _USAGE,
+         "x_groq": {"usage": _USAGE}}
+
+
 class ChatStreamParser:
     """Accumulates Chat Completions stream payloads into a Choice; ``feed`` returns the chunks to show."""
+
+    wire = "OpenAI Chat Completions"
+    shape = SHAPE
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -156,8 +167,11 @@ class ChatStreamParser:
         if not choices:
             return _NO_CHUNKS
         choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish = choice.get("finish_reason")
+        if finish:
+            if finish.__class__ is not str:
+                raise TypeError("finish_reason is not a string")
+            self.finish_reason = finish
         delta = choice.get("delta")
         return self._delta(delta) if delta else _NO_CHUNKS
 
@@ -212,6 +226,8 @@ class ChatStreamParser:
             raise IncompleteResponse(EMPTY_STREAM if empty else CUT_STREAM)
         calls = []
         for c in self.calls:
+            if not isinstance(c.id, (str, type(None))):
+                raise TypeError(f"a tool call id is {type(c.id).__name__}, not a string")
             if not c.name:
                 log.warning("dropping a streamed tool call without a name (id %s)", c.id)
                 continue
@@ -229,11 +245,18 @@ class ChatStreamParser:
             return FinishReason.STOP, None
         return reason, (raw if reason is FinishReason.OTHER else None)
 
+    @staticmethod
+    def whole(reply: Any) -> list[dict[str, Any]]:
+        """A whole (non-streamed) chat.completion as stream payloads, for servers that ignore ``stream``."""
+        return [as_stream_payload(reply)]
+
 
 def as_stream_payload(reply: Any) -> dict[str, Any]:
     """A whole (non-streamed) chat.completion reshaped as one stream payload, for servers that ignore stream."""
-    if not isinstance(reply, dict) or reply.get("error") or reply.get("object") == "error":
-        return reply if isinstance(reply, dict) else {"error": {"message": "the server sent an unreadable reply"}}
+    if not isinstance(reply, dict):
+        raise TypeError("the reply is not a JSON object")
+    if reply.get("error") or reply.get("object") == "error":
+        return reply
     choices = reply.get("choices") or [{}]
     message = dict(choices[0].get("message") or {})
     if message.get("tool_calls"):
@@ -259,7 +282,7 @@ class OpenAIClient:
                         "Accept-Encoding": "identity"}
         if cfg.api_key:
             self.headers["Authorization"] = f"Bearer {cfg.api_key}"
-        self._http = transport or HttpTransport(cfg.timeout_secs)
+        self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
         self._stream_options = True
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
@@ -276,20 +299,5 @@ class OpenAIClient:
         return self._once(body, on_chunk, cancel)
 
     def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
-        parser = ChatStreamParser()
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            if resp.headers.get("content-type", "").startswith("application/json"):
-                payload = parse_json(b"".join(read_chunks(resp)).decode("utf-8", errors="replace"))
-                for chunk in parser.feed(as_stream_payload(payload)):
-                    on_chunk(chunk)
-                parser.feed_done()
-                return parser.finish()
-            for _event, data in iter_sse(read_chunks(resp)):
-                if data[:6] == "[DONE]":
-                    parser.feed_done()
-                    break
-                payload = parse_json(data)
-                if isinstance(payload, dict):
-                    for chunk in parser.feed(payload):
-                        on_chunk(chunk)
-            return parser.finish()
+            return read_reply(resp, ChatStreamParser(), on_chunk, self.url)

@@ -1,8 +1,10 @@
-"""RetryClient: retries a failed model request with backoff, but never once output reached the caller."""
+"""The retry policy of every provider request (chat and embeddings), and RetryClient, which applies it
+to a model's stream but never once output reached the caller."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from openheim.errors import (
     ApiError,
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+RETRY_DELAY_ENV = "OPENHEIM_RETRY_BASE_DELAY"  # seconds; lets tests retry without real waits
 MAX_RETRIES = 3
 BASE_DELAY = 1.0
 MAX_WAIT = 60.0
@@ -54,15 +58,62 @@ def wait_too_long(e: HttpError, seconds: float) -> HttpError:
                      seconds)
 
 
-class RetryClient:
-    """Wraps an LlmClient: up to ``max_retries`` more attempts with 1 s, 2 s, 4 s backoff or Retry-After."""
+def base_delay_from_env() -> float:
+    """The first backoff step: ``OPENHEIM_RETRY_BASE_DELAY`` seconds when set to a number, else 1 s."""
+    try:
+        return max(float(os.environ.get(RETRY_DELAY_ENV, "")), 0.0)
+    except ValueError:
+        return BASE_DELAY
 
-    def __init__(self, inner: LlmClient, *, max_retries: int = MAX_RETRIES, base_delay: float = BASE_DELAY,
+
+class RetryPolicy:
+    """Up to ``max_retries`` more attempts of a retryable failure, each after ``base_delay`` x 1, 2, 4 (1 s,
+    2 s, 4 s by default) or the server's Retry-After (a failure of its own when longer than ``max_wait``)."""
+
+    def __init__(self, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
+                 max_wait: float = MAX_WAIT) -> None:
+        self.max_retries = max_retries
+        self.base_delay = base_delay_from_env() if base_delay is None else base_delay
+        self.max_wait = max_wait
+
+    def run(self, attempt: Callable[[], T], cancel: CancelToken, what: str,
+            may_retry: Callable[[], bool] = lambda: True) -> T:
+        """``attempt()`` until it succeeds, fails for good, or ``may_retry()`` says no; Cancelled on cancel."""
+        attempts = self.max_retries + 1
+        for n in range(attempts):
+            try:
+                return attempt()
+            except OpenheimError as e:
+                if isinstance(e, Cancelled) or cancel.cancelled:
+                    raise Cancelled() from None
+                if n + 1 >= attempts or not may_retry() or not is_retryable(e):
+                    raise
+                delay = self.delay(e, n)
+                log.warning("%s failed (attempt %d/%d): %s. Retrying in %g s", what, n + 1, attempts, e, delay)
+                if cancel.wait(delay):
+                    raise Cancelled() from None
+        raise AssertionError("unreachable")
+
+    def delay(self, e: OpenheimError, attempt: int) -> float:
+        """Seconds before the next attempt; raises the failure itself when the server asks for too long."""
+        if not isinstance(e, HttpError) or e.retry_after is None:
+            return self.base_delay * (2 ** attempt)
+        if e.retry_after > self.max_wait:
+            raise wait_too_long(e, e.retry_after) from e
+        return e.retry_after
+
+
+class RetryClient:
+    """Wraps an LlmClient in the RetryPolicy; an attempt that already showed output is never repeated."""
+
+    def __init__(self, inner: LlmClient, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
                  max_wait: float = MAX_WAIT) -> None:
         self.inner = inner
-        self.max_retries = max_retries
-        self.base_delay = base_delay
-        self.max_wait = max_wait
+        self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay, max_wait=max_wait)
+
+    @property
+    def base_delay(self) -> float:
+        return self.policy.base_delay
 
     @property
     def provider_name(self) -> str:
@@ -81,25 +132,5 @@ class RetryClient:
             forwarded = True
             on_chunk(chunk)
 
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                return self.inner.stream(messages, tools, relay, cancel)
-            except OpenheimError as e:
-                if isinstance(e, Cancelled) or cancel.cancelled:
-                    raise Cancelled() from None
-                if forwarded or attempt + 1 >= attempts or not is_retryable(e):
-                    raise
-                delay = self._delay(e, attempt)
-                log.warning("LLM request failed (attempt %d/%d): %s. Retrying in %g s",
-                            attempt + 1, attempts, e, delay)
-                if cancel.wait(delay):
-                    raise Cancelled() from None
-        raise AssertionError("unreachable")
-
-    def _delay(self, e: OpenheimError, attempt: int) -> float:
-        if not isinstance(e, HttpError) or e.retry_after is None:
-            return self.base_delay * (2 ** attempt)
-        if e.retry_after > self.max_wait:
-            raise wait_too_long(e, e.retry_after) from e
-        return e.retry_after
+        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel), cancel, "LLM request",
+                               may_retry=lambda: not forwarded)

@@ -1,0 +1,125 @@
+"""Reading a 2xx model reply into a Choice, the same way on every wire.
+
+The body is an event stream, or a whole JSON reply in its place (some servers answer a streaming
+request that way). A body that is neither, and a payload of the wrong shape, are provider errors
+reported once in one line (never retried); an unparsable stream line is skipped with a warning.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Protocol
+
+from openheim.config.secrecy import host_of, redact
+from openheim.core.llm.http import read_body, read_chunks, unreadable_reply
+from openheim.core.llm.shape import mismatch
+from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
+from openheim.errors import ApiError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import requests
+
+    from openheim.core.llm.base import Chunk, OnChunk
+    from openheim.core.models import Choice
+
+log = logging.getLogger(__name__)
+
+# what a parser raises on a payload of the wrong shape ("choices": "x", a tool name given as a list)
+SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, RecursionError)
+
+
+class StreamParser(Protocol):
+    """One wire's accumulator: stream payloads in, shown chunks out, the assembled Choice at the end."""
+
+    wire: str  # the API's name, for messages
+    shape: Any  # a shape.py schema of its payloads (and whole replies)
+    done: bool  # the wire's end marker arrived: stop reading
+
+    def feed(self, payload: dict[str, Any]) -> list[Chunk]: ...
+
+    def feed_done(self) -> None: ...
+
+    def finish(self) -> Choice: ...
+
+    def whole(self, reply: Any) -> list[dict[str, Any]]: ...
+
+
+def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk, url: str) -> Choice:
+    """Feed ``resp``'s body to ``parser``, calling ``on_chunk`` for every fragment to show; the Choice."""
+    content_type = resp.headers.get("content-type", "")
+    chunks = read_chunks(resp)
+    first = next(chunks, b"")
+    start = first[:64].lstrip()[:1]
+    if start == b"<":
+        html = b"<html" in first[:1024].lower() or b"<!doctype html" in first[:1024].lower()
+        raise unreadable_reply(url, content_type, first, "an HTML page" if html else "markup, not an event stream")
+    if start in (b"{", b"[") or content_type.lower().startswith("application/json"):
+        return _whole(read_body(chain((first,), chunks), MAX_EVENT_BYTES, url), parser, on_chunk, url,
+                      content_type)
+    return _stream(chain((first,), chunks), parser, on_chunk, url, content_type)
+
+
+def _stream(chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, url: str,
+            content_type: str) -> Choice:
+    stream = EventStream(chunks)
+    parsed = 0
+    for _event, data in stream:
+        if data[:6] == "[DONE]":
+            parser.feed_done()
+            break
+        payload = parse_json(data)
+        if payload.__class__ is not dict:
+            if payload is not None:
+                log.warning("skipping a stream payload that is not a JSON object: %s", data[:200])
+            continue
+        parsed += 1
+        try:
+            shown = parser.feed(payload)
+        except SHAPE_ERRORS as e:
+            raise malformed(parser, payload, e, url) from None
+        for chunk in shown:
+            on_chunk(chunk)
+        if parser.done:
+            break
+    else:
+        if not parsed and (stream.data_lines or stream.other_lines):
+            why = "no JSON event in it" if stream.data_lines else "not an event stream"
+            raise unreadable_reply(url, content_type, stream.head, why)
+    return _finish(parser, url)
+
+
+def _whole(data: bytes, parser: StreamParser, on_chunk: OnChunk, url: str, content_type: str) -> Choice:
+    """A whole (non-streamed) JSON reply: fed to the parser as the stream payloads it stands for."""
+    try:
+        reply = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        if data.lstrip()[:5] in (b"data:", b"event"):  # an event stream labelled as JSON
+            return _stream((data,), parser, on_chunk, url, content_type)
+        raise unreadable_reply(url, content_type, data, "not valid JSON") from None
+    shown: list[Chunk] = []
+    try:
+        for payload in parser.whole(reply):
+            shown += parser.feed(payload)
+    except SHAPE_ERRORS as e:
+        raise malformed(parser, reply, e, url) from None
+    parser.feed_done()
+    for chunk in shown:
+        on_chunk(chunk)
+    return _finish(parser, url)
+
+
+def _finish(parser: StreamParser, url: str) -> Choice:
+    try:
+        return parser.finish()
+    except SHAPE_ERRORS as e:
+        raise malformed(parser, None, e, url) from None
+
+
+def malformed(parser: StreamParser, payload: Any, error: BaseException, url: str) -> ApiError:
+    """The one-line, never retried error for valid JSON of the wrong shape, saying what was wrong."""
+    what = (mismatch(payload, parser.shape) if payload is not None else None) or str(error) or type(error).__name__
+    return ApiError(f"{host_of(url)} sent a malformed {parser.wire} reply: {redact(what)[:300]}; check api_base "
+                    "and the provider's kind", retryable=False)
