@@ -5,7 +5,6 @@ A front end opens a session here, starts turns with ``SessionHandle.start_turn``
 """
 from __future__ import annotations
 
-import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -409,6 +408,8 @@ class OpenheimBuilder:
         """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""
         from openheim.core.function_tool import FunctionTool
         from openheim.core.tools import check_handler
+
+        import inspect
 
         if not isinstance(handler, FunctionTool) and inspect.isfunction(handler):
             handler = FunctionTool(handler)

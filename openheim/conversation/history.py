@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -499,6 +498,8 @@ def _atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
 
 
 def _replace_with(path: Path, data: bytes, sync_dir: bool) -> None:
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         _write_all(fd, data)

@@ -394,8 +394,6 @@ class ProfileCache:
         self._lock = threading.Lock()
 
     def get(self) -> list:
-        from openheim.subagents.profiles import load_profiles
-
         try:
             st = self.dir.stat()
             stamp: tuple | None = (st.st_mtime_ns, st.st_ino, *sorted((p.name, p.stat().st_mtime_ns)
@@ -404,7 +402,12 @@ class ProfileCache:
             stamp = None
         with self._lock:
             if stamp != self._stamp:
-                self._profiles = load_profiles(self.dir) if stamp is not None else []
+                if stamp is None:
+                    self._profiles = []
+                else:
+                    from openheim.subagents.profiles import load_profiles
+
+                    self._profiles = load_profiles(self.dir)
                 self._stamp = stamp
             return self._profiles
 

@@ -8,6 +8,7 @@ after a cancel, even if something below will not let go.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 CANCEL_GRACE = 0.8  # seconds a cancelled turn gets to wind down before its outcome is "cancelled" anyway
 FOLLOW_WAIT = 2.0  # seconds a turn started right after a cancel waits for the cancelled one to let go
 CAPACITY = 4096  # events the worker may run ahead of the front end before it waits
+DENSE = 0.002  # two hand-overs this close together: the stream is pouring in
+LINGER = 0.004  # then a batch waits this long for the events right behind it (well under 50 ms)
 
 Body = Callable[[Callable[["StreamEvent"], None], CancelToken, Callable[[], None]], AgentResult]
 SYNC_WAIT = 5.0  # seconds the worker waits for a stalled front end to catch up before it goes on
@@ -205,9 +208,21 @@ class Turn:
     # --- events ---------------------------------------------------------------------
 
     def batches(self) -> Iterator[list[StreamEvent]]:
-        """Lists of events as they arrive (everything queued at once); ends when the turn ends."""
+        """Lists of events as they arrive (everything queued at once); ends when the turn ends.
+
+        While events pour in (a fast stream), each batch lingers a moment to gather the ones right
+        behind it, so the two threads trade the GIL hundreds of times a second, not per event; a
+        quiet stream is handed over at once.
+        """
+        last = -1.0
         while True:
             batch, ended = self._buffer.take()
+            now = time.monotonic()
+            if batch and not ended and now - last < DENSE:
+                time.sleep(LINGER)
+                more, ended = self._buffer.take(0)
+                batch += more
+            last = now
             if batch:
                 yield batch
             if ended:
