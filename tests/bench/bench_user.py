@@ -2,7 +2,7 @@
 output to a pipe, with PYTHONUNBUFFERED unset and set; baselines from that same venv and curl -N on the
 same fake-server stream; the two commands of each row run in turn and medians are compared.
 
-Run: .venv/bin/python tests/bench/bench_user.py   (the first run builds the venv: about a minute)
+Run: .venv/bin/python tests/bench/bench_user.py [--before REF]   (the first run builds the venv: about a minute;\n--before REF adds the same rows for a regular install of git revision REF, measured in the same run)
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from common import ROOT, table
-from user_install import user_venv
+from user_install import revision_venv, user_venv
 
 CHUNKS = 20_000
 RUNS = 9
@@ -40,25 +40,27 @@ def run_piped(argv: list[str], env: dict, cwd: Path | None = None) -> tuple[floa
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def paired(a: list[str], b: list[str], env: dict, cwd: Path | None = None, runs: int = RUNS) -> dict:
-    """Median wall and cpu of a and b, run in turn (so machine load hits both); b's peak RSS."""
-    wa, ca, wb, cb, rss = [], [], [], [], 0
+def interleaved(argvs: list[list[str]], env: dict, cwd: Path | None = None, runs: int = RUNS) -> list[dict]:
+    """Median wall and cpu of each command, run in turn (so machine load hits all alike), and peak RSS."""
+    walls, cpus, rss = [[] for _ in argvs], [[] for _ in argvs], [0] * len(argvs)
     for _ in range(runs):
-        w, c, _ = run_piped(a, env, cwd)
-        wa.append(w)
-        ca.append(c)
-        w, c, r = run_piped(b, env, cwd)
-        wb.append(w)
-        cb.append(c)
-        rss = max(rss, r)
+        for i, argv in enumerate(argvs):
+            w, c, r = run_piped(argv, env, cwd)
+            walls[i].append(w)
+            cpus[i].append(c)
+            rss[i] = max(rss[i], r)
     med = statistics.median
-    return {"a_wall": med(wa), "a_cpu": med(ca), "b_wall": med(wb), "b_cpu": med(cb), "rss_kib": rss}
+    return [{"wall": med(w), "cpu": med(c), "rss_kib": r} for w, c, r in zip(walls, cpus, rss)]
 
 
-def ratio_row(name: str, m: dict, target: float) -> tuple[str, str, str, str, bool]:
-    ratio = m["b_wall"] / m["a_wall"]
-    measured = f"{m['b_wall'] * 1000:.0f}/{m['a_wall'] * 1000:.0f} ms"
-    return name, measured, f"<= {target}x", f"{ratio:.2f}x (cpu {m['b_cpu'] / m['a_cpu']:.2f}x)", ratio <= target
+def ratio_row(name: str, base: dict, m: dict, target: float) -> tuple[str, str, str, str, bool]:
+    ratio = m["wall"] / base["wall"]
+    measured = f"{m['wall'] * 1000:.0f}/{base['wall'] * 1000:.0f} ms"
+    return name, measured, f"<= {target}x", f"{ratio:.2f}x (cpu {m['cpu'] / base['cpu']:.2f}x)", ratio <= target
+
+
+def ratio(m: dict, base: dict) -> str:
+    return f"{m['wall'] * 1000:.0f} ms = {m['wall'] / base['wall']:.2f}x"
 
 
 def serve_forever(text_chunks: int) -> None:
@@ -89,18 +91,36 @@ def write_config(home: Path, base_url: str) -> None:
         'default_model = "m"\nmodels = ["m"]\napi_key = "sk-bench"\n')
 
 
-def main() -> int:
+class Bench:
+    """Each row: the baseline, then this checkout's install (and, with --before, an older revision's)."""
+
+    def __init__(self, after: Path, before: Path | None) -> None:
+        self.installs = [after] + ([before] if before else [])
+        self.rows: list[tuple[str, str, str, str, bool]] = []
+        self.versus: list[tuple[str, str, str, str]] = []
+
+    def row(self, name: str, baseline: list[str], args: list[str], env: dict, target: float,
+            cwd: Path | None = None, runs: int = RUNS) -> dict:
+        argvs = [baseline] + [[str(v / "bin" / "openheim"), *args] for v in self.installs]
+        base, after, *before = interleaved(argvs, env, cwd, runs)
+        self.rows.append(ratio_row(name, base, after, target))
+        if before:
+            self.versus.append((name, ratio(before[0], base), ratio(after, base), f"<= {target}x"))
+        return after
+
+
+def main(argv: list[str]) -> int:
+    before_ref = argv[argv.index("--before") + 1] if "--before" in argv else None
     venv = user_venv()
-    py, oh = str(venv / "bin" / "python"), str(venv / "bin" / "openheim")
-    rows = []
+    bench = Bench(venv, revision_venv(before_ref) if before_ref else None)
+    py = str(venv / "bin" / "python")
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         base_env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
         base_env.update(OPENHEIM_HOME=str(home), HOME=str(home), NO_PROXY="127.0.0.1")
         envs = {"unset": base_env, "set": {**base_env, "PYTHONUNBUFFERED": "1"}}
 
-        m = paired([py, "-c", "pass"], [oh, "--version"], base_env)
-        rows.append(ratio_row("openheim --version vs python -c pass", m, 2.0))
+        bench.row("openheim --version vs python -c pass", [py, "-c", "pass"], ["--version"], base_env, 2.0)
 
         short, short_url = start_server(5)
         long, long_url = start_server(CHUNKS)
@@ -108,10 +128,10 @@ def main() -> int:
             write_config(home, short_url)
             floor = [py, "-c", "import click, requests, sseclient"]
             for mode, env in envs.items():
-                m = paired(floor, [oh, "run", "hi"], env, cwd=home)
-                rows.append(ratio_row(f"run 'hi' vs import click+requests+sseclient (UNBUFFERED {mode})", m, 1.3))
-            rows.append(("run 'hi' peak RSS", f"{m['rss_kib'] / 1024:.1f} MB", "<= 35 MB", "",
-                         m["rss_kib"] / 1024 <= 35))
+                m = bench.row(f"run 'hi' vs import click+requests+sseclient (UNBUFFERED {mode})", floor,
+                              ["run", "hi"], env, 1.3, cwd=home)
+            bench.rows.append(("run 'hi' peak RSS", f"{m['rss_kib'] / 1024:.1f} MB", "<= 35 MB", "",
+                               m["rss_kib"] / 1024 <= 35))
 
             write_config(home, long_url)
             curl = shutil.which("curl")
@@ -120,10 +140,10 @@ def main() -> int:
                 curl_argv = [curl, "-sN", "-X", "POST", f"{long_url}/chat/completions", "-H",
                              "Content-Type: application/json", "-d", body]
                 for mode, env in envs.items():
-                    m = paired(curl_argv, [oh, "run", "x"], env, cwd=home, runs=5)
-                    rows.append(ratio_row(f"{CHUNKS} chunks: run x | pipe vs curl -N (UNBUFFERED {mode})", m, 1.5))
+                    bench.row(f"{CHUNKS} chunks: run x | pipe vs curl -N (UNBUFFERED {mode})", curl_argv,
+                              ["run", "x"], env, 1.5, cwd=home, runs=5)
             else:
-                rows.append((f"{CHUNKS} chunks vs curl -N", "curl missing", "<= 1.5x", "-", False))
+                bench.rows.append((f"{CHUNKS} chunks vs curl -N", "curl missing", "<= 1.5x", "-", False))
         finally:
             for child in (short, long):
                 child.stdin.close()
@@ -133,16 +153,21 @@ def main() -> int:
         if binary.exists():
             times = [run_piped([str(binary), "--version"], base_env)[0] for _ in range(RUNS)]
             cold = statistics.median(times)
-            rows.append(("frozen binary --version", f"{cold * 1000:.0f} ms", "<= 250 ms", "", cold <= 0.25))
+            bench.rows.append(("frozen binary --version", f"{cold * 1000:.0f} ms", "<= 250 ms", "", cold <= 0.25))
         else:
-            rows.append(("frozen binary --version", "not built", "<= 250 ms", "build/build.sh", True))
-    table(rows)
+            bench.rows.append(("frozen binary --version", "not built", "<= 250 ms", "build/build.sh", True))
+    table(bench.rows)
     print("measured: the installed console script of a regular `pip install .` in", venv)
-    return 0 if all(r[4] for r in rows) else 1
+    if bench.versus:
+        print(f"\nbefore ({before_ref}) and after (this checkout), measured in the same run against the same baseline:")
+        print(f"{'benchmark':<64} {'before':>18} {'after':>18} {'target':>8}")
+        for name, was, now, target in bench.versus:
+            print(f"{name:<64} {was:>18} {now:>18} {target:>8}")
+    return 0 if all(r[4] for r in bench.rows) else 1
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve_forever(int(sys.argv[2]))
     else:
-        sys.exit(main())
+        sys.exit(main(sys.argv[1:]))
