@@ -6,9 +6,10 @@ A front end opens a session here, starts turns with ``SessionHandle.start_turn``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.core.models import (
     AgentResult,
@@ -30,7 +31,12 @@ if TYPE_CHECKING:
     from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.core.tools import ToolCapabilities, ToolHandler, ToolView
+    from openheim.core.tools import (
+        ToolCapabilities,
+        ToolExecutor,
+        ToolHandler,
+        ToolView,
+    )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.state import AgentState
@@ -171,7 +177,7 @@ class SessionHandle:
         where = ViewContext(self.cwd, self._io, with_diff=with_diff, root=self._state.sandbox_for(self.cwd)[0])
         return self._tools().present(tool_name, args, where)
 
-    def _tools(self):
+    def _tools(self) -> ToolExecutor:
         return self._state.tools_for(self._state.session(self.id))
 
     def tools(self) -> list[Tool]:
@@ -339,7 +345,7 @@ class OpenheimBuilder:
     def __init__(self) -> None:
         self._opts: dict = {}
         self._tools: list[ToolHandler] = []
-        self._llm_factory: Callable[[AgentConfig], LlmClient] | None = None
+        self._llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None
 
     def _set(self, key: str, value: object) -> OpenheimBuilder:
         self._opts[key] = value
@@ -406,10 +412,10 @@ class OpenheimBuilder:
 
     def tool(self, handler: ToolHandler | Callable[..., object]) -> OpenheimBuilder:
         """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""
+        import inspect
+
         from openheim.core.function_tool import FunctionTool
         from openheim.core.tools import check_handler
-
-        import inspect
 
         if not isinstance(handler, FunctionTool) and inspect.isfunction(handler):
             handler = FunctionTool(handler)

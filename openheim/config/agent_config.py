@@ -21,7 +21,7 @@ class AgentConfig:
     thinking: bool = False
 
     def with_(self, **changes: object) -> AgentConfig:
-        return replace(self, **changes)
+        return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time
 
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""

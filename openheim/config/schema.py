@@ -116,6 +116,12 @@ def _get_str(d: dict, key: str, section: str = "", required: bool = False) -> st
     return value
 
 
+def _int(value: int | None) -> int:
+    """A value read with a default, which therefore is never None."""
+    assert value is not None
+    return value
+
+
 def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1,
              maximum: int | None = None) -> int | None:
     value = d.get(key)
@@ -300,7 +306,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         data_dir=Path(data_dir).expanduser() if data_dir else None,
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
-        mcp_startup_timeout_secs=_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0),
+        mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         path=path,

@@ -77,7 +77,7 @@ class ToolResultBlock:
     type: str = field(default="tool_result", init=False, repr=False)
 
     def to_dict(self) -> dict:
-        d = {"type": "tool_result", "tool_call_id": self.tool_call_id,
+        d: dict[str, object] = {"type": "tool_result", "tool_call_id": self.tool_call_id,
              "tool_name": self.tool_name, "content": self.content}
         if self.is_error:
             d["is_error"] = True

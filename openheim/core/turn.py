@@ -22,7 +22,7 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._actions: dict[int, Callable[[], None]] = {}
+        self._actions: dict[int, Callable[[], object]] = {}
         self._next = 0
 
     @property
@@ -46,7 +46,7 @@ class CancelToken:
         """Sleep up to ``timeout`` seconds; True if cancelled meanwhile."""
         return self._event.wait(timeout)
 
-    def on_cancel(self, action: Callable[[], None]) -> Callable[[], None]:
+    def on_cancel(self, action: Callable[[], object]) -> Callable[[], None]:
         """Run ``action`` when cancelled (at once if already); returns a remover."""
         with self._lock:
             if not self._event.is_set():

@@ -15,6 +15,7 @@ from openheim.runtime.state import AgentState, RuntimeSettings
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.tools import ToolHandler
     from openheim.memory.long_term import LongTermMemory
@@ -52,7 +53,7 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
 
 
 def build_state(opts: dict, tools: list[ToolHandler],
-                llm_factory: Callable[[AgentConfig], LlmClient] | None) -> AgentState:
+                llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> AgentState:
     programmatic = bool(opts.get("api_key") or opts.get("api_base"))
     config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
     if opts.get("default_skills"):

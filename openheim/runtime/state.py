@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
+    from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
@@ -66,7 +67,7 @@ class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None,
+                 llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None,
                  long_term_memory: LongTermMemory | None = None) -> None:
         from openheim.conversation.store import ConversationStore
 

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -255,7 +256,7 @@ class _SignalGuard:
     def __init__(self, handle: SessionHandle) -> None:
         self.received = 0
         self._handle = handle
-        self._old: dict[int, object] = {}
+        self._old: dict[int, signal.Handlers | int | Callable[..., object] | None] = {}
         for sig in (signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._on_signal)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

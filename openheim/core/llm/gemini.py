@@ -138,7 +138,8 @@ def retry_delay(body: str) -> float | None:
 
 def stream_error(payload: dict[str, Any]) -> Exception:
     """The exception for an in-stream ``{"error": ...}`` payload."""
-    err = payload.get("error") if isinstance(payload.get("error"), dict) else {"message": str(payload.get("error"))}
+    raw = payload.get("error")
+    err: dict[str, Any] = raw if isinstance(raw, dict) else {"message": str(raw)}
     message = str(err.get("message") or err.get("status") or "unknown streaming error")
     if is_overflow(400, message):
         return ContextOverflow(message)
