@@ -59,11 +59,12 @@ def check_version() -> Check:
 
 def check_home() -> Check:
     from openheim.config.load import default_home
+    from openheim.errors import ConfigError
 
     env = os.environ.get("OPENHEIM_HOME", "").strip()
     try:
         home = default_home()
-    except Exception as e:  # no HOME and no OPENHEIM_HOME
+    except ConfigError as e:  # no HOME and no OPENHEIM_HOME
         return Check("home", "home", "fail", " ".join(str(e).split()), {"path": None, "from": None})
     source = "OPENHEIM_HOME" if env else "~/.openheim"
     return Check("home", "home", "ok", f"{home} (from {source})", {"path": str(home), "from": source})
@@ -71,10 +72,11 @@ def check_home() -> Check:
 
 def _config_check(explicit: str | None, status: str, detail: str) -> Check:
     from openheim.config.load import config_path
+    from openheim.errors import ConfigError
 
     try:
-        path = config_path(explicit)
-    except Exception:
+        path: Path | None = config_path(explicit)
+    except ConfigError:
         path = None
     source = "--config" if explicit else "OPENHEIM_CONFIG" if os.environ.get("OPENHEIM_CONFIG", "").strip() \
         else "home"
@@ -86,10 +88,11 @@ def _config_check(explicit: str | None, status: str, detail: str) -> Check:
 
 def check_data_dir(config) -> Check:
     from openheim.config.load import data_dir
+    from openheim.errors import ConfigError
 
     try:
         path = data_dir(config)
-    except Exception as e:
+    except ConfigError as e:
         return Check("data_dir", "data dir", "fail", " ".join(str(e).split()), {"path": None})
     facts = {"path": str(path), "exists": path.is_dir()}
     if path.is_dir():
@@ -183,7 +186,7 @@ def _sqlite_library(module) -> str | None:
         maps = ""
     libs = sorted({line.split(None, 5)[-1] for line in maps.splitlines() if "libsqlite3" in line})
     if module.__name__.startswith("pysqlite3"):
-        import pysqlite3._sqlite3 as ext  # statically linked: the extension is the library
+        import pysqlite3._sqlite3 as ext  # type: ignore[import-untyped]  # statically linked: the extension is the library
         return ext.__file__
     if libs:
         return libs[0]
@@ -209,7 +212,7 @@ def check_mcp(config, config_path: str | None, mcp_config: str | None, timeout: 
                       .check_model(False).build())
             with client:
                 box["servers"] = [s.to_dict() for s in client.mcp_servers(wait=timeout, cwd=os.getcwd())]
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (any failure is reported, never raised from this thread)
             box["error"] = " ".join(str(e).split()) or type(e).__name__
 
     worker = threading.Thread(target=probe, name="openheim-doctor-mcp", daemon=True)
@@ -293,10 +296,11 @@ def check_locale() -> Check:
 
     preferred = locale.getpreferredencoding(False)
     stdout = getattr(sys.stdout, "encoding", None)
-    facts = {"preferred_encoding": preferred, "stdout_encoding": stdout, "filesystem_encoding":
-             sys.getfilesystemencoding(), "utf8_mode": bool(sys.flags.utf8_mode),
+    fs_encoding = sys.getfilesystemencoding()
+    facts: dict[str, Any] = {"preferred_encoding": preferred, "stdout_encoding": stdout, "filesystem_encoding": fs_encoding,
+             "utf8_mode": bool(sys.flags.utf8_mode),
              **{k.lower(): os.environ.get(k) for k in ("LANG", "LC_ALL", "LC_CTYPE")}}
-    encodings = {codecs.lookup(e).name for e in (preferred, stdout or preferred, facts["filesystem_encoding"])}
+    encodings = {codecs.lookup(e).name for e in (preferred, stdout or preferred, fs_encoding)}
     facts["utf8"] = encodings == {"utf-8"}
     shown = f"{preferred} (stdout {stdout}, UTF-8 mode {'on' if facts['utf8_mode'] else 'off'})"
     if not facts["utf8"]:
