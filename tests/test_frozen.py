@@ -280,9 +280,47 @@ def test_shell_child_sees_the_users_library_path(frozen_bin, isolated_home, tmp_
     assert [x for x in child if x.startswith("LD_LIBRARY_PATH")] == ([f"LD_LIBRARY_PATH={outer}"] if outer else [])
 
 
-def test_shell_child_sees_no_pyinstaller_variables(frozen_bin, isolated_home, tmp_path):
-    child, _own = shell_probe(frozen_bin, isolated_home, tmp_path, {})
-    assert [x for x in child if x.startswith("_PYI_") or "_MEI" in x] == []
+def children_env(command: list[str], home: Path, cwd: Path, env: dict) -> tuple[dict, dict]:
+    """The environment of a shell run by execute_command and of a stdio MCP server, both started by ``command``
+    (``openheim`` frozen or from source) under ``env``."""
+    from mcp_helpers import PYTHON, SERVER, wait_until
+
+    dump = cwd / f"mcp-env-{len(list(cwd.glob('mcp-env-*')))}"
+    wrapper = f"env > {dump}; exec {PYTHON} {SERVER}"
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(home, f'default_provider = "fake"\nallow_shell = true\n{provider("fake", srv.base_url)}\n'
+                           f'[mcp_servers.probe]\ncommand = "/bin/sh"\nargs = ["-c", "{wrapper}"]\n')
+        srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "env"}),
+                                      ToolCall("probe__echo", {"text": "up"})]), Reply(text="done"))
+        r = subprocess.run([*command, "run", "show env"], check=False, capture_output=True, text=True, cwd=cwd,
+                           env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    shell_out, mcp_out = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
+    assert mcp_out == "echo: up" and wait_until(dump.exists, timeout=5)
+    return _env_lines(shell_out), _env_lines(dump.read_text())
+
+
+def _env_lines(text: str) -> dict:
+    pairs = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    pairs.pop("PYTHONPATH", None)  # only the source run needs it, to find this checkout
+    return pairs
+
+
+def test_children_get_the_environment_the_installed_package_gives_them(frozen_bin, isolated_home, tmp_path):
+    """A shell command and an MCP server started by the binary see exactly what they see when the same
+    config runs from source: no bootloader LD_LIBRARY_PATH, _PYI_* or _MEIPASS*, the user's own path kept."""
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    base["LD_LIBRARY_PATH"] = "/opt/user-libs"
+    frozen_shell, frozen_mcp = children_env([str(frozen_bin)], isolated_home, tmp_path, base)
+    source_shell, source_mcp = children_env([sys.executable, "-m", "openheim"], isolated_home, tmp_path,
+                                            {**base, "PYTHONPATH": str(ROOT)})
+    assert frozen_shell == source_shell
+    assert frozen_mcp == source_mcp
+    assert frozen_shell["LD_LIBRARY_PATH"] == "/opt/user-libs" and "OPENHEIM_HOME" in frozen_shell
+    leaked = [k for k in {**frozen_shell, **frozen_mcp} if k.startswith(("_PYI_", "_MEIPASS"))]
+    assert leaked == [] and not any("/_MEI" in v for v in {**frozen_shell, **frozen_mcp}.values())
 
 
 def test_mcp_servers_over_stdio_and_http_inside_the_binary(frozen_bin, isolated_home, tmp_path):
