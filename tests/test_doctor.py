@@ -143,3 +143,16 @@ def test_human_lines_are_aligned(isolated_home):
     assert all(x[:6] in ("ok    ", "warn  ", "FAIL  ", "--    ") for x in checks), checks
     detail_column = {len(x) - len(x[6:].split("  ", 1)[1].lstrip()) for x in checks}
     assert len(detail_column) == 1, checks
+
+
+def test_a_server_that_never_answers_is_bounded_by_timeout(isolated_home):
+    import time
+
+    write_config(isolated_home, "http://127.0.0.1:9/v1",
+                 provider_extra='\n[mcp_servers.mute]\ncommand = "/bin/sleep"\nargs = ["600"]\n')
+    start = time.monotonic()
+    code, facts = doctor_json("--timeout", "1")
+    assert time.monotonic() - start < 15
+    [mute] = facts["mcp"]["servers"]
+    assert mute["name"] == "mute" and not mute["connected"] and facts["mcp"]["status"] == "warn"
+    assert code == 0
