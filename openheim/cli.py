@@ -286,11 +286,12 @@ def doctor(ctx: click.Context, as_json: bool, timeout: float) -> None:
     import json
 
     from openheim import doctor as checks_module
+    from openheim.config.secrecy import redact
 
     checks = checks_module.run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
     if as_json:
-        click.echo(json.dumps(checks_module.as_json(checks), ensure_ascii=False, indent=2))
+        click.echo(redact(json.dumps(checks_module.as_json(checks), ensure_ascii=False, indent=2)))
     else:
         for line in checks_module.as_lines(checks):
-            click.echo(line)
+            click.echo(redact(line))
     sys.exit(checks_module.exit_code(checks))
