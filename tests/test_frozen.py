@@ -131,6 +131,9 @@ def test_init_writes_a_config_and_doctor_judges_it(frozen_bin, isolated_home, tm
     assert ca["loadable"] is True and ca["certificates"] > 100, ca
     assert facts["vectors"]["available"] is True and "/_MEI" in facts["vectors"]["library"], facts["vectors"]
     assert facts["locale"] == {**facts["locale"], "utf8": True, "utf8_mode": True, "lang": None, "lc_all": None}
+    c_locale = run_bin(frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "LC_ALL": "C", "LANG": "C"},
+                       inherit=False)
+    assert json.loads(c_locale.stdout)["locale"]["utf8"] is True, c_locale.stdout
 
 
 def test_acp_round_trip_with_the_acp_client_library(frozen_bin, isolated_home, tmp_path):
@@ -318,6 +321,9 @@ def test_children_get_the_environment_the_installed_package_gives_them(frozen_bi
                                             {**base, "PYTHONPATH": str(ROOT)})
     assert frozen_shell == source_shell
     assert frozen_mcp == source_mcp
+    parent = {k: v for k, v in base.items() if k != "PWD"}
+    assert {k: v for k, v in frozen_shell.items() if k != "PWD"} == parent  # the shell sets PWD itself
+    assert {k: v for k, v in frozen_mcp.items() if k != "PWD"} == {k: parent[k] for k in frozen_mcp if k != "PWD"}
     assert frozen_shell["LD_LIBRARY_PATH"] == "/opt/user-libs" and "OPENHEIM_HOME" in frozen_shell
     leaked = [k for k in {**frozen_shell, **frozen_mcp} if k.startswith(("_PYI_", "_MEIPASS"))]
     assert leaked == [] and not any("/_MEI" in v for v in {**frozen_shell, **frozen_mcp}.values())
