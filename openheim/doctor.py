@@ -166,12 +166,15 @@ def check_vectors() -> Check:
     if not driver.vectors:
         facts["reason"] = driver.reason
         return Check("vectors", "vectors", "warn", f"off, keyword search only: {driver.reason}", facts)
+    from openheim.memory.sqlite import load_vec
+
     conn = driver.module.connect(":memory:")
     try:
-        from openheim.memory.sqlite import load_vec
-
         load_vec(conn)
         facts["vec_version"] = conn.execute("select vec_version()").fetchone()[0]
+    except Exception as e:  # noqa: BLE001 (the probe loaded it a moment ago; say why it failed now)
+        facts["available"], facts["reason"] = False, str(e) or type(e).__name__
+        return Check("vectors", "vectors", "warn", f"off, keyword search only: {facts['reason']}", facts)
     finally:
         conn.close()
     return Check("vectors", "vectors", "ok", f"sqlite-vec {facts['vec_version']} via {driver.name} "
