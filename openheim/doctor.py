@@ -189,7 +189,7 @@ def _sqlite_library(module) -> str | None:
         maps = ""
     libs = sorted({line.split(None, 5)[-1] for line in maps.splitlines() if "libsqlite3" in line})
     if module.__name__.startswith("pysqlite3"):
-        import pysqlite3._sqlite3 as ext  # type: ignore[import-untyped]  # statically linked: the extension is the library
+        import pysqlite3._sqlite3 as ext  # statically linked: the extension is the library
         return ext.__file__
     if libs:
         return libs[0]
