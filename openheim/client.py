@@ -369,6 +369,16 @@ class OpenheimBuilder:
     def max_iterations(self, n: int | None) -> OpenheimBuilder:
         return self._set("max_iterations", n)
 
+    def max_tokens_total(self, n: int | None) -> OpenheimBuilder:
+        """A token budget per turn (input + output over every iteration); a turn that reaches it stops with
+        stop reason ``budget`` and ``AgentResult.budget`` saying the figure."""
+        return self._set("max_tokens_total", n)
+
+    def turn_timeout_secs(self, seconds: float | None) -> OpenheimBuilder:
+        """A wall-clock budget per turn; the running stream and tools are cancelled when it runs out
+        (stop reason ``budget``)."""
+        return self._set("turn_timeout_secs", seconds)
+
     def timeout_secs(self, n: int | None) -> OpenheimBuilder:
         return self._set("timeout_secs", n)
 

@@ -29,6 +29,7 @@ STOP_REASONS = {
     StopReason.MAX_TOKENS: "max_tokens",
     StopReason.REFUSAL: "refusal",
     StopReason.CANCELLED: "cancelled",
+    StopReason.BUDGET: "max_turn_requests",  # ACP has no budget reason; the closest: the turn hit a limit
 }
 
 

@@ -11,6 +11,7 @@ from openheim.core.events import StreamEvent
 from openheim.core.llm.base import Chunk
 from openheim.core.models import (
     AgentResult,
+    Budget,
     Choice,
     FinishReason,
     Message,
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 NO_RESULT = "No result: the turn was interrupted before this tool call finished."
 NO_REPLY = "(No reply: this turn ended before the model answered.)"
+TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
 
 
 @dataclass
@@ -65,6 +67,12 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
             state.last_usage = choice.usage
             on_event(events.UsageReport(choice.usage))
         calls = choice.message.tool_calls()
+        over = _token_budget_reached(cfg, state)
+        if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
+            for call in calls:  # the reply's calls get a result, so the history has no dangling call
+                _append(history, Message.tool_result(call.id, call.name,
+                                                     TOKEN_BUDGET_SKIP.format(limit=over.limit), True), on_event)
+            return _finish(on_event, state, None, iteration, StopReason.BUDGET, over)
         if calls:
             finished = run_tool_calls(executor, calls, ctx, on_event,
                                       cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
@@ -79,6 +87,14 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         text = choice.message.text()
         return _finish(on_event, state, text, iteration, _stop_reason(choice, text))
     return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
+
+
+def _token_budget_reached(cfg: AgentConfig, state: _TurnState) -> Budget | None:
+    """The token budget, once the turn's calls (input + output, cache traffic included) have used it up."""
+    limit = cfg.max_tokens_total
+    if limit is None or state.usage.total < limit:
+        return None
+    return Budget("tokens", limit, state.usage.total)
 
 
 def _stop_reason(choice: Choice, text: str | None) -> StopReason:
@@ -132,9 +148,9 @@ def _append(history: list[Message], message: Message, on_event: OnEvent) -> None
 
 
 def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: int,
-            reason: StopReason) -> AgentResult:
+            reason: StopReason, budget: Budget | None = None) -> AgentResult:
     on_event(events.Finished(text, iterations))
-    return AgentResult(text, iterations, reason, state.usage, state.last_usage)
+    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget)
 
 
 def repair_missing_results(history: list[Message]) -> list[Message]:

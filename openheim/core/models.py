@@ -255,6 +255,7 @@ class StopReason(str, Enum):
     REFUSAL = "refusal"
     CANCELLED = "cancelled"
     NO_CONTENT = "no_content"
+    BUDGET = "budget"  # the turn's token or time budget ran out (``AgentResult.budget`` says which)
 
     @property
     def notice(self) -> str | None:
@@ -267,7 +268,30 @@ _STOP_NOTICES = {
     StopReason.MAX_TOKENS: "the response was cut off at the output token limit (max_tokens)",
     StopReason.REFUSAL: "the model declined to respond",
     StopReason.NO_CONTENT: "the model returned an empty response",
+    StopReason.BUDGET: "stopped at the turn's budget",
 }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens) or "time" (``used`` seconds elapsed)."""
+
+    kind: str
+    limit: float
+    used: float
+
+    def to_dict(self) -> dict:
+        if self.kind == "time":
+            return {"kind": "time", "limit": self.limit, "elapsed": round(self.used, 2)}
+        return {"kind": self.kind, "limit": int(self.limit), "used": int(self.used)}
+
+    @property
+    def notice(self) -> str:
+        if self.kind == "time":
+            return (f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
+                    "(--timeout / turn_timeout_secs)")
+        return (f"stopped at the turn's token budget: {int(self.used)} tokens used of {int(self.limit)} "
+                "(--max-tokens-total / max_tokens_total)")
 
 
 @dataclass
@@ -277,3 +301,4 @@ class AgentResult:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
     context_usage: Usage | None = None  # the last call's usage: what the context holds
+    budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)

@@ -296,7 +296,7 @@ class AgentState:
                 where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
                 return self.tools_for(session).present(tool_name, args, where)
 
-            turn = Turn(session.id, body, present, after=previous)
+            turn = Turn(session.id, body, present, after=previous, timeout=session.config.turn_timeout_secs)
             session.turn = turn
         return turn.start()
 

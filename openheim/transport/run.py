@@ -27,6 +27,7 @@ EXIT_CODES = {
     StopReason.MAX_ITERATIONS: 3,
     StopReason.MAX_TOKENS: 4,
     StopReason.REFUSAL: 5,
+    StopReason.BUDGET: 6,
     StopReason.CANCELLED: 130,
 }
 
@@ -52,9 +53,12 @@ def event_json(event: StreamEvent) -> dict:
 
 def result_json(result: AgentResult, handle: SessionHandle) -> dict:
     cfg = handle.config
-    return {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
-            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
-            "model": cfg.model, "provider": cfg.provider_name}
+    out = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+           "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
+           "model": cfg.model, "provider": cfg.provider_name}
+    if result.budget is not None:
+        out["budget"] = result.budget.to_dict()
+    return out
 
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
@@ -150,7 +154,7 @@ class Printer:
             line = {"type": "result", "schema_version": SCHEMA_VERSION, **result_json(result, handle)}
             self.out.write(_dumps(line) + "\n")
         self.out.flush()
-        notice = result.stop_reason.notice
+        notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
         if notice:
             self.err.write(f"openheim: {notice}\n")
 
