@@ -30,6 +30,7 @@ STOP_REASONS = {
     StopReason.REFUSAL: "refusal",
     StopReason.CANCELLED: "cancelled",
     StopReason.BUDGET: "max_turn_requests",  # ACP has no budget reason; the closest: the turn hit a limit
+    StopReason.INVALID_OUTPUT: "end_turn",  # ACP prompts carry no output schema
 }
 
 

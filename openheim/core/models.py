@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import Any, Union
 
 # --- content blocks --------------------------------------------------------
 
@@ -256,6 +256,7 @@ class StopReason(str, Enum):
     CANCELLED = "cancelled"
     NO_CONTENT = "no_content"
     BUDGET = "budget"  # the turn's token or time budget ran out (``AgentResult.budget`` says which)
+    INVALID_OUTPUT = "invalid_output"  # the answer did not match the output schema, even after a repair round
 
     @property
     def notice(self) -> str | None:
@@ -269,6 +270,7 @@ _STOP_NOTICES = {
     StopReason.REFUSAL: "the model declined to respond",
     StopReason.NO_CONTENT: "the model returned an empty response",
     StopReason.BUDGET: "stopped at the turn's budget",
+    StopReason.INVALID_OUTPUT: "the answer did not match the output schema",
 }
 
 
@@ -302,3 +304,5 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
     context_usage: Usage | None = None  # the last call's usage: what the context holds
     budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
+    structured: Any = None  # the answer parsed and validated against the turn's output schema
+    output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
