@@ -3,6 +3,7 @@ options) stop a model that calls a tool forever with exit 6, the figure reached,
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -139,3 +140,20 @@ def test_library_builder_budget_is_a_stop_reason(srv, tmp_path, isolated_home):
         result = client.new_session(tmp_path).prompt("loop")
     assert result.stop_reason is StopReason.BUDGET
     assert result.budget is not None and result.budget.to_dict() == {"kind": "tokens", "limit": 100, "used": 120}
+
+
+def test_time_budget_stops_a_running_tool(srv, tmp_path, isolated_home):
+    write_config(isolated_home, srv.base_url, extra="max_iterations = 100\nallow_shell = true")
+    marker = tmp_path / "finished"
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": f"sleep 20 && touch {marker}"})]))
+    started = time.monotonic()
+    r = openheim("run", "-o", "json", "--timeout", "1", "wait", cwd=tmp_path)
+    assert r.returncode == 6, r.stderr
+    assert time.monotonic() - started < 10
+    obj = json.loads(r.stdout)
+    assert obj["budget"]["kind"] == "time" and obj["iterations"] == 1
+    messages = _history(isolated_home, obj["session_id"])
+    _assert_no_dangling_call(messages)
+    assert "time budget (1s) ran out" in messages[-1]["content"][0]["content"]
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(marker) not in ps  # the command's process group was killed, not left running
