@@ -155,5 +155,5 @@ def test_time_budget_stops_a_running_tool(srv, tmp_path, isolated_home):
     messages = _history(isolated_home, obj["session_id"])
     _assert_no_dangling_call(messages)
     assert "time budget (1s) ran out" in messages[-1]["content"][0]["content"]
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
     assert str(marker) not in ps  # the command's process group was killed, not left running
