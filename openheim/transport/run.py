@@ -16,8 +16,8 @@ from openheim.core.models import AgentResult, StopReason, Usage
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
-    from openheim.core.structured import OutputSchema
     from openheim.core.events import StreamEvent
+    from openheim.core.structured import OutputSchema
     from openheim.runtime.turn import Turn
 
 SCHEMA_VERSION = 1
