@@ -19,6 +19,8 @@ class AgentConfig:
     max_tokens: int | None = None
     context_window: int | None = None
     thinking: bool = False
+    record: str | None = None  # write every exchange to this recording
+    replay: str | None = None  # serve every exchange from this recording (no network)
 
     def with_(self, **changes: object) -> AgentConfig:
         return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time
