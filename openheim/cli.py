@@ -236,10 +236,15 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-s", "--session", "session_id", help="Resume this session id.")
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
+# record and replay (docs/pipelines.md)
+@click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
+@click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool) -> None:
+        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
     from openheim.transport.run import RunOptions, print_failure, run_prompt
@@ -247,10 +252,12 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     try:
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
+        if record and replay:
+            raise click.UsageError("use either --record or --replay, not both")
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).build())
+                  .max_iterations(max_iterations).record(record).replay(replay).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

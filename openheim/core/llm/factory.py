@@ -21,7 +21,11 @@ def _inner_client(cfg: AgentConfig) -> LlmClient:
         raise ConfigError(f"provider '{cfg.provider_name}' has unknown kind '{cfg.kind}'; "
                           f"use one of {', '.join(KINDS)}")
     module, _, name = kind.client.partition(":")
-    return getattr(importlib.import_module(module), name)(cfg)
+    client = getattr(importlib.import_module(module), name)
+    if cfg.record or cfg.replay:
+        from openheim.core.llm.tape import transport_for
+        return client(cfg, transport_for(cfg))
+    return client(cfg)
 
 
 def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
