@@ -130,6 +130,7 @@ class Replay:
         self._used = [False] * len(recording.exchanges)
         self._count = 0
         self._lock = threading.Lock()
+        self._failed: ReplayMismatch | None = None  # the first mismatch, raised again for every later request
 
     def check_kind(self, kind: str) -> None:
         recorded = self.recording.header.get("kind")
@@ -142,6 +143,8 @@ class Replay:
         live = json.loads(remove_secrets(json.dumps(body, ensure_ascii=False)))
         endpoint = _endpoint(urlsplit(url).path)
         with self._lock:
+            if self._failed is not None:  # e.g. a subagent's mismatch became a tool error the model saw
+                raise ReplayMismatch(self._failed.message)
             self._count += 1
             first = None
             for i, ex in enumerate(self.recording.exchanges):
@@ -152,17 +155,21 @@ class Replay:
                     self._used[i] = True  # concurrent subagents may ask in another order than recorded
                     return ex
             n, held = self._count, len(self.recording.exchanges)
+            self._failed = self._mismatch(n, held, first, live, endpoint)
+            raise self._failed
+
+    def _mismatch(self, n: int, held: int, first: dict[str, Any] | None, live: Any, endpoint: str) -> ReplayMismatch:
         path = self.recording.path
         again = f"record it again with openheim run --record {path}"
         if first is None:
             cut = "; its last line is incomplete: the recorded run was cut off" if self.recording.truncated else ""
-            raise ReplayMismatch(f"request {n} is not in recording {path} (it holds {held} exchanges{cut}); {again}")
+            return ReplayMismatch(f"request {n} is not in recording {path} (it holds {held} exchanges{cut}); {again}")
         recorded_path = str(first["request"].get("path", ""))
         if _endpoint(recorded_path) != endpoint:
             diff = f"URL path: recorded …/{_endpoint(recorded_path)}, this run …/{endpoint}"
         else:
             diff = first_difference(first["request"]["body"], live) or "the request body"
-        raise ReplayMismatch(f"request {n} differs from recording {path}: {diff}; {again}")
+        return ReplayMismatch(f"request {n} differs from recording {path}: {diff}; {again}")
 
 
 def _endpoint(path: str) -> str:
