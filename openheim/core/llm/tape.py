@@ -18,10 +18,23 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from requests.structures import CaseInsensitiveDict
 
-from openheim.config.recording_file import MARK, VERSION, Recording, body_fields, read_recording, response_bytes
+from openheim.config.recording_file import (
+    MARK,
+    VERSION,
+    Recording,
+    body_fields,
+    read_recording,
+    response_bytes,
+)
 from openheim.config.secrecy import REDACTED, remove_secrets
 from openheim.core.llm.http import HttpTransport, Tap, error_for_status
-from openheim.errors import Cancelled, ConfigError, HttpError, ReplayMismatch, TransportError
+from openheim.errors import (
+    Cancelled,
+    ConfigError,
+    HttpError,
+    ReplayMismatch,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
