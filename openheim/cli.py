@@ -14,7 +14,7 @@ EXIT_CODE_HELP = """\b
 Exit codes:
   0    the model finished (end_turn; also no_content, with a notice)
   1    runtime or provider error (also: session locked or busy)
-  2    usage or configuration error
+  2    usage or configuration error (also: a replay that differs from its recording)
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
