@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import time
 
 import pytest
-from cli_helpers import openheim, write_config
+from cli_helpers import openheim, spawn, write_config
 from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 SECRET = "sk-test-SECRET-123"
@@ -133,11 +135,35 @@ def test_more_requests_than_recorded_and_a_torn_recording(isolated_home, work):
     assert "(it holds 2 exchanges; its last line is incomplete: the recorded run was cut off)" in r.stderr
 
 
+def test_a_run_killed_mid_recording_leaves_a_readable_prefix(isolated_home, work):
+    rec = work / "killed.jsonl"
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url, kind="openai")
+        srv.enqueue(Reply(text="Looking. ", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="c1")]),
+                    Reply(text="never sent", head_delay=30))
+        proc = spawn("run", PROMPT, "--record", str(rec), cwd=work)
+        try:
+            deadline = time.monotonic() + 20
+            while len(srv.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(srv.requests) == 2  # the second request is waiting for its reply
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=10)
+    header, exchange = [json.loads(line) for line in rec.read_text().splitlines()]
+    assert header["kind"] == "openai" and exchange["response"]["status"] == 200
+    r = openheim("run", PROMPT, "--replay", str(rec), cwd=work)
+    assert (r.returncode, r.stdout) == (2, "Looking. ")
+    assert f"request 2 is not in recording {rec} (it holds 1 exchange); record it again" in r.stderr
+
+
 @pytest.mark.parametrize("content, needle", [
     (b"", "is empty (the recorded run ended before its first request)"),
     (b'{"not": "a recording"}\n', "is not an openheim recording"),
     (b'{"openheim_recording": 1, "kind": "openai"}\n{oops\n{}\n', "line 2 of recording"),
     (b'{"openheim_recording": 9, "kind": "openai"}\n', "has format version 9"),
+    (b'{"openheim_recording": 1, "kind": "openai"}\n"\xff"\n', "line 2 of recording"),
+    (b'{"openheim_recording": 1, "kind": "openai"}\n{"request": {}}\n', "line 2 of recording"),
 ])
 def test_unreadable_recordings_are_one_line_config_errors(isolated_home, work, content, needle):
     write_config(isolated_home, "http://127.0.0.1:9/v1", kind="openai")

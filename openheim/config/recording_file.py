@@ -48,6 +48,23 @@ def body_fields(data: bytes) -> dict[str, str]:
         return {"body_base64": base64.b64encode(data).decode("ascii")}
 
 
+def read_header(path: str | Path) -> dict[str, Any]:
+    """Only the header of a recording (what a ``replay`` provider needs to know which wire it speaks)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return read_recording(p).header  # the full read names the problem
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return read_recording(p).header
+    if not isinstance(header, dict) or header.get(MARK) != VERSION:
+        return read_recording(p).header
+    return header
+
+
 def read_recording(path: str | Path) -> Recording:
     """The header and exchanges of a recording, or a one-line ConfigError saying what is wrong with it."""
     p = Path(path)
@@ -86,6 +103,7 @@ def read_recording(path: str | Path) -> Recording:
 def _line(path: Path, n: int, line: bytes) -> Any:
     try:
         return json.loads(line)
-    except ValueError as e:
-        raise ConfigError(f"line {n} of recording {path} is not valid JSON ({e.msg}); fix the line or "
+    except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8
+        why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+        raise ConfigError(f"line {n} of recording {path} is not valid JSON ({why}); fix the line or "
                           f"record it again with openheim run --record {path}") from None

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
 from openheim.config.providers import REPLAY, provider_kind
-from openheim.config.recording_file import read_recording
+from openheim.config.recording_file import read_header
 from openheim.config.schema import Config, ProviderConfig
 from openheim.config.secrecy import shown_url
 from openheim.errors import ConfigError
@@ -82,7 +82,7 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
 def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
     """A ``kind = "replay"`` provider: the recorded provider's wire, model and request settings."""
     recording = p.recording or ""
-    header = read_recording(recording).header
+    header = read_header(recording)
     kind = provider_kind(str(header.get("kind")), f"kind in the header of recording {recording}")
     if kind.name == REPLAY:
         raise ConfigError(f"recording {recording} names kind 'replay'; record it from a real provider")

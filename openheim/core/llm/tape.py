@@ -176,7 +176,8 @@ class Replay:
         again = f"record it again with openheim run --record {path}"
         if first is None:
             cut = "; its last line is incomplete: the recorded run was cut off" if self.recording.truncated else ""
-            return ReplayMismatch(f"request {n} is not in recording {path} (it holds {held} exchanges{cut}); {again}")
+            held_text = f"{held} exchange" + ("" if held == 1 else "s")
+            return ReplayMismatch(f"request {n} is not in recording {path} (it holds {held_text}{cut}); {again}")
         recorded_path = str(first["request"].get("path", ""))
         if _endpoint(recorded_path) != endpoint:
             diff = f"URL path: recorded …/{_endpoint(recorded_path)}, this run …/{endpoint}"
