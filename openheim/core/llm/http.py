@@ -2,6 +2,7 @@
 
 One checked, cancellable response per request; no ``~/.netrc``, no URL user info sent, no redirects
 followed (so no header can follow one), one User-Agent, and no secret in any message it makes.
+With a recorder (``--record``), each finished exchange, its reply bytes as read, goes to core/llm/tape.py.
 Only provider modules import this, so importing ``requests`` at module level is fine here.
 """
 from __future__ import annotations
