@@ -258,3 +258,18 @@ def test_query_keys_and_key_headers_never_reach_a_recording():
     assert line["request"]["headers"] == {"Authorization": "<redacted>", "x-api-key": "<redacted>",
                                           "Accept": "text/event-stream"}
     assert "AIzaSECRET" not in json.dumps(line)
+
+
+def test_a_replayed_retry_does_not_wait(isolated_home, work):
+    rec = work / "retry.jsonl"
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url, kind="openai")
+        srv.enqueue(Fault(status=503, retry_after=4), Reply(text="after the wait"))
+        started = time.monotonic()
+        live = openheim("run", PROMPT, "--record", str(rec), cwd=work)
+        assert live.returncode == 0 and time.monotonic() - started >= 4
+    started = time.monotonic()
+    r = openheim("run", PROMPT, "--replay", str(rec), cwd=work)
+    assert time.monotonic() - started < 3.5
+    assert (r.returncode, r.stdout) == (0, "after the wait\n")
+    assert "Retrying in 4 s" in r.stderr  # the same decision, logged the same way

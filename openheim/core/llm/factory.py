@@ -31,4 +31,4 @@ def _inner_client(cfg: AgentConfig) -> LlmClient:
 def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
     """The client for ``cfg.kind`` (provider module imported on first use), with retries."""
     from openheim.core.llm.retry import RetryClient
-    return RetryClient(_inner_client(cfg), base_delay=base_delay)
+    return RetryClient(_inner_client(cfg), base_delay=base_delay, pause=not cfg.replay)  # a replay never waits
