@@ -3,8 +3,9 @@
 ``--record`` gives each provider client an ``HttpTransport`` whose recorder appends every finished
 exchange to the file (config/recording_file.py describes the format). ``--replay`` and the ``replay``
 provider kind give it a ``ReplayTransport`` instead: same interface, no socket, the recorded bytes fed
-to the same stream parser, so a replayed run prints exactly what the recorded one did. Every client of
-one build shares one tape per file (subagents included), so requests are served in recorded order.
+to the same stream parser, so a replayed run prints exactly what the recorded one did. There is one
+tape per file in the process, started afresh by each build and shared by all its clients (subagents
+included); two clients built at once on the same file would share it too.
 """
 from __future__ import annotations
 
