@@ -64,6 +64,7 @@ def without_ids(out: str, wire: str) -> str:
 @pytest.mark.parametrize("output", ["text", "json", "stream-json"])
 def test_replay_prints_what_the_recorded_run_printed(isolated_home, work, wire, output):
     recorded, rec = record(isolated_home, work, wire, "-o", output)
+    assert SECRET not in rec.read_text()
     # the server is gone: any request that reached the network would fail with "connection refused"
     r = openheim("run", PROMPT, "--replay", str(rec), "-o", output, cwd=work, env=FAST_RETRY)
     assert r.returncode == 0, r.stderr
