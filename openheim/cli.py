@@ -14,7 +14,7 @@ EXIT_CODE_HELP = """\b
 Exit codes:
   0    the model finished (end_turn; also no_content, with a notice)
   1    runtime or provider error (also: session locked or busy)
-  2    usage or configuration error
+  2    usage or configuration error (also: a replay that differs from its recording)
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
@@ -245,11 +245,16 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-s", "--session", "session_id", help="Resume this session id.")
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
+# record and replay (docs/pipelines.md)
+@click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
+@click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool) -> None:
+        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
     from openheim.transport.run import RunOptions, print_failure, run_prompt
@@ -257,12 +262,14 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     try:
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
+        if record and replay:
+            raise click.UsageError("use either --record or --replay, not both")
         schema = _output_schema(output_schema)
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
-                  .turn_timeout_secs(turn_timeout).build())
+                  .turn_timeout_secs(turn_timeout).record(record).replay(replay).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

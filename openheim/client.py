@@ -376,6 +376,15 @@ class OpenheimBuilder:
     def api_base(self, url: str) -> OpenheimBuilder:
         return self._set("api_base", url)
 
+    def record(self, path: str | Path | None) -> OpenheimBuilder:
+        """Write every provider exchange to ``path`` (JSON Lines; see docs/pipelines.md)."""
+        return self._set("record", str(path) if path else None)
+
+    def replay(self, path: str | Path | None) -> OpenheimBuilder:
+        """Serve every provider exchange from the recording at ``path``: no network, and a request that
+        differs from the recording fails with ReplayMismatch."""
+        return self._set("replay", str(path) if path else None)
+
     def max_iterations(self, n: int | None) -> OpenheimBuilder:
         return self._set("max_iterations", n)
 

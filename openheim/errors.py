@@ -78,6 +78,12 @@ class ConfigError(OpenheimError):
     prefix = "Config error: "
 
 
+class ReplayMismatch(ConfigError):
+    """A replayed run asked for something its recording does not hold (a changed request, or one too many)."""
+
+    prefix = "Replay: "
+
+
 class NotFound(OpenheimError):
     """Something named by the caller does not exist."""
 

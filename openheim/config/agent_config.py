@@ -21,6 +21,8 @@ class AgentConfig:
     thinking: bool = False
     max_tokens_total: int | None = None  # input + output tokens over one turn, every iteration
     turn_timeout_secs: float | None = None  # wall clock for one turn
+    record: str | None = None  # write every exchange to this recording
+    replay: str | None = None  # serve every exchange from this recording (no network)
 
     def with_(self, **changes: object) -> AgentConfig:
         return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time

@@ -19,6 +19,7 @@ class ProviderKind:
 
 
 _OPENAI_CLIENT = "openheim.core.llm.openai:OpenAIClient"
+REPLAY = "replay"
 
 KINDS: dict[str, ProviderKind] = {k.name: k for k in (
     ProviderKind("openai", _OPENAI_CLIENT, "https://api.openai.com/v1", "gpt-4o", "OPENAI_API_KEY", "openai"),
@@ -27,6 +28,8 @@ KINDS: dict[str, ProviderKind] = {k.name: k for k in (
     ProviderKind("gemini", "openheim.core.llm.gemini:GeminiClient",
                  "https://generativelanguage.googleapis.com/v1beta", "gemini-3.8-flash", "GEMINI_API_KEY", "gemini"),
     ProviderKind("openai_compatible", _OPENAI_CLIENT, None, None, None, "openai"),
+    # serves a recording back (``recording = "path"``); it speaks the wire of the kind it was recorded from
+    ProviderKind(REPLAY, "", None, None, None, None),
 )}
 COMPATIBLE = "openai_compatible"
 

@@ -7,6 +7,8 @@ import os
 from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
+from openheim.config.providers import REPLAY, provider_kind
+from openheim.config.recording_file import read_header
 from openheim.config.schema import Config, ProviderConfig
 from openheim.config.secrecy import shown_url
 from openheim.errors import ConfigError
@@ -66,13 +68,33 @@ def _provider(config: Config, name: str) -> ProviderConfig:
 
 
 def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
-    key = resolve_api_key(p)
+    if p.kind == REPLAY:
+        return _replay_config(config, p, model)
+    key = "" if config.replay else resolve_api_key(p)  # a replay sends nothing: no key needed
     validate_provider(p, key)
     return AgentConfig(provider_name=p.name, kind=p.kind, api_base=p.api_base.rstrip("/"), api_key=key,
                        model=model, max_iterations=config.max_iterations,
                        max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
-                       max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking)
+                       max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking,
+                       record=config.record, replay=config.replay)
+
+
+def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
+    """A ``kind = "replay"`` provider: the recorded provider's wire, model and request settings."""
+    recording = p.recording or ""
+    header = read_header(recording)
+    kind = provider_kind(str(header.get("kind")), f"kind in the header of recording {recording}")
+    if kind.name == REPLAY:
+        raise ConfigError(f"recording {recording} names kind 'replay'; record it from a real provider")
+    max_tokens = header.get("max_tokens")
+    return AgentConfig(provider_name=p.name, kind=kind.name, api_base=p.api_base.rstrip("/"), api_key="",
+                       model=model or str(header.get("model") or ""), max_iterations=config.max_iterations,
+                       max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
+                       max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
+                       max_tokens=p.max_tokens or (max_tokens if isinstance(max_tokens, int) else None),
+                       context_window=p.context_window, thinking=bool(header.get("thinking")),
+                       record=config.record, replay=recording)
 
 
 def resolve(config: Config, model: str | None = None) -> AgentConfig:

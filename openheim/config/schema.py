@@ -5,13 +5,14 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openheim.config.providers import infer_kind, provider_kind
+from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.secrecy import scrub_url
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket layer
+REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never contacted
 
 @dataclass
 class ProviderConfig:
@@ -26,6 +27,7 @@ class ProviderConfig:
     max_tokens: int | None = None
     context_window: int | None = None
     thinking: bool = False
+    recording: str | None = None  # kind "replay": the recording it serves
 
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
@@ -98,6 +100,8 @@ class Config:
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     path: Path | None = None  # where it was loaded from
+    record: str | None = None  # run --record: write every provider exchange to this file
+    replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
 
 
 # --- field readers -----------------------------------------------------------
@@ -184,7 +188,7 @@ def _warn_unknown(d: dict, known: set[str], section: str) -> None:
 # --- sections ---------------------------------------------------------------
 
 _PROVIDER_KEYS = {"kind", "api_base", "default_model", "models", "env_var", "api_key", "timeout_secs",
-                  "max_tokens", "context_window", "thinking"}
+                  "max_tokens", "context_window", "thinking", "recording"}
 
 
 def parse_provider(name: str, d: dict) -> ProviderConfig:
@@ -193,13 +197,16 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     section = f"providers.{name}"
     _warn_unknown(d, _PROVIDER_KEYS, section)
     kind = provider_kind(_get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
+    replay = kind.name == REPLAY
+    if replay and not _get_str(d, "recording", section):
+        raise ConfigError(f"[{section}] has kind = \"replay\" but no 'recording'; set recording = \"path/to/file.jsonl\"")
     thinking = d.get("thinking", "adaptive" if kind.thinking else "off")
     if thinking not in ("adaptive", "off"):
         raise ConfigError(f"'{section}.thinking' must be \"adaptive\" or \"off\", got {thinking!r}")
     return ProviderConfig(
         name=name,
-        api_base=_get_str(d, "api_base", section, required=True) or "",
-        default_model=_get_str(d, "default_model", section, required=True) or "",
+        api_base=_get_str(d, "api_base", section, required=not replay) or (REPLAY_BASE if replay else ""),
+        default_model=_get_str(d, "default_model", section, required=not replay) or "",
         models=_get_str_list(d, "models", section),
         kind=kind.name,
         env_var=_get_str(d, "env_var", section),
@@ -208,6 +215,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
         max_tokens=_get_int(d, "max_tokens", section),
         context_window=_get_int(d, "context_window", section),
         thinking=thinking == "adaptive",
+        recording=_get_str(d, "recording", section),
     )
 
 

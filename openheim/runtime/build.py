@@ -28,9 +28,11 @@ _OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window", 
 
 def programmatic_config(opts: dict) -> Config:
     """A one-provider config from builder options (no config file)."""
-    from openheim.config.providers import KINDS, infer_kind
+    from openheim.config.providers import KINDS, REPLAY, infer_kind
 
     name = opts.get("provider") or "openai"
+    if name == REPLAY:
+        return _replay_config(opts)
     kind = KINDS[infer_kind(name)]
     defaults = kind if kind.api_base else KINDS["openai"]
     model = opts.get("model") or defaults.default_model or ""
@@ -38,6 +40,18 @@ def programmatic_config(opts: dict) -> Config:
                               default_model=model, models=[model], kind=kind.name,
                               api_key=opts.get("api_key") or "", thinking=kind.thinking)
     return Config(default_provider=name, providers={name: provider})
+
+
+def _replay_config(opts: dict) -> Config:
+    """``.provider("replay").replay(path)``: one provider serving the recording (see docs/pipelines.md)."""
+    from openheim.config.providers import REPLAY
+    from openheim.config.schema import REPLAY_BASE
+
+    if not opts.get("replay"):
+        raise ConfigError("provider 'replay' needs a recording; call .replay(path) on the builder")
+    provider = ProviderConfig(name=REPLAY, api_base=REPLAY_BASE, default_model=opts.get("model") or "", models=[],
+                              kind=REPLAY, recording=opts["replay"])
+    return Config(default_provider=REPLAY, providers={REPLAY: provider})
 
 
 def canonical_work_dir(path: str | Path | None) -> Path | None:
@@ -55,7 +69,8 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
 
 def build_state(opts: dict, tools: list[ToolHandler],
                 llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> AgentState:
-    programmatic = bool(opts.get("api_key") or opts.get("api_base"))
+    programmatic = bool(opts.get("api_key") or opts.get("api_base")
+                        or (opts.get("provider") == "replay" and not opts.get("config_path")))
     config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
     if opts.get("default_skills"):
         config.default_skills = opts["default_skills"]
@@ -71,6 +86,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
         default_provider=opts.get("provider"),
         default_model=opts.get("model"),
     )
+    _record_and_replay(config, opts)
     config.mcp_servers = _mcp_servers(config, opts)
     ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
     registry = _build_registry(config, ltm, tools)
@@ -80,6 +96,23 @@ def build_state(opts: dict, tools: list[ToolHandler],
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
         state.mcp.start(list(config.mcp_servers.values()))
     return state
+
+
+def _record_and_replay(config: Config, opts: dict) -> None:
+    """``record``/``replay`` options onto the config, and a fresh tape for each file this build uses."""
+    from openheim.config.providers import REPLAY
+
+    if opts.get("record") and opts.get("replay"):
+        raise ConfigError("record and replay cannot be combined; record once, then replay that file")
+    config.record = opts.get("record") or None
+    replays = [p.recording for p in config.providers.values() if p.kind == REPLAY and p.recording]
+    if opts.get("replay") not in replays:  # every provider replays it (a replay provider already does)
+        config.replay = opts.get("replay") or None
+    replays += [config.replay] if config.replay else []
+    if config.record or replays:
+        from openheim.core.llm import tape
+
+        tape.start(config.record, replays)
 
 
 def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:

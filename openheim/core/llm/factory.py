@@ -21,10 +21,14 @@ def _inner_client(cfg: AgentConfig) -> LlmClient:
         raise ConfigError(f"provider '{cfg.provider_name}' has unknown kind '{cfg.kind}'; "
                           f"use one of {', '.join(KINDS)}")
     module, _, name = kind.client.partition(":")
-    return getattr(importlib.import_module(module), name)(cfg)
+    client = getattr(importlib.import_module(module), name)
+    if cfg.record or cfg.replay:
+        from openheim.core.llm.tape import transport_for
+        return client(cfg, transport_for(cfg))
+    return client(cfg)
 
 
 def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
     """The client for ``cfg.kind`` (provider module imported on first use), with retries."""
     from openheim.core.llm.retry import RetryClient
-    return RetryClient(_inner_client(cfg), base_delay=base_delay)
+    return RetryClient(_inner_client(cfg), base_delay=base_delay, pause=not cfg.replay)  # a replay never waits

@@ -2,6 +2,7 @@
 
 One checked, cancellable response per request; no ``~/.netrc``, no URL user info sent, no redirects
 followed (so no header can follow one), one User-Agent, and no secret in any message it makes.
+With a recorder (``--record``), each finished exchange, its reply bytes as read, goes to core/llm/tape.py.
 Only provider modules import this, so importing ``requests`` at module level is fine here.
 """
 from __future__ import annotations
@@ -157,7 +158,17 @@ def read_body(chunks: Iterator[bytes], limit: int, url: str) -> bytes:
 
 
 def read_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """The body's bytes as they arrive, in as few pieces as the network allows."""
+    """The body's bytes as they arrive, in as few pieces as the network allows (a replayed reply's
+    recorded bytes; a recorded reply's bytes are also kept for its recording)."""
+    replayed = getattr(resp, "replayed_chunks", None)
+    if replayed is not None:
+        return replayed()
+    chunks = _network_chunks(resp)
+    tap: Tap | None = getattr(resp, "openheim_tap", None)
+    return tap.keep(chunks) if tap is not None else chunks
+
+
+def _network_chunks(resp: requests.Response) -> Iterator[bytes]:
     fp = _plain_socket_file(resp)
     if fp is None:
         return _urllib3_chunks(resp)
@@ -165,6 +176,31 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
     if hr.chunked:
         return dechunk(fp.read1)
     return _sized(fp.read1, hr.length)
+
+
+class Tap:
+    """One exchange as ``--record`` keeps it: the request, and the response as it is read."""
+
+    KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "location")
+
+    def __init__(self, url: str, headers: Mapping[str, str], body: dict[str, Any]) -> None:
+        self.url, self.headers, self.body = url, headers, body
+        self.status: int | None = None
+        self.response_headers: dict[str, str] = {}
+        self.data = bytearray()
+        self.error: str | None = None
+
+    def respond(self, resp: requests.Response) -> None:
+        self.status = resp.status_code
+        self.response_headers = {k: resp.headers[k] for k in self.KEPT_HEADERS if k in resp.headers}
+
+    def keep(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.data += chunk
+            yield chunk
+
+
+Recorder = Callable[[Tap], None]  # writes a finished exchange to a recording (core/llm/tape.py)
 
 
 def _plain_socket_file(resp: requests.Response) -> Any:
@@ -377,8 +413,10 @@ class HttpTransport:
     message and log line from then on.
     """
 
-    def __init__(self, timeout_secs: float, *, api_key: str = "", api_base: str = "") -> None:
+    def __init__(self, timeout_secs: float, *, api_key: str = "", api_base: str = "",
+                 recorder: Recorder | None = None) -> None:
         self.timeout = float(timeout_secs) if timeout_secs and timeout_secs > 0 else 120.0
+        self.recorder = recorder
         self._lock = threading.Lock()
         self._idle: list[requests.Session] = []
         remember_secrets(api_key, *url_secrets(api_base))
@@ -414,12 +452,30 @@ class HttpTransport:
         """
         if cancel.cancelled:
             raise Cancelled()
+        tap = Tap(url, headers, body) if self.recorder is not None else None
+        try:
+            with self._stream(url, body, headers, cancel, overflow, tap) as resp:
+                yield resp
+        except TransportError as exc:
+            if tap is not None:
+                tap.error = exc.message
+            raise
+        finally:
+            if tap is not None and self.recorder is not None and not cancel.cancelled:
+                self.recorder(tap)
+
+    @contextmanager
+    def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken,
+                overflow: bool, tap: Tap | None) -> Iterator[requests.Response]:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         resp, session = self._open(url, data, headers, cancel)
         remove = cancel.on_cancel(lambda: _shutdown(resp))
+        if tap is not None:
+            tap.respond(resp)
+            resp.openheim_tap = tap  # type: ignore[attr-defined]  # read_chunks keeps what it reads
         try:
             if not 200 <= resp.status_code < 300:
-                raise self._status_error(resp, overflow)
+                raise self._status_error(resp, overflow, tap)
             _check_readable(resp, url)
             yield resp
         except Exception as exc:
@@ -447,7 +503,7 @@ class HttpTransport:
         except (ValueError, RecursionError):
             raise unreadable_reply(url, content_type, data, "not JSON") from None
 
-    def _status_error(self, resp: requests.Response, overflow: bool) -> OpenheimError:
+    def _status_error(self, resp: requests.Response, overflow: bool, tap: Tap | None = None) -> OpenheimError:
         if 300 <= resp.status_code < 400:
             where = redact(resp.headers.get("location", "?"))
             return HttpError(resp.status_code, f"redirect to {where} refused; set api_base to the final URL")
@@ -456,7 +512,10 @@ class HttpTransport:
             return HttpError(resp.status_code, "", parse_retry_after(resp.headers),
                              message=f"{http.client.responses.get(resp.status_code, 'error')} (a body compressed "
                                      f"with {encoding!r}, which openheim cannot decode)")
-        return error_for_status(resp.status_code, _read_error_body(resp), resp.headers, overflow=overflow)
+        body = _read_error_body(resp)
+        if tap is not None:
+            tap.data += body.encode("utf-8")
+        return error_for_status(resp.status_code, body, resp.headers, overflow=overflow)
 
     def _open(self, url: str, data: bytes, headers: dict[str, str],
               cancel: CancelToken) -> tuple[requests.Response, requests.Session]:

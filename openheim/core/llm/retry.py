@@ -71,10 +71,11 @@ class RetryPolicy:
     2 s, 4 s by default) or the server's Retry-After (a failure of its own when longer than ``max_wait``)."""
 
     def __init__(self, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
-                 max_wait: float = MAX_WAIT) -> None:
+                 max_wait: float = MAX_WAIT, pause: bool = True) -> None:
         self.max_retries = max_retries
         self.base_delay = base_delay_from_env() if base_delay is None else base_delay
         self.max_wait = max_wait
+        self.pause = pause  # False (a replay): decide and log as usual, but do not wait
 
     def run(self, attempt: Callable[[], T], cancel: CancelToken, what: str,
             may_retry: Callable[[], bool] = lambda: True) -> T:
@@ -90,7 +91,7 @@ class RetryPolicy:
                     raise
                 delay = self.delay(e, n)
                 log.warning("%s failed (attempt %d/%d): %s. Retrying in %g s", what, n + 1, attempts, e, delay)
-                if cancel.wait(delay):
+                if cancel.wait(delay if self.pause else 0):
                     raise Cancelled() from None
         raise AssertionError("unreachable")
 
@@ -107,9 +108,9 @@ class RetryClient:
     """Wraps an LlmClient in the RetryPolicy; an attempt that already showed output is never repeated."""
 
     def __init__(self, inner: LlmClient, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
-                 max_wait: float = MAX_WAIT) -> None:
+                 max_wait: float = MAX_WAIT, pause: bool = True) -> None:
         self.inner = inner
-        self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay, max_wait=max_wait)
+        self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay, max_wait=max_wait, pause=pause)
 
     @property
     def base_delay(self) -> float:
