@@ -29,6 +29,7 @@ class LazyGroup(click.Group):
         "mcp": "openheim.mcp.cli:mcp",
         "memory": "openheim.memory.cli:memory",
         "sessions": "openheim.conversation.cli:sessions",
+        "permissions": "openheim.transport.permissions:permissions",
         "acp": "openheim.transport.stdio:acp_command",
         "stdio": "openheim.transport.stdio:stdio_command",
         "serve": "openheim.transport.ws:serve_command",
@@ -236,10 +237,16 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-s", "--session", "session_id", help="Resume this session id.")
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
+# permission rules (docs/pipelines.md)
+@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
+              help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
+@click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
+              help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool) -> None:
+        resume_latest: bool, verbose: bool, allow_rules: tuple[str, ...] = (),
+        deny_rules: tuple[str, ...] = ()) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
     from openheim.transport.run import RunOptions, print_failure, run_prompt
@@ -250,7 +257,7 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).build())
+                  .max_iterations(max_iterations).permissions(allow_rules, deny_rules, "command line").build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

@@ -154,11 +154,14 @@ def split_command(line: str) -> list[ShellPart] | None:
 @lru_cache(maxsize=512)
 def _compiled(pattern: str, paths: bool) -> re.Pattern[str]:
     """``*`` any run of characters (for paths: within one directory; ``**`` across directories,
-    ``**/`` also none); everything else literal. A command pattern ending in `` *`` also matches
-    the command with no arguments."""
+    ``**/`` also none); ``\\`` makes the next character literal; everything else is literal. A command
+    pattern ending in `` *`` also matches the command with no arguments."""
     out, i = [], 0
     while i < len(pattern):
-        if pattern.startswith("**/", i) and paths:
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        elif pattern.startswith("**/", i) and paths:
             out.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("**", i):
@@ -171,7 +174,7 @@ def _compiled(pattern: str, paths: bool) -> re.Pattern[str]:
             out.append(re.escape(pattern[i]))
             i += 1
     body = "".join(out)
-    if not paths and pattern.endswith(" *") and not pattern.endswith("\\ *"):
+    if not paths and pattern.endswith(" *") and not pattern.endswith("\\ *") and body.endswith("\\ .*"):
         body = body[: -len(re.escape(" ") + ".*")] + "(?: .*)?"
     return re.compile(body + r"\Z", re.DOTALL)
 
@@ -204,13 +207,31 @@ def main_argument(tool: str, args: object, root: str | None = None, cwd: str | N
 
 def relative_path(path: str, root: str | None, cwd: str | None) -> str | None:
     """``path`` (relative to ``cwd``) relative to ``root``, normalised; ``.`` for the root; None outside it."""
-    root = root or cwd or "/"
-    base = cwd or root
+    root = os.path.realpath(root or cwd or "/")
+    base = os.path.realpath(cwd) if cwd else root
     full = os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-    rel = os.path.relpath(full, os.path.normpath(root))
+    rel = os.path.relpath(full, root)
     if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
         return None
     return rel.replace(os.sep, "/")
+
+
+def literal(text: str) -> str:
+    """``text`` as a pattern that matches only itself."""
+    return text.replace("\\", "\\\\").replace("*", "\\*")
+
+
+def suggested_rules(tool: str, args: object, root: str | None = None, cwd: str | None = None) -> list[str]:
+    """The allow rules that cover exactly this call, for "allow always" saved in a project: the exact path,
+    URL or command line (one rule per part of a compound command), or the tool for tools without a main
+    argument. Empty when nothing exact can be said (a path outside the root, an unparseable command)."""
+    name = f"mcp:{tool}" if "__" in tool else tool
+    if tool not in MAIN_ARGUMENTS or tool in ("remember", "search_memory", "edit_memory", "forget"):
+        return [name]
+    parts = _subjects(tool, args, root, cwd)
+    if not parts:
+        return []
+    return list(dict.fromkeys(f"{name}({literal(p.text)})" for p in parts))
 
 
 # --- deciding ----------------------------------------------------------------
