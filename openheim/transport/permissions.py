@@ -59,14 +59,15 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
             approve: str, cwd: str | None) -> None:
     """Print which rule decides a call of TOOL with ARGS_JSON (a JSON object), and why."""
     from openheim.client import OpenheimClient
+    from openheim.errors import InvalidArgument
 
     try:
         args = json.loads(args_json)
     except json.JSONDecodeError as e:
-        raise click.UsageError(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
+        raise InvalidArgument(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
                                "pass an object such as '{\"path\": \"src/a.py\"}'") from None
     if not isinstance(args, dict):
-        raise click.UsageError("ARGS_JSON must be a JSON object such as '{\"path\": \"src/a.py\"}'")
+        raise InvalidArgument("ARGS_JSON must be a JSON object such as '{\"path\": \"src/a.py\"}'")
     builder = (OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None)
                .mcp_config(ctx.obj.get("mcp_config") if ctx.obj else None)
                .permissions(allow, deny, "command line").check_model(False))
@@ -75,7 +76,7 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
             client.mcp_servers(wait=10)
         offered = {t.name for t in client.tools()}
         if tool not in offered and tool not in MAIN_ARGUMENTS:
-            raise click.UsageError(f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; "
+            raise InvalidArgument(f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; "
                                    "MCP tools are named server__tool)")
         read_only = tool in offered and client.tool_capabilities(tool).read_only
         verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
