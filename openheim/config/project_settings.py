@@ -87,9 +87,32 @@ def save_allow_rule(root: Path, cwd: Path | None, rule: str) -> Path:
         if rule in table.get("allow", []):
             return path
         table["allow"] = [*table.get("allow", []), rule]
-        edited = tomli_w.dumps(data)
+        edited = _with_table(text, "permissions", table) or tomli_w.dumps(data)
     _replace(path, edited)
     return path
+
+
+def _with_table(text: str, name: str, table: dict) -> str | None:
+    """``text`` with its last table ``[name]`` rewritten as ``table`` (what comes before it, comments
+    included, stays); None when ``[name]`` is not the file's last table or the result would differ."""
+    import re
+
+    import tomli_w
+
+    lines = text.splitlines(keepends=True)
+    header = re.compile(rf"^\s*\[\s*{re.escape(name)}\s*\]\s*(#.*)?$")
+    starts = [i for i, line in enumerate(lines) if header.match(line)]
+    if len(starts) != 1 or any(line.lstrip().startswith("[") and not line.lstrip().startswith(("[\"", "['"))
+                               for line in lines[starts[0] + 1:]):
+        return None
+    head = "".join(lines[: starts[0]])
+    edited = head + tomli_w.dumps({name: table})
+    expected = tomllib.loads(text)
+    expected[name] = table
+    try:
+        return edited if tomllib.loads(edited) == expected else None
+    except tomllib.TOMLDecodeError:
+        return None
 
 
 def _replace(path: Path, text: str) -> None:
