@@ -10,12 +10,12 @@ from openheim.acp.toolcalls import subagent_call_id, tool_call_object
 from openheim.acp.util import RpcError
 from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 from openheim.core.tools import ToolView, parse_arguments
-from openheim.errors import Cancelled
+from openheim.errors import Cancelled, OpenheimError
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import SessionHandle
     from openheim.acp.toolcalls import ToolCallTracker
+    from openheim.client import SessionHandle
     from openheim.core.turn import CancelToken
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class ProjectRules:
         try:
             path = self.handle.save_project_rules(rules)
             log.info("saved %s in %s", ", ".join(rules), path)
-        except Exception as e:
+        except (OpenheimError, OSError, ValueError) as e:
             log.warning("could not save %s for the project: %s", ", ".join(rules), e)
 
 
