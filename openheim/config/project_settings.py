@@ -19,7 +19,11 @@ MAX_BYTES = 1 << 20
 
 
 def directories(root: Path, cwd: Path | None) -> list[Path]:
-    """The root and every directory below it down to ``cwd``, outermost first (the root alone if cwd is outside)."""
+    """The root and every directory below it down to ``cwd``, outermost first (just the root if cwd is outside).
+
+    Both are resolved first, so a symlinked spelling of either still relates them (AGENTS.md and the
+    project settings files are found along this path).
+    """
     root = Path(os.path.realpath(root))
     if cwd is None:
         return [root]
