@@ -168,3 +168,11 @@ def test_rules_gate_composes_with_the_fallback_gate():
 
     plain = RulesGate(AllowAll(), RuleSet(), RuleSet(), "/r", "/r", caps)
     assert not plain.gates_read_only
+
+
+def test_a_symlink_is_judged_by_its_target(tmp_path):
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "key").write_text("k")
+    (tmp_path / "innocent").symlink_to(tmp_path / "private" / "key")
+    rules = parse_rules(["read_file"], ["read_file(private/**)"])
+    assert decide("read_file", {"path": "innocent"}, rules, root=str(tmp_path), cwd=str(tmp_path)).outcome == "deny"

@@ -206,10 +206,11 @@ def main_argument(tool: str, args: object, root: str | None = None, cwd: str | N
 
 
 def relative_path(path: str, root: str | None, cwd: str | None) -> str | None:
-    """``path`` (relative to ``cwd``) relative to ``root``, normalised; ``.`` for the root; None outside it."""
+    """``path`` (relative to ``cwd``) relative to ``root``, normalised with symlinks resolved (so a link is
+    judged by where it leads); ``.`` for the root; None outside it."""
     root = os.path.realpath(root or cwd or "/")
     base = os.path.realpath(cwd) if cwd else root
-    full = os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+    full = os.path.realpath(os.path.join(base, os.path.expanduser(path)))  # a symlink is judged by its target
     rel = os.path.relpath(full, root)
     if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
         return None

@@ -83,6 +83,6 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
     click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
     for line in describe(verdict, approve, read_only):
         click.echo(line)
-    if tool not in offered:
+    if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
         click.echo(f"note: {tool} is not offered by this configuration"
                    + (" (allow_shell = false)" if tool == "execute_command" else ""))
