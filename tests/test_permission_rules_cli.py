@@ -214,3 +214,12 @@ def test_explain_errors_are_one_line_with_exit_2(srv, isolated_home, tmp_path):
         r = explain(*args, cwd=tmp_path)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and text in r.stderr, r.stderr
+
+
+def test_a_malformed_flag_rule_is_a_json_failure_object_too(srv, isolated_home, tmp_path):
+    config(isolated_home, srv)
+    r = openheim("run", "-o", "json", "--allow", "write_file(", "go", cwd=tmp_path)
+    assert r.returncode == 2
+    failure = json.loads(r.stdout)
+    assert failure["error"]["kind"] == "config_error" and "'write_file('" in failure["error"]["message"]
+    assert failure["exit_code"] == 2 and not srv.requests
