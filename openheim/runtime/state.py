@@ -36,7 +36,12 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.structured import OutputSchema
-    from openheim.core.tools import ToolCapabilities, ToolExecutor, ToolRegistry, ToolView
+    from openheim.core.tools import (
+        ToolCapabilities,
+        ToolExecutor,
+        ToolRegistry,
+        ToolView,
+    )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
 
