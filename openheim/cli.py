@@ -31,6 +31,7 @@ class LazyGroup(click.Group):
         "mcp": "openheim.mcp.cli:mcp",
         "memory": "openheim.memory.cli:memory",
         "sessions": "openheim.conversation.cli:sessions",
+        "permissions": "openheim.transport.permissions:permissions",
         "acp": "openheim.transport.stdio:acp_command",
         "stdio": "openheim.transport.stdio:stdio_command",
         "serve": "openheim.transport.ws:serve_command",
@@ -250,11 +251,17 @@ def init(ctx: click.Context, force: bool) -> None:
               help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
 @click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
               help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
+# permission rules (docs/pipelines.md)
+@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
+              help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
+@click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
+              help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None) -> None:
+        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
     from openheim.transport.run import RunOptions, print_failure, run_prompt
@@ -269,7 +276,8 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
-                  .turn_timeout_secs(turn_timeout).record(record).replay(replay).build())
+                  .turn_timeout_secs(turn_timeout).record(record).replay(replay)
+                  .permissions(allow_rules, deny_rules, "command line").build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

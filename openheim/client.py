@@ -23,6 +23,7 @@ from openheim.core.models import (
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.config.rules import Verdict
     from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import ConversationMeta
     from openheim.conversation.skills import Skill
@@ -198,6 +199,25 @@ class SessionHandle:
     def tool_capabilities(self, name: str) -> ToolCapabilities:
         return self._tools().capabilities(name)
 
+    def suggested_rules(self, tool_name: str, arguments: str) -> list[str]:
+        """The allow rules covering exactly this call, as "allow always" saves them for the project."""
+        from openheim.config.rules import suggested_rules
+        from openheim.core.tools import parse_arguments
+
+        root, cwd = self._state.sandbox_for(self.cwd)
+        return suggested_rules(tool_name, parse_arguments(arguments), str(root), str(cwd))
+
+    def save_project_rules(self, rules: list[str]) -> Path | None:
+        """Append allow rules to the project's ``.openheim/settings.toml`` (the innermost one from the
+        sandbox root down to this session's cwd, else the root's); returns the file."""
+        from openheim.config.project_settings import save_allow_rule
+
+        root, cwd = self._state.sandbox_for(self.cwd)
+        path = None
+        for rule in rules:
+            path = save_allow_rule(root, cwd, rule)
+        return path
+
     def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:
         """The MCP servers this session sees (configured, its project's, its own), waiting up to ``wait``
         seconds for those still starting."""
@@ -327,6 +347,13 @@ class OpenheimClient:
     def tool_capabilities(self, name: str) -> ToolCapabilities:
         return self.state.runtime_tools().capabilities(name)
 
+    def explain_permission(self, tool_name: str, args: object, cwd: str | Path | None = None) -> Verdict:
+        """What the permission rules (config, builder, and the project's for ``cwd``) say about a call."""
+        from openheim.config.rules import decide
+
+        user, project, root = self.state.permission_rules(Path(cwd or os.getcwd()).absolute())
+        return decide(tool_name, args, user, project, str(root), str(Path(cwd or os.getcwd()).absolute()))
+
     def mcp_servers(self, wait: float = 0.0, cwd: str | Path | None = None) -> list[McpServerStatus]:
         """Status of the configured MCP servers (config.toml, builder, --mcp-config), waiting up to ``wait``
         seconds for those still starting. With ``cwd``, also that directory's project ``.mcp.json`` servers:
@@ -418,6 +445,26 @@ class OpenheimBuilder:
 
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
+
+    def allow(self, rule: str, source: str = "builder") -> OpenheimBuilder:
+        """Add a permission rule that lets matching calls run without asking: ``read_file``,
+        ``write_file(src/**)``, ``execute_command(git diff *)`` (see docs/pipelines.md)."""
+        self._opts.setdefault("allow", []).append((rule, source))
+        return self
+
+    def deny(self, rule: str, source: str = "builder") -> OpenheimBuilder:
+        """Add a permission rule that refuses matching calls, whatever else allows them."""
+        self._opts.setdefault("deny", []).append((rule, source))
+        return self
+
+    def permissions(self, allow: list[str] | tuple[str, ...] = (), deny: list[str] | tuple[str, ...] = (),
+                    source: str = "builder") -> OpenheimBuilder:
+        """``allow(rule)`` and ``deny(rule)`` for each rule given (``source`` names them in explanations)."""
+        for rule in allow:
+            self.allow(rule, source)
+        for rule in deny:
+            self.deny(rule, source)
+        return self
 
     def mcp_server(self, name: str, config: McpServerConfig | dict) -> OpenheimBuilder:
         """Add an MCP server (dict keys as in [mcp_servers.NAME]: command, args, env, url, headers,

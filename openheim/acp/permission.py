@@ -10,11 +10,12 @@ from openheim.acp.toolcalls import subagent_call_id, tool_call_object
 from openheim.acp.util import RpcError
 from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 from openheim.core.tools import ToolView, parse_arguments
-from openheim.errors import Cancelled
+from openheim.errors import Cancelled, OpenheimError
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.toolcalls import ToolCallTracker
+    from openheim.client import SessionHandle
     from openheim.core.turn import CancelToken
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,36 @@ OPTIONS = [
 _DECISIONS = {d.value: d for d in Decision}
 
 
+def options_for(rules: list[str]) -> list[dict]:
+    """The permission options; "Allow Always" names the rules it saves for the project, when there are any."""
+    if not rules:
+        return OPTIONS
+    always = {**OPTIONS[1], "name": f"Allow Always (saves {', '.join(rules)} for this project)"}
+    return [OPTIONS[0], always, *OPTIONS[2:]]
+
+
+class ProjectRules:
+    """What "allow always" saves: the exact rules for a call, appended to the project's settings file."""
+
+    def __init__(self, handle: SessionHandle) -> None:
+        self.handle = handle
+
+    def suggest(self, req: PermissionRequest) -> list[str]:
+        try:
+            return self.handle.suggested_rules(req.tool_name, req.arguments)
+        except Exception:  # never let a suggestion stop the question being asked
+            log.warning("no project rule can be suggested for %s", req.tool_name, exc_info=True)
+            return []
+
+    def save(self, rules: list[str]) -> None:
+        """Append the rules; a file that cannot be written is logged, and the answer still counts this session."""
+        try:
+            path = self.handle.save_project_rules(rules)
+            log.info("saved %s in %s", ", ".join(rules), path)
+        except (OpenheimError, OSError, ValueError) as e:
+            log.warning("could not save %s for the project: %s", ", ".join(rules), e)
+
+
 def decision_from(result: object) -> Decision:
     """The client's answer as a Decision; anything but a known selected option is a rejection."""
     outcome = result.get("outcome") if isinstance(result, dict) else None
@@ -39,11 +70,14 @@ def decision_from(result: object) -> Decision:
 class AcpGate(FailClosedGate):
     """Puts each side-effect tool call to the user; cancel, error or unknown answers never run the tool."""
 
-    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker) -> None:
+    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
+                 project_rules: ProjectRules | None = None) -> None:
         self.conn, self.session_id, self.tracker = conn, session_id, tracker
+        self.project_rules = project_rules
 
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
-        params = {"sessionId": self.session_id, "toolCall": self._tool_call(req), "options": OPTIONS}
+        rules = self.project_rules.suggest(req) if self.project_rules is not None else []
+        params = {"sessionId": self.session_id, "toolCall": self._tool_call(req), "options": options_for(rules)}
         try:
             result = self.conn.request("session/request_permission", params, cancel)
         except Cancelled:
@@ -54,6 +88,8 @@ class AcpGate(FailClosedGate):
         if cancel is not None and cancel.cancelled:
             return None
         decision = decision_from(result)
+        if decision == Decision.ALLOW_ALWAYS and rules and self.project_rules is not None:
+            self.project_rules.save(rules)
         if decision.allowed:
             self.tracker.start(self._call_id(req))
         return decision

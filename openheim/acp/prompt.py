@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
 from openheim.acp.connection import encode
-from openheim.acp.permission import AcpGate
+from openheim.acp.permission import AcpGate, ProjectRules
 from openheim.acp.terminal import Terminals
 from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
@@ -46,7 +46,7 @@ class PromptRun:
         self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
         self.tracker = self.updates.tracker
         self.client_io = self._client_io(features)
-        self.gate = AcpGate(conn, self.session_id, self.tracker)
+        self.gate = AcpGate(conn, self.session_id, self.tracker, ProjectRules(handle))
         self.turn: Turn | None = None
         self.first_turn = not handle.has_history
         self.thread = threading.Thread(target=self._pump, name=f"acp-prompt-{self.session_id[:8]}", daemon=True)

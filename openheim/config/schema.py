@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
+from openheim.config.rules import RuleError, RuleSet, parse_rules
 from openheim.config.secrecy import scrub_url
 from openheim.errors import ConfigError
 
@@ -99,6 +100,7 @@ class Config:
     mcp_startup_timeout_secs: int = 10  # how long a turn waits for MCP servers that are still starting
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
+    permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
     path: Path | None = None  # where it was loaded from
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
@@ -298,9 +300,18 @@ def parse_serve(d: dict) -> ServeConfig:
     return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins])
 
 
+def parse_permissions(d: dict, source: str) -> RuleSet:
+    """``[permissions]`` allow / deny lists of rules (``source`` names the file in each rule)."""
+    _warn_unknown(d, {"allow", "deny"}, "permissions")
+    try:
+        return parse_rules(_get_str_list(d, "allow", "permissions"), _get_str_list(d, "deny", "permissions"), source)
+    except RuleError as e:
+        raise ConfigError(str(e)) from None
+
+
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs"}
+             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -331,6 +342,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
+        permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
         path=path,
     )
 

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from openheim.config.project_settings import directories
+
 log = logging.getLogger(__name__)
 
 FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
@@ -23,25 +25,6 @@ class Instruction:
 
     relpath: str
     content: str
-
-
-def directories(root: Path, cwd: Path | None) -> list[Path]:
-    """The root and every directory below it down to ``cwd``, outermost first (just the root if cwd is outside).
-
-    Both are resolved first, so a symlinked spelling of either still relates them.
-    """
-    root = Path(os.path.realpath(root))
-    if cwd is None:
-        return [root]
-    cwd = Path(os.path.realpath(cwd))
-    try:
-        parts = cwd.relative_to(root).parts
-    except ValueError:
-        return [root]
-    dirs = [root]
-    for part in parts:
-        dirs.append(dirs[-1] / part)
-    return dirs
 
 
 def load_instructions(sandbox_root: Path | str, cwd: Path | str | None = None) -> list[Instruction]:

@@ -1,7 +1,8 @@
 """PermissionGate: how a front end approves or rejects a tool call before it runs.
 
 Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``), FailClosedGate
-(base for interactive front ends) and RememberingGate (per-session *Always decisions around any gate).
+(base for interactive front ends), RememberingGate (per-session *Always decisions around any gate) and
+RulesGate (permission rules from config, flags and the project, in front of all of them).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from openheim.config.rules import RuleSet, Verdict
     from openheim.core.tools import ToolCapabilities
     from openheim.core.turn import CancelToken
 
@@ -56,6 +58,8 @@ class PermissionGate(Protocol):
     """
 
     gates_read_only: bool = False  # True: read-only tools are put to the gate too
+    # False: a project's allow rules must not let a call past this gate's refusal (``--approve none``)
+    project_allows_apply: bool = True
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision: ...
 
@@ -124,6 +128,7 @@ class PolicyGate(PermissionGate):
             raise ValueError(f"unknown approval policy '{policy}'; use one of: {', '.join(POLICIES)}")
         self.policy = policy
         self._capabilities = capabilities
+        self.project_allows_apply = policy != "none"
 
     @property
     def gates_read_only(self) -> bool:  # type: ignore[override]
@@ -211,3 +216,50 @@ class SubagentGate(PermissionGate):
 
         return self.inner.request(replace(req, subagent=self.subagent, parent_tool_call_id=self.parent_tool_call_id),
                                   cancel)
+
+
+def rule_denied_message(verdict: Verdict) -> str:
+    """The tool result the model reads when a deny rule refused a call."""
+    return f"Permission denied by rule: {verdict.reason}."
+
+
+class RulesGate(PermissionGate):
+    """Permission rules in front of a fallback gate: a deny rule refuses, the user's allow rules allow,
+    the project's allow rules allow unless the fallback refuses everything (``--approve none``), and the
+    rest goes to ``inner`` (read-only calls only when ``inner`` gates them)."""
+
+    def __init__(self, inner: PermissionGate, user: RuleSet, project: RuleSet, root: str | None, cwd: str | None,
+                 capabilities: CapabilitiesLookup, project_allows: bool = True) -> None:
+        self.inner, self.user, self.project = inner, user, project
+        self.root, self.cwd = root, cwd
+        self._capabilities = capabilities
+        self._project_allows = project_allows
+
+    @property
+    def gates_read_only(self) -> bool:  # type: ignore[override]
+        """Deny rules can refuse read-only tools too, so with any, every call comes here."""
+        return bool(self.user.deny or self.project.deny) or self.inner.gates_read_only
+
+    def verdict(self, req: PermissionRequest) -> Verdict:
+        from openheim.config.rules import decide
+        from openheim.core.tools import parse_arguments
+
+        return decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        from openheim.config.rules import ALLOW, DENY, PROJECT_ALLOW
+
+        verdict = self.verdict(req)
+        if verdict.outcome == DENY:
+            return Decision.REJECT_ONCE
+        if verdict.outcome == ALLOW or (verdict.outcome == PROJECT_ALLOW and self._project_allows):
+            return Decision.ALLOW_ONCE
+        if not self.inner.gates_read_only and self._capabilities(req.tool_name).read_only:
+            return Decision.ALLOW_ONCE
+        return self.inner.request(req, cancel)
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        from openheim.config.rules import DENY
+
+        verdict = self.verdict(req)
+        return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)

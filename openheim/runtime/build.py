@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
+from openheim.config.rules import RuleSet
 from openheim.config.schema import Config, McpServerConfig, ProviderConfig
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
@@ -76,6 +77,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
         config.default_skills = opts["default_skills"]
     if opts.get("allow_shell") is not None:
         config.allow_shell = bool(opts["allow_shell"])
+    config.permissions = config.permissions + _builder_rules(opts)
     overrides = {k: opts[k] for k in _OVERRIDES if opts.get(k) is not None}
     settings = RuntimeSettings(
         config=config,
@@ -113,6 +115,18 @@ def _record_and_replay(config: Config, opts: dict) -> None:
         from openheim.core.llm import tape
 
         tape.start(config.record, replays)
+
+
+def _builder_rules(opts: dict) -> RuleSet:
+    """The builder's (and so ``openheim run --allow/--deny``'s) rules; a ConfigError names a malformed one."""
+    from openheim.config.rules import RuleError, parse_rule
+
+    try:
+        allow = tuple(parse_rule(r, source) for r, source in opts.get("allow", ()))
+        deny = tuple(parse_rule(r, source) for r, source in opts.get("deny", ()))
+    except RuleError as e:
+        raise ConfigError(str(e)) from None
+    return RuleSet(allow, deny)
 
 
 def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:

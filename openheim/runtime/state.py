@@ -28,6 +28,7 @@ from openheim.runtime.turn import Turn
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.config.rules import RuleSet
     from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
@@ -35,7 +36,12 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
     from openheim.core.structured import OutputSchema
-    from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
+    from openheim.core.tools import (
+        ToolCapabilities,
+        ToolExecutor,
+        ToolRegistry,
+        ToolView,
+    )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
 
@@ -339,8 +345,9 @@ class AgentState:
         base = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
         every_tool = self.tools_for(session, base)
         tools = tools_for_mode(every_tool, session.mode)
+        remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities),
+                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -358,6 +365,24 @@ class AgentState:
             finally:
                 recorder.close()
             return result
+
+    def permission_rules(self, cwd: Path) -> tuple[RuleSet, RuleSet, Path]:
+        """(the user's rules, the project's rules for a session in ``cwd``, the sandbox root)."""
+        from openheim.config.project_settings import load_project_rules
+
+        root, cwd = self.sandbox_for(cwd)
+        return self.config.permissions, load_project_rules(root, cwd), root
+
+    def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
+                    capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+        from openheim.core.permission import RulesGate
+
+        user, project, _ = self.permission_rules(cwd)
+        if not (user or project):
+            return inner
+        project_allows = getattr(fallback, "project_allows_apply", True)
+        return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
 
     def tools_for(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default tools_of) plus delegate_task bound to its live model;

@@ -1,0 +1,88 @@
+"""`openheim permissions explain TOOL ARGS_JSON`: which permission rule decides a call, and why."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict
+
+
+@click.group()
+def permissions() -> None:
+    """Permission rules: see what they decide (docs/pipelines.md)."""
+
+
+def fallback(policy: str, read_only: bool) -> str:
+    """What ``--approve policy`` does with a call no rule decided."""
+    if policy == "all" or (policy == "reads" and read_only):
+        return f"falls through to --approve {policy}: allowed"
+    why = "no tool may run" if policy == "none" else "the tool is not read-only"
+    return f"falls through to --approve {policy}: denied ({why})"
+
+
+def describe(verdict: Verdict, policy: str, read_only: bool) -> list[str]:
+    """The lines ``explain`` prints: the decision, the rule (if one decided) and why."""
+    if verdict.outcome == DENY:
+        decision = "denied by rule"
+    elif verdict.outcome == ALLOW:
+        decision = "allowed by rule"
+    elif verdict.outcome == PROJECT_ALLOW and policy != "none":
+        decision = "allowed by a project rule"
+    elif verdict.outcome == PROJECT_ALLOW:
+        decision = "denied: project allow rules do not apply under --approve none"
+    elif read_only and policy != "none":
+        decision = f"allowed: read-only, no rule decides it ({fallback(policy, True)})"
+    else:
+        decision = fallback(policy, read_only)
+    lines = [f"decision: {decision}"]
+    if verdict.rule is not None:
+        lines.append(f"rule: {verdict.rule} (from {verdict.rule.source})")
+    lines.append(f"why: {verdict.reason}")
+    if len(verdict.parts) > 1:
+        lines.append("parts: " + " | ".join(verdict.parts))
+    return lines
+
+
+@permissions.command()
+@click.argument("tool")
+@click.argument("args_json")
+@click.option("--allow", "allow", multiple=True, metavar="RULE", help="An allow rule, as with `openheim run`.")
+@click.option("--deny", "deny", multiple=True, metavar="RULE", help="A deny rule, as with `openheim run`.")
+@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
+              help="The --approve policy a call no rule decides falls back to.")
+@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="The session directory whose project settings apply (default: the current directory).")
+@click.pass_context
+def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...], deny: tuple[str, ...],
+            approve: str, cwd: str | None) -> None:
+    """Print which rule decides a call of TOOL with ARGS_JSON (a JSON object), and why."""
+    from openheim.client import OpenheimClient
+    from openheim.errors import InvalidArgument
+
+    try:
+        args = json.loads(args_json)
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
+                               "pass an object such as '{\"path\": \"src/a.py\"}'") from None
+    if not isinstance(args, dict):
+        raise InvalidArgument("ARGS_JSON must be a JSON object such as '{\"path\": \"src/a.py\"}'")
+    builder = (OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None)
+               .mcp_config(ctx.obj.get("mcp_config") if ctx.obj else None)
+               .permissions(allow, deny, "command line").check_model(False))
+    with builder.build() as client:
+        if "__" in tool:
+            client.mcp_servers(wait=10)
+        offered = {t.name for t in client.tools()}
+        if tool not in offered and tool not in MAIN_ARGUMENTS:
+            raise InvalidArgument(f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; "
+                                   "MCP tools are named server__tool)")
+        read_only = tool in offered and client.tool_capabilities(tool).read_only
+        verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
+    click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
+    for line in describe(verdict, approve, read_only):
+        click.echo(line)
+    if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
+        click.echo(f"note: {tool} is not offered by this configuration"
+                   + (" (allow_shell = false)" if tool == "execute_command" else ""))
