@@ -147,7 +147,7 @@ _HTTP_HINTS = {
 }
 
 
-def describe(error: Exception) -> str:
+def describe(error: BaseException) -> str:
     """One line: what went wrong and, where we know it, what to do next."""
     from openheim.errors import HttpError
 

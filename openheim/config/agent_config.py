@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from openheim.config.secrecy import scrub_url
 
@@ -20,8 +21,8 @@ class AgentConfig:
     context_window: int | None = None
     thinking: bool = False
 
-    def with_(self, **changes: object) -> AgentConfig:
-        return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time
+    def with_(self, **changes: Any) -> AgentConfig:  # noqa: ANN401 - replace() checks names and values at run time
+        return replace(self, **changes)
 
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""

@@ -6,7 +6,7 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
 
 from openheim.core.models import Message, Usage
 
@@ -113,5 +113,5 @@ class SubagentEvent(_Event):
 
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
                     ContextTrimmed, Finished, MessageAppended, SubagentEvent]
-EVENT_TYPES: tuple[type, ...] = StreamEvent.__args__  # type: ignore[attr-defined]
-KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)  # type: ignore[attr-defined]  # each has one
+EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
+KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

@@ -30,14 +30,15 @@ Resolver = Callable[[str, int], list[str]]
 
 def resolve_within(resolve: Callable[[], list[str]], timeout: float, cancel: CancelToken | None) -> list[str]:
     """Run a (blocking) resolver in a helper thread so the deadline and cancel still apply."""
-    outcome: dict[str, object] = {}
+    values: list[list[str]] = []
+    errors: list[BaseException] = []
     done = threading.Event()
 
     def work() -> None:
         try:
-            outcome["value"] = resolve()
+            values.append(resolve())
         except BaseException as e:  # handed back to the caller below
-            outcome["error"] = e
+            errors.append(e)
         finally:
             done.set()
 
@@ -51,9 +52,9 @@ def resolve_within(resolve: Callable[[], list[str]], timeout: float, cancel: Can
         raise ToolExecutionError("web_fetch cancelled")
     if not finished:
         raise TimeoutError
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def system_resolver(host: str, port: int) -> list[str]:

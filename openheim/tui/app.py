@@ -417,7 +417,7 @@ class App:
     def error(self, error: BaseException | str) -> None:
         from openheim.cli import describe
 
-        self.transcript.add("error", error if isinstance(error, str) else describe(error))  # type: ignore[arg-type]
+        self.transcript.add("error", error if isinstance(error, str) else describe(error))
         self.dirty = True
 
     # --- drawing --------------------------------------------------------------------

@@ -217,9 +217,9 @@ class Screen:
         if show != self.cursor_visible:
             _try(self.curses.curs_set, 1 if show else 0)
             self.cursor_visible = show
-        if show:
+        if show and cursor is not None:
             try:
-                self.win.move(*cursor)  # type: ignore[misc]
+                self.win.move(*cursor)
             except self.curses.error:
                 pass
 
