@@ -277,3 +277,27 @@ def _prompt_text(prompt: str | None) -> str:
         raise click.UsageError("no prompt given: pass PROMPT or pipe text on stdin")
     return text
 
+
+
+# --- openheim doctor ---------------------------------------------------------------------------
+
+@main.command(epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
+                     "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds to wait for MCP servers that are still starting.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool, timeout: float) -> None:
+    """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
+    import json
+
+    from openheim import doctor as checks_module
+    from openheim.config.secrecy import redact
+
+    checks = checks_module.run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
+    if as_json:
+        click.echo(redact(json.dumps(checks_module.as_json(checks), ensure_ascii=False, indent=2)))
+    else:
+        for line in checks_module.as_lines(checks):
+            click.echo(redact(line))
+    sys.exit(checks_module.exit_code(checks))
