@@ -21,7 +21,7 @@ class AgentConfig:
     context_window: int | None = None
     thinking: bool = False
 
-    def with_(self, **changes: Any) -> AgentConfig:  # noqa: ANN401 - replace() checks names and values at run time
+    def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
         return replace(self, **changes)
 
     def __repr__(self) -> str:  # never show the key
