@@ -14,6 +14,7 @@ from openheim import __version__
 if TYPE_CHECKING:
     from typing import NoReturn
 
+    from openheim.core.structured import OutputSchema
     from openheim.memory.long_term import LongTermMemory
 
 EXIT_CODE_HELP = """\b
@@ -24,6 +25,8 @@ Exit codes:
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
+  6    stopped at a budget (--max-tokens-total, --timeout)
+  7    the answer did not match --output-schema (after one repair round)
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
 """
 
@@ -233,6 +236,13 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-m", "--model", help="Model name (looked up across providers).")
 @click.option("-p", "--provider", help="Provider name from config.toml.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
+@click.option("--max-tokens-total", type=click.IntRange(min=1), metavar="N",
+              help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
+@click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
+@click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
+                   "(exit 7 when it still does not match after one repair round).")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
               help="Session working directory (default: the current directory).")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
@@ -244,7 +254,8 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
-        max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
+        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
@@ -253,17 +264,29 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     try:
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
+        schema = _output_schema(output_schema)
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).build())
+                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
+                  .turn_timeout_secs(turn_timeout).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise
-    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
+    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
+                      output_schema=schema)
     with client:  # closing stops the MCP servers
         code = run_prompt(client, opts)
     sys.exit(code)
+
+
+def _output_schema(path: str | None) -> OutputSchema | None:
+    """The --output-schema file, checked before anything runs (imported only when the option is used)."""
+    if path is None:
+        return None
+    from openheim.core.structured import load_output_schema
+
+    return load_output_schema(path)
 
 
 def _prompt_text(prompt: str | None) -> str:

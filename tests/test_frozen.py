@@ -32,7 +32,8 @@ pytestmark = [
 def _sources() -> list[Path]:
     """Everything the binary is built from: the package, the entry script, the spec and its hooks."""
     return [*ROOT.joinpath("openheim").rglob("*.py"), ROOT / "openheim.py", ROOT / "build" / "openheim.spec",
-            ROOT / "build" / "build.sh", *ROOT.joinpath("build", "hooks").glob("*.py")]
+            ROOT / "build" / "build.sh", ROOT / "build" / "pack.sh", ROOT / "build" / "launcher.sh",
+            *ROOT.joinpath("build", "hooks").glob("*.py")]
 
 
 def _is_fresh(binary: Path) -> bool:
@@ -43,7 +44,9 @@ def _is_fresh(binary: Path) -> bool:
 
 
 @pytest.fixture(scope="session")
-def frozen_bin() -> Path:
+def frozen_bin(tmp_path_factory) -> Path:
+    # One unpacked copy for the whole session (each test has its own HOME, so ~/.cache would differ).
+    os.environ["OPENHEIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("openheim-cache"))
     given = os.environ.get("OPENHEIM_FROZEN_BIN")
     if given:
         return Path(given).resolve()
@@ -65,6 +68,11 @@ def run_bin(binary: Path, *args: str, cwd: Path, env: dict | None = None, inheri
     return subprocess.run([str(binary), *args], check=False, capture_output=True, text=True, cwd=cwd,
                           env=full_env,
                           timeout=60, input=input, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def bundled(path: str) -> bool:
+    """Inside the binary's unpacked files (PyInstaller's _MEI folder, or the packed folder's _internal)."""
+    return "/_MEI" in path or "/_internal/" in path
 
 
 def write_config(home: Path, text: str) -> None:
@@ -127,9 +135,10 @@ def test_init_writes_a_config_and_doctor_judges_it(frozen_bin, isolated_home, tm
     openai = next(p for p in facts["providers"] if p["name"] == "openai")
     assert openai["key_from"] == "env:OPENAI_API_KEY" and openai["status"] == "ok"
     ca = facts["ca_bundle"]
-    assert ca["from"] == "certifi" and "/_MEI" in ca["path"] and ca["path"].endswith("certifi/cacert.pem")
+    inside = bundled(ca["path"])  # the binary's own copy, not the build venv's
+    assert ca["from"] == "certifi" and inside and ca["path"].endswith("certifi/cacert.pem")
     assert ca["loadable"] is True and ca["certificates"] > 100, ca
-    assert facts["vectors"]["available"] is True and "/_MEI" in facts["vectors"]["library"], facts["vectors"]
+    assert facts["vectors"]["available"] is True and bundled(facts["vectors"]["library"]), facts["vectors"]
     assert facts["locale"] == {**facts["locale"], "utf8": True, "utf8_mode": True, "lang": None, "lc_all": None}
     c_locale = run_bin(frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "LC_ALL": "C", "LANG": "C"},
                        inherit=False)
@@ -272,7 +281,8 @@ def shell_probe(binary: Path, home: Path, cwd: Path, env: dict) -> tuple[list[st
 
 
 def _onefile(binary: Path) -> bool:
-    return not (binary.parent / "_internal").is_dir()
+    """PyInstaller's own onefile mode (not build.sh's packed folder, which starts no bootloader parent)."""
+    return not (binary.parent / "_internal").is_dir() and binary.read_bytes()[:2] != b"#!"
 
 
 @pytest.mark.parametrize("outer", ["/opt/user-libs", None])
@@ -350,3 +360,81 @@ def test_mcp_servers_over_stdio_and_http_inside_the_binary(frozen_bin, isolated_
     assert wait_until(lambda: not pids_with(tag), timeout=5)
     servers = {s["name"]: s for s in json.loads(status.stdout)["servers"]}
     assert servers["local"]["connected"] and servers["web"]["connected"], status.stdout
+
+
+# --- the packed single file: unpacked once per user, then started directly ----------------------------------
+
+def packed(binary: Path) -> bool:
+    return binary.read_bytes()[:2] == b"#!"
+
+
+def fresh_env(home: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENHEIM_CACHE_DIR", "XDG_CACHE_HOME", "TMPDIR")}
+    return {**env, "HOME": str(home), **extra}
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(cache.iterdir()) if cache.is_dir() else []
+
+
+def test_the_first_start_unpacks_into_a_private_cache_and_later_starts_reuse_it(frozen_bin, isolated_home, tmp_path):
+    if not packed(frozen_bin):
+        pytest.skip("not build.sh's packed single file")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.umask(old := os.umask(0o022))
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, f'default_provider = "fake"\nallow_shell = true\n{provider("fake", srv.base_url)}')
+        srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "umask"})]), Reply(text="done"))
+        r = subprocess.run([str(frozen_bin), "run", "umask?"], capture_output=True, text=True, cwd=tmp_path,
+                           env=fresh_env(home, OPENHEIM_HOME=str(isolated_home)), timeout=120, check=False,
+                           stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert f"{old:04o}" in srv.requests[1].body["messages"][-1]["content"]  # the unpacking umask did not leak
+    cache = home / ".cache" / "openheim"
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    [unpacked] = entries(cache)
+    assert unpacked.name.startswith(f"{openheim.__version__}-") and (unpacked / "openheim").is_file()
+    stamp = unpacked.stat().st_ino, unpacked.stat().st_mtime_ns
+    again = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=fresh_env(home),
+                           timeout=60, check=False)
+    assert again.returncode == 0 and again.stdout == f"openheim, version {openheim.__version__}\n"
+    assert entries(cache) == [unpacked] and (unpacked.stat().st_ino, unpacked.stat().st_mtime_ns) == stamp
+
+
+def test_simultaneous_first_starts_all_work_and_leave_one_copy(frozen_bin, tmp_path):
+    if not packed(frozen_bin):
+        pytest.skip("not build.sh's packed single file")
+    cache = tmp_path / "cache"
+    env = fresh_env(tmp_path, OPENHEIM_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([str(frozen_bin), "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), results
+    assert all(out == f"openheim, version {openheim.__version__}\n" for out, _ in results)
+    assert [e.name for e in entries(cache) if not e.name.startswith(".unpack.")] and len(entries(cache)) == 1
+
+
+def test_without_a_usable_home_it_unpacks_into_a_private_temp_dir(frozen_bin, tmp_path):
+    if not packed(frozen_bin):
+        pytest.skip("not build.sh's packed single file")
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}  # no HOME at all, as under some services
+    r = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    private = tmp_path / f"openheim-{os.getuid()}"
+    assert (private.stat().st_mode & 0o777) == 0o700 and len(entries(private)) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory owned by someone else")
+def test_a_cache_dir_owned_by_someone_else_is_never_used(frozen_bin, tmp_path):
+    if not packed(frozen_bin):
+        pytest.skip("not build.sh's packed single file")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    os.chown(theirs, 65534, 65534)
+    env = fresh_env(tmp_path, OPENHEIM_CACHE_DIR=str(theirs), TMPDIR=str(tmp_path))
+    r = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    assert entries(theirs) == [] and len(entries(tmp_path / f"openheim-{os.getuid()}")) == 1

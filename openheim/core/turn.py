@@ -24,15 +24,17 @@ class CancelToken:
         self._lock = threading.Lock()
         self._actions: dict[int, Callable[[], object]] = {}
         self._next = 0
+        self.reason: str | None = None  # why, when not the user (e.g. a budget); tools' results say it
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
         with self._lock:
             if self._event.is_set():
                 return
+            self.reason = reason
             self._event.set()
             actions = list(self._actions.values())
             self._actions.clear()

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window")
+_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window", "max_tokens_total",
+              "turn_timeout_secs")
 
 
 def programmatic_config(opts: dict) -> Config:
