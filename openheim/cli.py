@@ -5,10 +5,17 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from openheim import __version__
+
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from openheim.core.structured import OutputSchema
+    from openheim.memory.long_term import LongTermMemory
 
 EXIT_CODE_HELP = """\b
 Exit codes:
@@ -49,7 +56,7 @@ class LazyGroup(click.Group):
                 return None
         return super().get_command(ctx, name)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> object:
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
         from openheim.errors import OpenheimError
 
@@ -123,7 +130,7 @@ def error_kind(error: BaseException) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
 
-def fail(message: str, code: int) -> None:
+def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (secrets redacted) and exit."""
     from openheim.config.secrecy import redact
 
@@ -144,7 +151,7 @@ _HTTP_HINTS = {
 }
 
 
-def describe(error: Exception) -> str:
+def describe(error: BaseException) -> str:
     """One line: what went wrong and, where we know it, what to do next."""
     from openheim.errors import HttpError
 
@@ -204,7 +211,7 @@ def _chat(config_path: str | None, mcp_config: str | None, skills: str | None) -
         return run_tui(client, names, __version__)
 
 
-def _long_term_memory(config_path: str | None):
+def _long_term_memory(config_path: str | None) -> LongTermMemory:
     from openheim.config.load import data_dir, load_config
     from openheim.memory.setup import long_term_memory
 
@@ -288,7 +295,7 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     sys.exit(code)
 
 
-def _output_schema(path: str | None):
+def _output_schema(path: str | None) -> OutputSchema | None:
     """The --output-schema file, checked before anything runs (imported only when the option is used)."""
     if path is None:
         return None

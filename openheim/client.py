@@ -143,9 +143,11 @@ class SessionHandle:
         """What the context held at the end of the last prompt() (None before the first one)."""
         return self._context_usage
 
-    def stream(self, prompt: str | list[ContentBlock], **kwargs: object) -> Turn:
-        """``for event in session.stream("...")``: the turn's events on the calling thread."""
-        return self.start_turn(prompt, **kwargs)  # type: ignore[arg-type]
+    def stream(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
+               extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
+               client_io: ClientIo | None = None) -> Turn:
+        """``for event in session.stream("...")``: the turn's events on the calling thread (start_turn's options)."""
+        return self.start_turn(prompt, images=images, extra_skills=extra_skills, gate=gate, client_io=client_io)
 
     def cancel(self) -> None:
         """Cancel the running turn, if any (from any thread)."""

@@ -14,7 +14,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from openheim.config.schema import Config, ProviderConfig
 
 MARKS = {"ok": "ok", "warn": "warn", "fail": "FAIL", "info": "--"}
 
@@ -86,7 +91,7 @@ def _config_check(explicit: str | None, status: str, detail: str) -> Check:
                   "exists": bool(path and path.is_file()), "error": None if status == "ok" else detail})
 
 
-def check_data_dir(config) -> Check:
+def check_data_dir(config: Config | None) -> Check:
     from openheim.config.load import data_dir
     from openheim.errors import ConfigError
 
@@ -109,7 +114,7 @@ def check_data_dir(config) -> Check:
     return Check("data_dir", "data dir", "ok", f"{path} (created on first use)", facts)
 
 
-def check_providers(config) -> list[Check]:
+def check_providers(config: Config | None) -> list[Check]:
     if config is None:
         return []
     if not config.providers:
@@ -117,7 +122,7 @@ def check_providers(config) -> list[Check]:
     return [_provider_check(p, p.name == config.default_provider) for _, p in sorted(config.providers.items())]
 
 
-def key_source(p) -> tuple[str | None, str]:
+def key_source(p: ProviderConfig) -> tuple[str | None, str]:
     """Where the provider's key would come from (never the key): ``env:VAR``, ``config`` or None, and why."""
     if p.env_var and os.environ.get(p.env_var, "").strip():
         return f"env:{p.env_var}", f"key from ${p.env_var}"
@@ -128,7 +133,7 @@ def key_source(p) -> tuple[str | None, str]:
     return None, "no key"
 
 
-def _provider_check(p, is_default: bool) -> Check:
+def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
     from openheim.config.providers import COMPATIBLE, KINDS
     from openheim.config.resolve import resolve_api_key, validate_provider
     from openheim.config.secrecy import shown_url
@@ -181,7 +186,7 @@ def check_vectors() -> Check:
                  f"(SQLite {facts['sqlite_version']}, {facts['library']})", facts)
 
 
-def _sqlite_library(module) -> str | None:
+def _sqlite_library(module: ModuleType) -> str | None:
     """The shared object that holds SQLite for ``module``: libsqlite3 when it is mapped, else the C extension."""
     try:
         maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
@@ -198,7 +203,7 @@ def _sqlite_library(module) -> str | None:
     return _sqlite3.__file__
 
 
-def check_mcp(config, config_path: str | None, mcp_config: str | None, timeout: float) -> Check:
+def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | None, timeout: float) -> Check:
     """Start every MCP server openheim would use here and wait up to ``timeout`` seconds for each."""
     if config is None and not mcp_config:
         return Check("mcp", "mcp", "info", "not checked: the config did not load", {"servers": []})
@@ -286,7 +291,7 @@ def check_terminal() -> Check:
     return Check("terminal", "terminal", "ok", shown, facts)
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: IO[str] | None) -> bool:
     try:
         return bool(stream and stream.isatty())
     except (ValueError, OSError):

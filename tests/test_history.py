@@ -368,3 +368,10 @@ def test_list_skips_metadata_with_a_non_string_field(hm: HistoryManager, field: 
     assert field in caplog.text and str(hm.meta_path(bad.id)) in caplog.text
     with pytest.raises(ParseError, match=f"'{field}' must be a string"):
         hm.load(bad.id)
+
+
+@pytest.mark.parametrize("kind", [["text"], {"t": 1}, None, "video"])
+def test_a_block_of_an_unknown_or_malformed_type_is_a_value_error(kind):
+    """block_from_dict's contract: a list as the type was an unhashable-type TypeError before."""
+    with pytest.raises(ValueError, match="unknown content block type"):
+        Message.from_dict({"role": "user", "content": [{"type": kind, "text": "hi"}]})

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
@@ -36,7 +37,8 @@ class PromptRun:
     and exactly one answer, after every update."""
 
     def __init__(self, handle: SessionHandle, conn: Connection, request_id: object, blocks: list[ContentBlock],
-                 extra_skills: list[str], features: ClientFeatures, on_done=None) -> None:
+                 extra_skills: list[str], features: ClientFeatures,
+                 on_done: Callable[[PromptRun], None] | None = None) -> None:
         self.handle, self.conn, self.request_id = handle, conn, request_id
         self.session_id = handle.id
         self.blocks, self.extra_skills = blocks, extra_skills

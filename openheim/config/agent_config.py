@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from openheim.config.secrecy import scrub_url
 
@@ -24,8 +25,8 @@ class AgentConfig:
     record: str | None = None  # write every exchange to this recording
     replay: str | None = None  # serve every exchange from this recording (no network)
 
-    def with_(self, **changes: object) -> AgentConfig:
-        return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time
+    def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
+        return replace(self, **changes)
 
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""

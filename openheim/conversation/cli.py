@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,8 +16,11 @@ from openheim.core.models import (
     transcript,
 )
 
+if TYPE_CHECKING:
+    from openheim.conversation.history import HistoryManager
 
-def _history(ctx: click.Context):
+
+def _history(ctx: click.Context) -> HistoryManager:
     from openheim.config.load import config_path, data_dir, load_config
     from openheim.conversation.history import HistoryManager
 

@@ -295,8 +295,9 @@ class HistoryManager:
         conv.persisted += 1
         conv.log_size += len(line)
         conv.log_needs_newline = False
-        if conv.meta.title is None and message.role == "user" and message.text():
-            conv.meta.title = message.text()[:TITLE_CHARS]  # type: ignore[index]
+        text = message.text()
+        if conv.meta.title is None and message.role == "user" and text:
+            conv.meta.title = text[:TITLE_CHARS]
 
     def save_conversation(self, conv: Conversation) -> None:
         """Atomically rewrite the whole log from memory, then the metadata.

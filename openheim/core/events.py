@@ -5,8 +5,8 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from dataclasses import Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
 
 from openheim.core.models import Message, Usage
 
@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 class _Event:
     __slots__ = ()
     kind: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every event is a dataclass
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             if f.metadata.get("json") is False:
                 continue
             value = getattr(self, f.name)
@@ -113,5 +114,5 @@ class SubagentEvent(_Event):
 
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
                     ContextTrimmed, Finished, MessageAppended, SubagentEvent]
-EVENT_TYPES: tuple[type, ...] = StreamEvent.__args__  # type: ignore[attr-defined]
-KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)  # type: ignore[attr-defined]  # each has one
+EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
+KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

@@ -8,7 +8,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, overload
 
 from openheim.core.tool_args import describe_json
 from openheim.core.tools import BaseTool, ToolCapabilities
@@ -169,8 +169,18 @@ def _as_text(result: Any) -> str:
         return str(result)
 
 
+@overload
+def tool(func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+         read_only: bool = False, kind: str = "other") -> FunctionTool: ...
+
+
+@overload
+def tool(func: None = None, *, name: str | None = None, description: str | None = None,
+         read_only: bool = False, kind: str = "other") -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
-         read_only: bool = False, kind: str = "other") -> Any:
+         read_only: bool = False, kind: str = "other") -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: ``@tool`` or ``@tool(read_only=True, kind="read")``.
 
     The JSON schema comes from the type hints, the description from the docstring (its ``Args:``

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
@@ -167,9 +168,10 @@ class _Validator:
     def _number(self, value: Any, schema: dict, path: str, depth: int) -> str | None:
         if type_name(value) not in ("integer", "number"):
             return None
-        checks = (("minimum", lambda lim: value >= lim, "at least"), ("maximum", lambda lim: value <= lim, "at most"),
-                  ("exclusiveMinimum", lambda lim: value > lim, "more than"),
-                  ("exclusiveMaximum", lambda lim: value < lim, "less than"))
+        checks: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+            ("minimum", lambda lim: value >= lim, "at least"), ("maximum", lambda lim: value <= lim, "at most"),
+            ("exclusiveMinimum", lambda lim: value > lim, "more than"),
+            ("exclusiveMaximum", lambda lim: value < lim, "less than"))
         for key, ok, words in checks:
             if key in schema and not ok(schema[key]):
                 return f"at {path}: must be {words} {schema[key]}, got {value}"

@@ -86,7 +86,7 @@ class ToolResultBlock:
 
 ContentBlock = Union[TextBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock]
 
-_BLOCK_TYPES: dict[str, type] = {
+_BLOCK_TYPES: dict[str, type[ContentBlock]] = {
     "text": TextBlock,
     "thinking": ThinkingBlock,
     "redacted_thinking": RedactedThinkingBlock,
@@ -99,7 +99,7 @@ _BLOCK_TYPES: dict[str, type] = {
 def block_from_dict(d: dict) -> ContentBlock:
     """Rebuild a content block from its JSON shape; unknown types raise ValueError."""
     kind = d.get("type")
-    cls = _BLOCK_TYPES.get(kind)  # type: ignore[arg-type]
+    cls = _BLOCK_TYPES.get(kind) if isinstance(kind, str) else None  # a list or dict is not a type either
     if cls is None:
         raise ValueError(f"unknown content block type {kind!r}")
     fields = {k: v for k, v in d.items() if k != "type"}

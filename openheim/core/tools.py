@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from openheim.core.models import Tool
 from openheim.errors import ToolExecutionError
@@ -150,7 +150,7 @@ def check_handler(handler: object) -> ToolHandler:
     if missing:
         raise TypeError(f"{type(handler).__name__} is not a ToolHandler: it lacks {', '.join(missing)}; "
                         "subclass openheim.BaseTool or use the @openheim.tool decorator")
-    return handler  # type: ignore[return-value]
+    return cast("ToolHandler", handler)  # every member is there (checked above)
 
 
 def definition_of(handler: ToolHandler) -> Tool:

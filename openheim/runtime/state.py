@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.rules import RuleSet
     from openheim.config.schema import Config, McpServerConfig
-    from openheim.conversation.history import Conversation
+    from openheim.conversation.history import Conversation, HistoryManager
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
@@ -328,7 +328,7 @@ class AgentState:
             session.prompt_lock.release()
 
     def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
-                    client_io: ClientIo | None, on_event: OnEvent, extra_skills,
+                    client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
                     sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
@@ -444,7 +444,7 @@ class ProfileCache:
 class _Recorder:
     """Appends each finished message to the log as it happens; falls back to a full save on failure."""
 
-    def __init__(self, history, conv: Conversation, on_event: OnEvent) -> None:
+    def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
 

@@ -104,7 +104,8 @@ def _pipes_open(sel: selectors.BaseSelector) -> bool:
     return any(key.data != "exit" for key in sel.get_map().values())
 
 
-def _pump(proc: subprocess.Popen, out: Outcome, sel, deadline: float, cancel: CancelToken, pidfd) -> None:
+def _pump(proc: subprocess.Popen, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
+          pidfd: int | None) -> None:
     """Read both pipes until the shell exits, time runs out or the turn is cancelled."""
     stdout, stderr = _pipes(proc)
     streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
@@ -121,7 +122,7 @@ def _pump(proc: subprocess.Popen, out: Outcome, sel, deadline: float, cancel: Ca
             return
 
 
-def _drain(sel, proc: subprocess.Popen, out: Outcome) -> None:
+def _drain(sel: selectors.BaseSelector, proc: subprocess.Popen, out: Outcome) -> None:
     """After the group is killed, take what is still buffered in the pipes (bounded in time)."""
     stdout, stderr = _pipes(proc)
     streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
@@ -162,7 +163,7 @@ def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelTo
     return out
 
 
-def _finish(proc: subprocess.Popen, sel, pidfd: int | None, out: Outcome) -> None:
+def _finish(proc: subprocess.Popen, sel: selectors.BaseSelector, pidfd: int | None, out: Outcome) -> None:
     sel.close()
     if pidfd is not None:
         os.close(pidfd)

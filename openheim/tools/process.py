@@ -7,6 +7,10 @@ import signal
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ctypes
 
 _lock = threading.Lock()
 _groups: set[int] = set()
@@ -55,7 +59,7 @@ _PR_SET_DUMPABLE = 4
 
 
 @functools.cache
-def libc():
+def libc() -> ctypes.CDLL | None:
     """The C library through ctypes on Linux (loaded once: a forked child must not dlopen), else None."""
     if not sys.platform.startswith("linux"):
         return None

@@ -6,7 +6,7 @@ import mmap
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from openheim.core.client_io import reader
 from openheim.core.tool_args import optional_int, require_str
@@ -25,8 +25,10 @@ _CHUNK = 1 << 20
 NOT_UTF8 = "the file is not valid UTF-8 text"
 CANCELLED = "file read cancelled"
 
+Buffer = bytes | mmap.mmap  # a file read whole, or mapped
 
-def _count_nl(buf, start: int, end: int) -> int:
+
+def _count_nl(buf: Buffer, start: int, end: int) -> int:
     """Newlines in buf[start:end], counted a chunk at a time (mmap has no count)."""
     total = 0
     for pos in range(start, end, _CHUNK):
@@ -34,7 +36,7 @@ def _count_nl(buf, start: int, end: int) -> int:
     return total
 
 
-def _validate_utf8(buf, end: int) -> None:
+def _validate_utf8(buf: Buffer, end: int) -> None:
     """Raise unless buf[:end] is valid UTF-8 (a character cut at ``end`` is fine unless it is EOF)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
@@ -45,7 +47,7 @@ def _validate_utf8(buf, end: int) -> None:
         raise ToolExecutionError(NOT_UTF8) from None
 
 
-def _line_start(buf, offset: int) -> int | None:
+def _line_start(buf: Buffer, offset: int) -> int | None:
     """Byte index where 1-based line ``offset`` starts, or None when it is past the end."""
     n, pos, remaining = len(buf), 0, offset - 1
     while remaining > 0 and pos < n:
@@ -61,7 +63,7 @@ def _line_start(buf, offset: int) -> int | None:
     return pos if remaining == 0 and pos < n else None
 
 
-def _select(buf, start: int, limit: int | None) -> tuple[int, int]:
+def _select(buf: Buffer, start: int, limit: int | None) -> tuple[int, int]:
     """(end byte, whole lines taken) from ``start`` within the byte cap and the line limit."""
     n, pos, count = len(buf), start, 0
     stop = min(n, start + CAP)  # never look past what can be returned (a long line may be huge)
@@ -84,7 +86,7 @@ def utf8_cut(data: bytes, size: int) -> bytes:
     return data[:cut]
 
 
-def _total_lines(buf) -> int | None:
+def _total_lines(buf: Buffer) -> int | None:
     n = len(buf)
     if n > SCAN_LIMIT:
         return None
@@ -102,7 +104,7 @@ def _of(total: int | None) -> str:
     return f" of {total}" if total is not None else ""
 
 
-def page_buffer(buf, offset: int, limit: int | None) -> str:
+def page_buffer(buf: Buffer, offset: int, limit: int | None) -> str:
     """The page of ``buf`` starting at line ``offset`` with the reference's notes (pure over bytes)."""
     total = _total_lines(buf)
     start = _line_start(buf, offset)
@@ -148,7 +150,7 @@ def page_client_text(text: str, offset: int, limit: int | None = None) -> str:
                      f"[lines {offset}–{last} shown; call again with offset={last + 1} to read on]")
 
 
-def open_regular(path: Path):
+def open_regular(path: Path) -> BinaryIO:
     """Open a regular file for binary reading, with messages for the usual mistakes."""
     try:
         # open_file: the sandbox resolved every link, so a link swapped in since then is refused;

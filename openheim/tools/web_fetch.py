@@ -16,6 +16,9 @@ from openheim.tools.html_text import html_to_text
 from openheim.tools.netguard import IPAddress, is_public, parse_address, parse_literal
 
 if TYPE_CHECKING:
+    import http.client
+    import ssl
+
     from openheim.core.turn import CancelToken, TurnContext
 
 TIMEOUT = 20.0
@@ -27,14 +30,15 @@ Resolver = Callable[[str, int], list[str]]
 
 def resolve_within(resolve: Callable[[], list[str]], timeout: float, cancel: CancelToken | None) -> list[str]:
     """Run a (blocking) resolver in a helper thread so the deadline and cancel still apply."""
-    outcome: dict[str, object] = {}
+    values: list[list[str]] = []
+    errors: list[BaseException] = []
     done = threading.Event()
 
     def work() -> None:
         try:
-            outcome["value"] = resolve()
+            values.append(resolve())
         except BaseException as e:  # handed back to the caller below
-            outcome["error"] = e
+            errors.append(e)
         finally:
             done.set()
 
@@ -48,9 +52,9 @@ def resolve_within(resolve: Callable[[], list[str]], timeout: float, cancel: Can
         raise ToolExecutionError("web_fetch cancelled")
     if not finished:
         raise TimeoutError
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -95,8 +99,9 @@ def decode_body(body: bytes, content_type: str) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-def _pinned_connection(target: Target, timeout: float, tls_context=None,
-                       on_socket: Callable[[socket.socket], None] = lambda sock: None):
+def _pinned_connection(target: Target, timeout: float, tls_context: ssl.SSLContext | None = None,
+                       on_socket: Callable[[socket.socket], None] = lambda sock: None,
+                       ) -> http.client.HTTPConnection:
     """An http.client connection that connects to target.ip but speaks TLS/Host for target.host.
 
     ``on_socket`` receives every socket as soon as it exists, before it connects.
@@ -127,8 +132,8 @@ class _Fetch:
     http.client hands the socket to the response and forgets it, while the body is still read.
     """
 
-    def __init__(self, url: str, target: Target, timeout: float, cancel: CancelToken, tls_context=None,
-                 total: float | None = None) -> None:
+    def __init__(self, url: str, target: Target, timeout: float, cancel: CancelToken,
+                 tls_context: ssl.SSLContext | None = None, total: float | None = None) -> None:
         self.url, self.target, self.timeout, self.cancel = url, target, timeout, cancel
         self.total = timeout if total is None else total
         self._lock = threading.Lock()
@@ -249,7 +254,7 @@ class WebFetchTool(BaseTool):
         return ToolView(title, self.capabilities.kind)
 
     def __init__(self, resolver: Resolver | None = None, *, allowed_addresses: Iterable[str] = (),
-                 timeout: float = TIMEOUT, tls_context=None) -> None:
+                 timeout: float = TIMEOUT, tls_context: ssl.SSLContext | None = None) -> None:
         """``resolver``, ``allowed_addresses`` and ``tls_context`` are test seams; no config reaches them."""
         self._resolver = resolver or system_resolver
         self._allowed = frozenset(parse_address(a) for a in allowed_addresses)

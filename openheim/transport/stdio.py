@@ -4,9 +4,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
+
+if TYPE_CHECKING:
+    from openheim.client import OpenheimClient
 
 
 def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
@@ -31,7 +34,7 @@ def serve(config_path: str | None, mcp_config: str | None = None) -> int:
     from openheim.acp.lazy import LazyClient
     from openheim.acp.server import serve_stdio
 
-    def build():
+    def build() -> OpenheimClient:
         from openheim.client import OpenheimClient
 
         return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build()

@@ -33,7 +33,9 @@ from openheim.transport import guard, rest
 from openheim.transport.fs_channel import FsChannel
 
 if TYPE_CHECKING:
-    from websockets.sync.server import Server
+    from websockets.datastructures import Headers
+    from websockets.http11 import Request, Response
+    from websockets.sync.server import Server, ServerConnection
 
     from openheim.client import OpenheimClient
     from openheim.config.schema import ServeConfig
@@ -91,7 +93,7 @@ PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsaf
 
 
 def response(status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (),
-             head: bool = False):
+             head: bool = False) -> Response:
     from websockets.datastructures import Headers
     from websockets.http11 import Response
 
@@ -101,12 +103,13 @@ def response(status: int, body: bytes, content_type: str, extra: Sequence[tuple[
     return Response(status, HTTPStatus(status).phrase, headers, b"" if head else body)
 
 
-def json_response(status: int, payload: Any, extra: Sequence[tuple[str, str]] = (), head: bool = False):
+def json_response(status: int, payload: Any, extra: Sequence[tuple[str, str]] = (), head: bool = False,
+                  ) -> Response:
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     return response(status, body, "application/json", extra, head)
 
 
-def error(status: int, message: str, extra: Sequence[tuple[str, str]] = ()):
+def error(status: int, message: str, extra: Sequence[tuple[str, str]] = ()) -> Response:
     return json_response(status, {"error": message}, extra)
 
 
@@ -114,7 +117,7 @@ class BadRequest(Exception):
     """A request we will not interpret (e.g. two Host headers)."""
 
 
-def single(headers, name: str) -> str | None:
+def single(headers: Headers, name: str) -> str | None:
     """A header that must appear at most once."""
     values = headers.get_all(name)
     if len(values) > 1:
@@ -125,7 +128,7 @@ def single(headers, name: str) -> str | None:
 # --- sockets ----------------------------------------------------------------------------
 
 
-def frames(ws) -> Iterator[str | bytes]:
+def frames(ws: ServerConnection) -> Iterator[str | bytes]:
     """A socket's incoming messages until it closes (however it closes)."""
     from websockets.exceptions import ConnectionClosed
 
@@ -135,7 +138,7 @@ def frames(ws) -> Iterator[str | bytes]:
         return
 
 
-def frame_sink(ws) -> Sink:
+def frame_sink(ws: ServerConnection) -> Sink:
     """One text frame per message (the line's newline dropped)."""
     from websockets.exceptions import ConnectionClosed
 
@@ -151,7 +154,7 @@ def frame_sink(ws) -> Sink:
 class Peer:
     """One WebSocket: its bounded writer and the ACP server speaking on it."""
 
-    def __init__(self, ws, max_pending: int) -> None:
+    def __init__(self, ws: ServerConnection, max_pending: int) -> None:
         self.ws = ws
         self.out = Writer(frame_sink(ws), max_pending, on_overflow=self.abort)
         self.acp: AcpServer | None = None
@@ -207,7 +210,7 @@ class OpenheimServer:
 
     # --- plain HTTP and the upgrade check ------------------------------------------------
 
-    def _process_request(self, connection, request):
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP requests are answered here; a WebSocket upgrade that passes the checks returns None."""
         try:
             return self._answer(request)
@@ -217,7 +220,7 @@ class OpenheimServer:
             log.exception("%s %s failed", request.method, request.path)
             return error(500, "internal error; see the server log")
 
-    def _answer(self, request):
+    def _answer(self, request: Request) -> Response | None:
         url = urlsplit(request.path)
         path, method = url.path, request.method
         headers = {name: single(request.headers, name) for name in ("Host", "Origin", "Authorization", "Upgrade")}
@@ -248,7 +251,7 @@ class OpenheimServer:
             return json_response(status, payload, cors, head)
         return error(404, f"no such page: {path}", cors)
 
-    def _upgrade(self, path: str, origin: str | None, host: str | None):
+    def _upgrade(self, path: str, origin: str | None, host: str | None) -> Response | None:
         if path not in ("/acp", "/ws"):
             return error(404, f"no WebSocket endpoint at {path}; use /acp or /ws")
         if not guard.origin_allowed(origin, host, self.options.cors_origins):
@@ -260,11 +263,12 @@ class OpenheimServer:
 
     # --- WebSocket connections ---------------------------------------------------------
 
-    def _handle(self, ws) -> None:
+    def _handle(self, ws: ServerConnection) -> None:
         peer = Peer(ws, self.options.max_pending)
         with self._lock:
             self.peers.add(peer)
         try:
+            assert ws.request is not None  # the handler runs only after a successful handshake
             if urlsplit(ws.request.path).path == "/acp":
                 self._serve_acp(peer)
             else:

@@ -27,6 +27,7 @@ from openheim.tui.transcript import Item, Scroll, Transcript
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
+    from openheim.core.permission import Decision
     from openheim.core.tools import ToolView
     from openheim.runtime.turn import Turn
     from openheim.tui.gate import Ask
@@ -299,7 +300,7 @@ class App:
         if ask is not self.shown:
             self.shown, self.choice, self.dirty = ask, 0, True
 
-    def answer(self, decision) -> None:
+    def answer(self, decision: Decision) -> None:
         ask = self.shown
         if ask is None:
             return
@@ -416,7 +417,7 @@ class App:
     def error(self, error: BaseException | str) -> None:
         from openheim.cli import describe
 
-        self.transcript.add("error", error if isinstance(error, str) else describe(error))  # type: ignore[arg-type]
+        self.transcript.add("error", error if isinstance(error, str) else describe(error))
         self.dirty = True
 
     # --- drawing --------------------------------------------------------------------

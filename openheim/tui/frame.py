@@ -4,6 +4,7 @@ No curses here: ``compose`` is a function of the app's state and the size, teste
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openheim.core.tools import ToolView, parse_arguments
@@ -95,7 +96,7 @@ def permission_view(app: App, ask: Ask) -> tuple[str, list[Line]]:
     return title, details
 
 
-def present(present_fn, name: str, arguments: str) -> ToolView:
+def present(present_fn: Callable[[str, dict | None], ToolView], name: str, arguments: str) -> ToolView:
     """The tool's own view of a call (its presentation hook); the bare name if the hook fails."""
     import logging
 

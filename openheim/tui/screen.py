@@ -7,7 +7,7 @@ from __future__ import annotations
 import locale
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,14 +44,14 @@ def _is_utf8(codeset: str) -> bool:
     return codeset.replace("-", "").lower() == "utf8"
 
 
-def pick_term(term: str | None, known) -> str:
+def pick_term(term: str | None, known: Callable[[str], bool]) -> str:
     """``term`` when terminfo knows it, else the fallback (``known(name) -> bool``)."""
     if term and term != "dumb" and known(term):
         return term
     return FALLBACK_TERM if known(FALLBACK_TERM) else "xterm"
 
 
-def _known(curses: Any, fd: int):
+def _known(curses: Any, fd: int) -> Callable[[str], bool]:
     def check(name: str) -> bool:
         try:
             curses.setupterm(name, fd)
@@ -110,7 +110,7 @@ def _termios(termios: Any, fd: int) -> list | None:
         return None
 
 
-def _try(fn, *args) -> None:
+def _try(fn: Callable[..., object], *args: object) -> None:
     try:
         fn(*args)
     except Exception:  # some terminals refuse a mode; the chat works without it
@@ -217,9 +217,9 @@ class Screen:
         if show != self.cursor_visible:
             _try(self.curses.curs_set, 1 if show else 0)
             self.cursor_visible = show
-        if show:
+        if show and cursor is not None:
             try:
-                self.win.move(*cursor)  # type: ignore[misc]
+                self.win.move(*cursor)
             except self.curses.error:
                 pass
 

@@ -85,18 +85,18 @@ class Transcript:
         self._key: tuple = ()
         self._generation = 0
 
-    def add(self, kind: str, text: str, **fields: object) -> Item:
+    def add(self, kind: str, text: str, status: str = "", depth: int = 0) -> Item:
         self.close_stream()
-        item = Item(kind, text, **fields)  # type: ignore[arg-type]
+        item = Item(kind, text, status, depth)
         item.open = kind in ("assistant", "thinking")
         self.items.append(item)
         return item
 
-    def insert_after(self, anchor: Item | None, kind: str, text: str, **fields: object) -> Item:
+    def insert_after(self, anchor: Item | None, kind: str, text: str, status: str = "", depth: int = 0) -> Item:
         """A new item right after ``anchor`` (at the end when it is None or gone)."""
         if anchor is None or anchor not in self.items:
-            return self.add(kind, text, **fields)
-        item = Item(kind, text, **fields)  # type: ignore[arg-type]
+            return self.add(kind, text, status, depth)
+        item = Item(kind, text, status, depth)
         item.open = False
         self.items.insert(self.items.index(anchor) + 1, item)
         return item
