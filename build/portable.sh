@@ -112,12 +112,17 @@ if [[ ! -f "$PY_STAMP" ]]; then
         apt-get update -qq
         apt-get source -qq --only-source python3.11 >/dev/null 2>&1
         cd python3.11-*/
+        # Debian's security backports include internal headers in pyexpat.c, which Debian builds into
+        # libpython; as a shared module it needs the define upstream 3.12 has at the top of that file.
+        if grep -q '#include \"pycore_' Modules/pyexpat.c && ! grep -q Py_BUILD_CORE_MODULE Modules/pyexpat.c; then
+            sed -i '1i #ifndef Py_BUILD_CORE_BUILTIN\\n#  define Py_BUILD_CORE_MODULE 1\\n#endif' Modules/pyexpat.c
+        fi
         ./configure -q --prefix=$PY_PREFIX --enable-shared --enable-loadable-sqlite-extensions \
             --with-system-expat --with-ensurepip=no --disable-test-modules \
             LDFLAGS='-Wl,-rpath,$PY_PREFIX/lib' > /opt/src/configure.log
         make -j2 > /opt/src/make.log 2>&1 || { tail -40 /opt/src/make.log; exit 1; }
-        make altinstall > /opt/src/install.log 2>&1 || { tail -40 /opt/src/install.log; exit 1; }
-        $PY_PREFIX/bin/python3.11 -c 'import ssl, sqlite3, ctypes, curses, lzma, bz2, zlib, uuid
+        rm -rf $PY_PREFIX && make altinstall > /opt/src/install.log 2>&1 || { tail -40 /opt/src/install.log; exit 1; }
+        $PY_PREFIX/bin/python3.11 -c 'import ssl, sqlite3, ctypes, curses, lzma, bz2, zlib, uuid, pyexpat, _elementtree, _decimal
 assert hasattr(sqlite3.Connection, \"enable_load_extension\"), \"sqlite3 cannot load extensions\"'
         dpkg-parsechangelog -S Version > $PY_PREFIX/.openheim-python
         cd / && rm -rf /opt/src
