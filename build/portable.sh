@@ -57,12 +57,14 @@ mount_root() {
     cp /etc/hosts "$R/etc/hosts"
 }
 
-# Run a bash script inside the root with a clean environment (plus the host's pip settings).
+# Run a bash script inside the root with a clean environment, plus the host's pip settings (but not its
+# find-links folder, which does not exist in the root).
 in_root() {
     local -a env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
                   DEBIAN_FRONTEND=noninteractive)
     local var
-    for var in $(compgen -e | grep -E '^PIP_' || true); do env+=("$var=${!var}"); done
+    for var in $(compgen -e | grep -E '^PIP_' | grep -v -x PIP_FIND_LINKS || true); do env+=("$var=${!var}"); done
+    [[ -f "$R/opt/host-ca.crt" ]] && env+=(PIP_CERT=/opt/host-ca.crt)
     chroot "$R" /usr/bin/env -i "${env[@]}" bash -euo pipefail -c "$1"
 }
 
@@ -143,6 +145,10 @@ if [[ ! -f "$VENV_STAMP" || "$(cat "$VENV_STAMP")" != "$VENV_KEY" ]]; then
     for f in /etc/pip.conf /etc/xdg/pip/pip.conf /etc/xdg/pip/constraints.txt; do
         if [[ -f "$f" ]]; then mkdir -p "$R$(dirname "$f")"; cp "$f" "$R$f"; fi
     done
+    # ... and its CA bundle: the registry may sit behind a proxy whose CA only this machine trusts.
+    HOST_CA="${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}"
+    HOST_CA="${HOST_CA:-/etc/ssl/certs/ca-certificates.crt}"
+    if [[ -f "$HOST_CA" ]]; then cp "$HOST_CA" "$R/opt/host-ca.crt"; fi
     printf '%s\n' "${BUILD_REQS[@]}" > "$R/opt/requirements.txt"
     # pip itself, fetched by the host's pip with the host's settings (the source build has no ensurepip)
     rm -rf "$R/opt/pip-wheel" && mkdir -p "$R/opt/pip-wheel"
