@@ -178,12 +178,11 @@ find "$R/src" -name __pycache__ -prune -exec rm -rf {} +
 in_root "cd /src && /opt/venv/bin/python -m PyInstaller build/openheim.spec --noconfirm --clean --log-level WARN \
              --workpath /src/build/work --distpath /src/build/dist -- ${SPEC_ARGS[*]}"
 mkdir -p "$OUT"
-rm -rf "$OUT/openheim" "$OUT/openheim-onedir"
 if [[ -d "$R/src/build/dist/openheim-onedir" ]]; then
-    cp -a "$R/src/build/dist/openheim-onedir" "$OUT/"
+    rm -rf "$OUT/openheim-onedir" && cp -a "$R/src/build/dist/openheim-onedir" "$OUT/"
     BIN="$OUT/openheim-onedir/openheim"
 else
-    cp -a "$R/src/build/dist/openheim" "$OUT/openheim"
+    rm -f "$OUT/openheim" && cp -a "$R/src/build/dist/openheim" "$OUT/openheim"
     BIN="$OUT/openheim"
 fi
 in_root "/src/build/dist/${BIN#"$OUT/"} --version" >/dev/null || die "the built binary does not start inside $R"
