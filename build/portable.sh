@@ -187,4 +187,4 @@ else
 fi
 in_root "/src/build/dist/${BIN#"$OUT/"} --version" >/dev/null || die "the built binary does not start inside $R"
 echo "Built $BIN"
-echo "Size: $(du -sh "$BIN" | cut -f1)"
+echo "Size: $(du -sh "$(dirname "$BIN")" | cut -f1)$([[ "$BIN" == */openheim-onedir/* ]] && echo ' (folder)')"
