@@ -187,4 +187,8 @@ else
 fi
 in_root "/src/build/dist/${BIN#"$OUT/"} --version" >/dev/null || die "the built binary does not start inside $R"
 echo "Built $BIN"
-echo "Size: $(du -sh "$(dirname "$BIN")" | cut -f1)$([[ "$BIN" == */openheim-onedir/* ]] && echo ' (folder)')"
+if [[ "$BIN" == */openheim-onedir/* ]]; then
+    echo "Size: $(du -sh "$OUT/openheim-onedir" | cut -f1) (folder)"
+else
+    echo "Size: $(du -h "$BIN" | cut -f1)"
+fi
