@@ -67,14 +67,19 @@ fi
 "$PY" -c 'import sqlite_vec' 2>/dev/null || {
     echo "build.sh: sqlite-vec is missing from $VENV; install it: $PY -m pip install sqlite-vec" >&2; exit 1; }
 
-"$PY" -m PyInstaller "$ROOT/build/openheim.spec" --noconfirm --clean --log-level WARN \
-    --workpath "$ROOT/build/work/$MODE" --distpath "$ROOT/build/dist" -- "${SPEC_ARGS[@]}"
-
 if [[ "$MODE" == onedir ]]; then
+    "$PY" -m PyInstaller "$ROOT/build/openheim.spec" --noconfirm --clean --log-level WARN \
+        --workpath "$ROOT/build/work/onedir" --distpath "$ROOT/build/dist" -- "${SPEC_ARGS[@]}"
     BIN="$ROOT/build/dist/openheim-onedir/openheim"
     SIZE="$(du -sh "$ROOT/build/dist/openheim-onedir" | cut -f1) (folder)"
 else
+    # One file = the onedir folder packed behind a small sh launcher that unpacks it once per user and
+    # then starts it directly (PyInstaller's own onefile mode unpacks everything on every start).
+    "$PY" -m PyInstaller "$ROOT/build/openheim.spec" --noconfirm --clean --log-level WARN \
+        --workpath "$ROOT/build/work/onefile" --distpath "$ROOT/build/work/packed" -- --onedir "${SPEC_ARGS[@]}"
     BIN="$ROOT/build/dist/openheim"
+    mkdir -p "$ROOT/build/dist"
+    bash "$ROOT/build/pack.sh" "$ROOT/build/work/packed/openheim-onedir" "$BIN"
     SIZE="$(du -h "$BIN" | cut -f1)"
 fi
 "$BIN" --version >/dev/null

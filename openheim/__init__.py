@@ -34,7 +34,39 @@ _LAZY = {
     "Message": "openheim.core.models",
     "StopReason": "openheim.core.models",
     "OpenheimError": "openheim.errors",
+    "serve_acp": "openheim.acp.server",
 }
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would cost every start-up
+if TYPE_CHECKING:  # what type checkers see; at run time the names resolve lazily below
+    from openheim.acp.server import serve_acp as serve_acp
+    from openheim.client import OpenheimClient as OpenheimClient
+    from openheim.client import SessionHandle as SessionHandle
+    from openheim.core.client_io import ClientIo as ClientIo
+    from openheim.core.events import StreamEvent as StreamEvent
+    from openheim.core.function_tool import FunctionTool as FunctionTool
+    from openheim.core.function_tool import tool as tool
+    from openheim.core.llm.base import LlmClient as LlmClient
+    from openheim.core.models import AgentResult as AgentResult
+    from openheim.core.models import Choice as Choice
+    from openheim.core.models import Message as Message
+    from openheim.core.models import StopReason as StopReason
+    from openheim.core.models import Usage as Usage
+    from openheim.core.permission import AllowAll as AllowAll
+    from openheim.core.permission import Decision as Decision
+    from openheim.core.permission import FailClosedGate as FailClosedGate
+    from openheim.core.permission import PermissionGate as PermissionGate
+    from openheim.core.permission import PermissionRequest as PermissionRequest
+    from openheim.core.tools import BaseTool as BaseTool
+    from openheim.core.tools import ToolCapabilities as ToolCapabilities
+    from openheim.core.tools import ToolHandler as ToolHandler
+    from openheim.core.tools import ToolView as ToolView
+    from openheim.core.turn import CancelToken as CancelToken
+    from openheim.core.turn import TurnContext as TurnContext
+    from openheim.errors import OpenheimError as OpenheimError
+    from openheim.memory.embedding import EmbeddingClient as EmbeddingClient
+    from openheim.memory.long_term import LongTermMemory as LongTermMemory
+    from openheim.runtime.turn import Turn as Turn
 
 __all__ = ["__version__", *_LAZY]
 

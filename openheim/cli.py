@@ -18,6 +18,8 @@ Exit codes:
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
+  6    stopped at a budget (--max-tokens-total, --timeout)
+  7    the answer did not match --output-schema (after one repair round)
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
 """
 
@@ -227,6 +229,13 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-m", "--model", help="Model name (looked up across providers).")
 @click.option("-p", "--provider", help="Provider name from config.toml.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
+@click.option("--max-tokens-total", type=click.IntRange(min=1), metavar="N",
+              help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
+@click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
+@click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
+                   "(exit 7 when it still does not match after one repair round).")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
               help="Session working directory (default: the current directory).")
 @click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
@@ -238,7 +247,8 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
 @click.pass_context
 def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
-        max_iterations: int | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
+        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
@@ -247,17 +257,29 @@ def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str
     try:
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
+        schema = _output_schema(output_schema)
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).build())
+                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
+                  .turn_timeout_secs(turn_timeout).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise
-    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest)
+    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
+                      output_schema=schema)
     with client:  # closing stops the MCP servers
         code = run_prompt(client, opts)
     sys.exit(code)
+
+
+def _output_schema(path: str | None):
+    """The --output-schema file, checked before anything runs (imported only when the option is used)."""
+    if path is None:
+        return None
+    from openheim.core.structured import load_output_schema
+
+    return load_output_schema(path)
 
 
 def _prompt_text(prompt: str | None) -> str:
@@ -271,3 +293,27 @@ def _prompt_text(prompt: str | None) -> str:
         raise click.UsageError("no prompt given: pass PROMPT or pipe text on stdin")
     return text
 
+
+
+# --- openheim doctor ---------------------------------------------------------------------------
+
+@main.command(epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
+                     "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds to wait for MCP servers that are still starting.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool, timeout: float) -> None:
+    """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
+    import json
+
+    from openheim import doctor as checks_module
+    from openheim.config.secrecy import redact
+
+    checks = checks_module.run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
+    if as_json:
+        click.echo(redact(json.dumps(checks_module.as_json(checks), ensure_ascii=False, indent=2)))
+    else:
+        for line in checks_module.as_lines(checks):
+            click.echo(redact(line))
+    sys.exit(checks_module.exit_code(checks))

@@ -6,9 +6,10 @@ A front end opens a session here, starts turns with ``SessionHandle.start_turn``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.core.models import (
     AgentResult,
@@ -30,7 +31,13 @@ if TYPE_CHECKING:
     from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
-    from openheim.core.tools import ToolCapabilities, ToolHandler, ToolView
+    from openheim.core.structured import OutputSchema
+    from openheim.core.tools import (
+        ToolCapabilities,
+        ToolExecutor,
+        ToolHandler,
+        ToolView,
+    )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.state import AgentState
@@ -101,19 +108,28 @@ class SessionHandle:
 
     def start_turn(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
                    extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
-                   client_io: ClientIo | None = None) -> Turn:
+                   client_io: ClientIo | None = None, output_schema: dict | OutputSchema | None = None) -> Turn:
         """Start a turn on its own worker thread and return it at once.
 
         Raises SessionBusy while another turn runs on this session (one that was cancelled is waited
-        for instead). ``gate`` and ``client_io`` override the session's own for this turn.
+        for instead). ``gate`` and ``client_io`` override the session's own for this turn. With
+        ``output_schema`` (a JSON Schema) the final answer must be JSON valid against it: the result's
+        ``structured`` holds it, or, after one repair round, stop reason ``invalid_output`` and ``output_error``.
         """
         blocks = to_blocks(prompt, images)
-        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills)
+        output = None
+        if output_schema is not None:
+            from openheim.core.structured import OutputSchema
+
+            output = output_schema if isinstance(output_schema, OutputSchema) else OutputSchema.from_dict(output_schema)
+        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills,
+                                      output)
 
     def prompt(self, prompt: str | list[ContentBlock], on_event: Callable[[StreamEvent], None] | None = None,
-               images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = ()) -> AgentResult:
+               images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = (),
+               output_schema: dict | OutputSchema | None = None) -> AgentResult:
         """Run one turn to its end; ``on_event`` sees every StreamEvent on the calling thread."""
-        turn = self.start_turn(prompt, images=images, extra_skills=extra_skills)
+        turn = self.start_turn(prompt, images=images, extra_skills=extra_skills, output_schema=output_schema)
         for batch in turn.batches():
             if on_event is not None:
                 for event in batch:
@@ -171,7 +187,7 @@ class SessionHandle:
         where = ViewContext(self.cwd, self._io, with_diff=with_diff, root=self._state.sandbox_for(self.cwd)[0])
         return self._tools().present(tool_name, args, where)
 
-    def _tools(self):
+    def _tools(self) -> ToolExecutor:
         return self._state.tools_for(self._state.session(self.id))
 
     def tools(self) -> list[Tool]:
@@ -339,7 +355,7 @@ class OpenheimBuilder:
     def __init__(self) -> None:
         self._opts: dict = {}
         self._tools: list[ToolHandler] = []
-        self._llm_factory: Callable[[AgentConfig], LlmClient] | None = None
+        self._llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None
 
     def _set(self, key: str, value: object) -> OpenheimBuilder:
         self._opts[key] = value
@@ -362,6 +378,16 @@ class OpenheimBuilder:
 
     def max_iterations(self, n: int | None) -> OpenheimBuilder:
         return self._set("max_iterations", n)
+
+    def max_tokens_total(self, n: int | None) -> OpenheimBuilder:
+        """A token budget per turn (input + output over every iteration); a turn that reaches it stops with
+        stop reason ``budget`` and ``AgentResult.budget`` saying the figure."""
+        return self._set("max_tokens_total", n)
+
+    def turn_timeout_secs(self, seconds: float | None) -> OpenheimBuilder:
+        """A wall-clock budget per turn; the running stream and tools are cancelled when it runs out
+        (stop reason ``budget``)."""
+        return self._set("turn_timeout_secs", seconds)
 
     def timeout_secs(self, n: int | None) -> OpenheimBuilder:
         return self._set("timeout_secs", n)
@@ -406,10 +432,10 @@ class OpenheimBuilder:
 
     def tool(self, handler: ToolHandler | Callable[..., object]) -> OpenheimBuilder:
         """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""
+        import inspect
+
         from openheim.core.function_tool import FunctionTool
         from openheim.core.tools import check_handler
-
-        import inspect
 
         if not isinstance(handler, FunctionTool) and inspect.isfunction(handler):
             handler = FunctionTool(handler)

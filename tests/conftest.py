@@ -26,3 +26,10 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("OPENHEIM_HOME", str(data))
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return data
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Tests of the frozen binary run last: the unit and end-to-end tests report before the build starts."""
+    frozen = [item for item in items if "frozen_bin" in getattr(item, "fixturenames", ())]
+    if frozen:
+        items[:] = [item for item in items if item not in frozen] + frozen

@@ -20,7 +20,7 @@ LAYERS = {
     "tools": 3, "conversation": 3, "memory": 3, "mcp": 3, "subagents": 3,
     "runtime": 4,
     "client": 5,
-    "acp": 6, "transport": 6, "tui": 6, "cli": 6,
+    "acp": 6, "transport": 6, "tui": 6, "cli": 6, "doctor": 6,
 }
 FRONT_END = 6
 # The ACP vocabulary (content blocks, tool calls, updates, replays) is pure mapping over core's types:

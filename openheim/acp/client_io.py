@@ -18,7 +18,9 @@ FS_TIMEOUT = 300.0
 def client_capabilities(caps: object) -> tuple[bool, bool, bool]:
     """(readTextFile, writeTextFile, terminal) from initialize's clientCapabilities."""
     caps = caps if isinstance(caps, dict) else {}
-    fs = caps.get("fs") if isinstance(caps.get("fs"), dict) else {}
+    fs = caps.get("fs")
+    if not isinstance(fs, dict):
+        fs = {}
     return fs.get("readTextFile") is True, fs.get("writeTextFile") is True, caps.get("terminal") is True
 
 

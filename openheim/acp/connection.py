@@ -100,7 +100,7 @@ class Writer:
         with self._pending_lock:
             if self.broken:
                 return False
-            if self._pending and self._pending + size > self._max_pending:
+            if self._pending and self._max_pending is not None and self._pending + size > self._max_pending:
                 self.broken = True
                 overflow = True
             else:
@@ -268,7 +268,9 @@ class Connection:
             return
         error = message.get("error")
         if isinstance(error, dict):
-            code = error.get("code") if isinstance(error.get("code"), int) else INTERNAL_ERROR
+            code = error.get("code")
+            if not isinstance(code, int):
+                code = INTERNAL_ERROR
             pending.resolve(error=RpcError(code, str(error.get("message") or "client error"), error.get("data")))
         else:
             pending.resolve(result=message.get("result"))

@@ -33,7 +33,7 @@ def decision_from(result: object) -> Decision:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
         return Decision.REJECT_ONCE
-    return _DECISIONS.get(outcome.get("optionId"), Decision.REJECT_ONCE)
+    return _DECISIONS.get(str(outcome.get("optionId")), Decision.REJECT_ONCE)
 
 
 class AcpGate(FailClosedGate):

@@ -115,7 +115,9 @@ class Terminals:
 
 def _run_from(output: object, timed_out: bool) -> TerminalRun:
     output = output if isinstance(output, dict) else {}
-    status = output.get("exitStatus") if isinstance(output.get("exitStatus"), dict) else {}
+    status = output.get("exitStatus")
+    if not isinstance(status, dict):
+        status = {}
     code = status.get("exitCode")
     return TerminalRun(str(output.get("output") or ""), bool(output.get("truncated")),
                        code if isinstance(code, int) else None, status.get("signal") or None, timed_out)

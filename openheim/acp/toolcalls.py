@@ -38,7 +38,7 @@ def diff_content(view: ToolView) -> dict | None:
 
 def tool_call_object(call_id: str, view: ToolView, args: dict | None, status: str, meta: dict | None = None) -> dict:
     """The ToolCall fields every announcement and permission request carries."""
-    obj = {"toolCallId": call_id, "title": view.title, "kind": view.kind, "status": status,
+    obj: dict[str, object] = {"toolCallId": call_id, "title": view.title, "kind": view.kind, "status": status,
            "locations": locations(view)}
     if args is not None:
         obj["rawInput"] = args
@@ -148,11 +148,11 @@ class ToolCallTracker:
             return
         if not is_error and not call.started:
             self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
-        content = []
+        content: list[dict] = []
         if call.terminal_id is not None:
             content.append({"type": "terminal", "terminalId": call.terminal_id})
-        elif call.view.diff is not None and not is_error:
-            content.append(diff_content(call.view))
+        elif (diff := diff_content(call.view)) is not None and not is_error:
+            content.append(diff)
         content.append(text_content(result))
         self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
                    "status": "failed" if is_error else "completed", "content": content})

@@ -29,6 +29,8 @@ STOP_REASONS = {
     StopReason.MAX_TOKENS: "max_tokens",
     StopReason.REFUSAL: "refusal",
     StopReason.CANCELLED: "cancelled",
+    StopReason.BUDGET: "max_turn_requests",  # ACP has no budget reason; the closest: the turn hit a limit
+    StopReason.INVALID_OUTPUT: "end_turn",  # ACP prompts carry no output schema
 }
 
 

@@ -19,15 +19,18 @@ class AgentConfig:
     max_tokens: int | None = None
     context_window: int | None = None
     thinking: bool = False
+    max_tokens_total: int | None = None  # input + output tokens over one turn, every iteration
+    turn_timeout_secs: float | None = None  # wall clock for one turn
 
     def with_(self, **changes: object) -> AgentConfig:
-        return replace(self, **changes)
+        return replace(self, **changes)  # type: ignore[arg-type]  # replace() checks the names at run time
 
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""
         return (f"AgentConfig(provider_name={self.provider_name!r}, kind={self.kind!r}, "
                 f"api_base={scrub_url(self.api_base)!r}, api_key={key!r}, model={self.model!r}, "
                 f"max_iterations={self.max_iterations}, timeout_secs={self.timeout_secs}, "
-                f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking})")
+                f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking}, "
+                f"max_tokens_total={self.max_tokens_total}, turn_timeout_secs={self.turn_timeout_secs})")
 
     __str__ = __repr__

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from openheim.config.schema import McpServerConfig, parse_mcp_server
@@ -25,10 +26,10 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def expand_vars(text: str, name: str, env: dict[str, str] | None = None) -> str:
     """``${VAR}`` / ``${VAR:-default}`` from ``env`` (default: the process environment)."""
-    env = os.environ if env is None else env
+    values: Mapping[str, str] = os.environ if env is None else env
 
     def one(m: re.Match) -> str:
-        value = env.get(m.group(1))
+        value = values.get(m.group(1))
         if value:
             return value
         if m.group(2) is not None:

@@ -70,6 +70,7 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
     validate_provider(p, key)
     return AgentConfig(provider_name=p.name, kind=p.kind, api_base=p.api_base.rstrip("/"), api_key=key,
                        model=model, max_iterations=config.max_iterations,
+                       max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking)
 

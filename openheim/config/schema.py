@@ -85,6 +85,8 @@ class Config:
     default_provider: str
     providers: dict[str, ProviderConfig]
     max_iterations: int = 10
+    max_tokens_total: int | None = None  # a turn's token budget (input + output, every iteration)
+    turn_timeout_secs: float | None = None  # a turn's time budget
     max_parallel_tools: int = 8
     default_skills: list[str] = field(default_factory=list)
     work_dir: Path | None = None
@@ -116,6 +118,12 @@ def _get_str(d: dict, key: str, section: str = "", required: bool = False) -> st
     return value
 
 
+def _int(value: int | None) -> int:
+    """A value read with a default, which therefore is never None."""
+    assert value is not None
+    return value
+
+
 def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1,
              maximum: int | None = None) -> int | None:
     value = d.get(key)
@@ -128,6 +136,16 @@ def _get_int(d: dict, key: str, section: str = "", default: int | None = None, m
     if maximum is not None and value > maximum:
         raise ConfigError(f"'{_where(section, key)}' must be at most {maximum}, got {value}")
     return value
+
+
+def _get_seconds(d: dict, key: str, section: str = "") -> float | None:
+    """A positive number of seconds (integer or decimal), or None when absent."""
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"'{_where(section, key)}' must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _get_bool(d: dict, key: str, section: str = "", default: bool = False) -> bool:
@@ -274,7 +292,7 @@ def parse_serve(d: dict) -> ServeConfig:
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "serve"}
+             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -293,6 +311,8 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         default_provider=default_provider,
         providers=providers,
         max_iterations=_get_int(d, "max_iterations", default=10) or 10,
+        max_tokens_total=_get_int(d, "max_tokens_total"),
+        turn_timeout_secs=_get_seconds(d, "turn_timeout_secs"),
         max_parallel_tools=_get_int(d, "max_parallel_tools", default=8) or 8,
         default_skills=_get_str_list(d, "default_skills"),
         work_dir=Path(work_dir).expanduser() if work_dir else None,
@@ -300,7 +320,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         data_dir=Path(data_dir).expanduser() if data_dir else None,
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
-        mcp_startup_timeout_secs=_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0),
+        mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         path=path,

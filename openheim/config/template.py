@@ -9,6 +9,8 @@ CONFIG_TEMPLATE = '''\
 
 default_provider = "openai"
 max_iterations = 10
+# max_tokens_total = 200000          # token budget per turn (input + output over every model call)
+# turn_timeout_secs = 600            # time budget per turn (wall clock)
 # default_skills = ["rust"]          # skills added to every new conversation
 # work_dir = "/path/to/project"      # sandbox root for file tools (default: the session's cwd)
 # allow_shell = false                # set true to give the model execute_command

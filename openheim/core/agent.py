@@ -11,6 +11,7 @@ from openheim.core.events import StreamEvent
 from openheim.core.llm.base import Chunk
 from openheim.core.models import (
     AgentResult,
+    Budget,
     Choice,
     FinishReason,
     Message,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
+    from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor
     from openheim.core.turn import TurnContext
 
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 NO_RESULT = "No result: the turn was interrupted before this tool call finished."
 NO_REPLY = "(No reply: this turn ended before the model answered.)"
+TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
 
 
 @dataclass
@@ -41,22 +44,28 @@ class _TurnState:
     usage: Usage = field(default_factory=Usage)
     last_usage: Usage | None = None
     last_dropped: int = 0
+    repaired: bool = False  # the one repair round of a structured answer was used
 
 
 def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: list[Message],
              ctx: TurnContext, on_event: OnEvent, system: Message | None = None,
-             fitter: ContextFitter | None = None) -> AgentResult:
-    """Run one user turn to a stop reason; appends every new message to ``history``."""
+             fitter: ContextFitter | None = None, output: OutputSchema | None = None) -> AgentResult:
+    """Run one user turn to a stop reason; appends every new message to ``history``. With ``output``, the
+    final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT)."""
     if fitter is None:
         fitter = ContextFitter(cfg.context_window)
     state = _TurnState()
     tools = executor.definitions()
+    native = output is not None and getattr(llm, "native_output", False)
+    if output is not None and not native:
+        system = _with_instructions(system, output)
+    extra = {"output": output} if native else {}
     for iteration in range(1, cfg.max_iterations + 1):
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
         on_event(events.IterationStart(iteration))
         try:
-            choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state)
+            choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
         except Cancelled:
             return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
         _append(history, choice.message, on_event)
@@ -65,6 +74,12 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
             state.last_usage = choice.usage
             on_event(events.UsageReport(choice.usage))
         calls = choice.message.tool_calls()
+        over = _token_budget_reached(cfg, state)
+        if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
+            for call in calls:  # the reply's calls get a result, so the history has no dangling call
+                _append(history, Message.tool_result(call.id, call.name,
+                                                     TOKEN_BUDGET_SKIP.format(limit=over.limit), True), on_event)
+            return _finish(on_event, state, None, iteration, StopReason.BUDGET, over)
         if calls:
             finished = run_tool_calls(executor, calls, ctx, on_event,
                                       cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
@@ -77,8 +92,25 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         if choice.finish_reason == FinishReason.PAUSED:
             continue
         text = choice.message.text()
-        return _finish(on_event, state, text, iteration, _stop_reason(choice, text))
+        reason = _stop_reason(choice, text)
+        if output is None or reason not in (StopReason.END_TURN, StopReason.NO_CONTENT):
+            return _finish(on_event, state, text, iteration, reason)
+        structured, error = output.check(text or "")
+        if error is None:
+            return _finish(on_event, state, text, iteration, StopReason.END_TURN, structured=structured)
+        if state.repaired:
+            return _finish(on_event, state, text, iteration, StopReason.INVALID_OUTPUT, output_error=error)
+        state.repaired = True
+        _append(history, Message.user(output.repair_prompt(error)), on_event)
     return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
+
+
+def _token_budget_reached(cfg: AgentConfig, state: _TurnState) -> Budget | None:
+    """The token budget, once the turn's calls (input + output, cache traffic included) have used it up."""
+    limit = cfg.max_tokens_total
+    if limit is None or state.usage.total < limit:
+        return None
+    return Budget("tokens", limit, state.usage.total)
 
 
 def _stop_reason(choice: Choice, text: str | None) -> StopReason:
@@ -91,8 +123,14 @@ def _stop_reason(choice: Choice, text: str | None) -> StopReason:
     return StopReason.END_TURN
 
 
+def _with_instructions(system: Message | None, output: OutputSchema) -> Message:
+    """The system prompt plus the output schema, for wires with no native structured-output mode."""
+    base = system.text() if system is not None else None
+    return Message.system(f"{base}\n\n{output.instructions()}" if base else output.instructions())
+
+
 def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], system: Message | None,
-                tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState) -> Choice:
+                tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState, extra: dict) -> Choice:
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
     request = repair_missing_results(history)
@@ -105,7 +143,7 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         fit = fitter.fit(request, system, tools)
         _report_trim(fit, on_event, state)
         try:
-            choice = llm.stream(fit.messages, tools, on_chunk, ctx.cancel)
+            choice = llm.stream(fit.messages, tools, on_chunk, ctx.cancel, **extra)
         except ContextOverflow as e:
             if ctx.cancel.cancelled:
                 raise Cancelled() from None
@@ -132,9 +170,10 @@ def _append(history: list[Message], message: Message, on_event: OnEvent) -> None
 
 
 def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: int,
-            reason: StopReason) -> AgentResult:
+            reason: StopReason, budget: Budget | None = None, structured: object = None,
+            output_error: str | None = None) -> AgentResult:
     on_event(events.Finished(text, iterations))
-    return AgentResult(text, iterations, reason, state.usage, state.last_usage)
+    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget, structured, output_error)
 
 
 def repair_missing_results(history: list[Message]) -> list[Message]:

@@ -49,19 +49,18 @@ def message_bytes(message: Message) -> int:
     """The estimated size of a message in a request: its text-like payload plus a fixed overhead."""
     size = MESSAGE_OVERHEAD
     for b in message.content:
-        kind = type(b)
-        if kind is TextBlock:
+        if type(b) is TextBlock:
             size += _text_bytes(b.text)
-        elif kind is ToolResultBlock:
+        elif type(b) is ToolResultBlock:
             size += _text_bytes(b.tool_call_id) + _text_bytes(b.tool_name) + _text_bytes(b.content)
-        elif kind is ToolUseBlock:
+        elif type(b) is ToolUseBlock:
             size += (_text_bytes(b.id) + _text_bytes(b.name) + _text_bytes(b.arguments)
                      + _text_bytes(b.signature))
-        elif kind is ThinkingBlock:
+        elif type(b) is ThinkingBlock:
             size += _text_bytes(b.thinking) + _text_bytes(b.signature)
-        elif kind is RedactedThinkingBlock:
+        elif type(b) is RedactedThinkingBlock:
             size += _text_bytes(b.data)
-        elif kind is ImageBlock:
+        elif type(b) is ImageBlock:
             size += IMAGE_BYTES
     return size
 

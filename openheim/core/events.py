@@ -114,4 +114,4 @@ class SubagentEvent(_Event):
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
                     ContextTrimmed, Finished, MessageAppended, SubagentEvent]
 EVENT_TYPES: tuple[type, ...] = StreamEvent.__args__  # type: ignore[attr-defined]
-KINDS = tuple(t.kind for t in EVENT_TYPES)
+KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)  # type: ignore[attr-defined]  # each has one

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import Any, Union
 
 # --- content blocks --------------------------------------------------------
 
@@ -77,7 +77,7 @@ class ToolResultBlock:
     type: str = field(default="tool_result", init=False, repr=False)
 
     def to_dict(self) -> dict:
-        d = {"type": "tool_result", "tool_call_id": self.tool_call_id,
+        d: dict[str, object] = {"type": "tool_result", "tool_call_id": self.tool_call_id,
              "tool_name": self.tool_name, "content": self.content}
         if self.is_error:
             d["is_error"] = True
@@ -255,6 +255,8 @@ class StopReason(str, Enum):
     REFUSAL = "refusal"
     CANCELLED = "cancelled"
     NO_CONTENT = "no_content"
+    BUDGET = "budget"  # the turn's token or time budget ran out (``AgentResult.budget`` says which)
+    INVALID_OUTPUT = "invalid_output"  # the answer did not match the output schema, even after a repair round
 
     @property
     def notice(self) -> str | None:
@@ -267,7 +269,31 @@ _STOP_NOTICES = {
     StopReason.MAX_TOKENS: "the response was cut off at the output token limit (max_tokens)",
     StopReason.REFUSAL: "the model declined to respond",
     StopReason.NO_CONTENT: "the model returned an empty response",
+    StopReason.BUDGET: "stopped at the turn's budget",
+    StopReason.INVALID_OUTPUT: "the answer did not match the output schema",
 }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens) or "time" (``used`` seconds elapsed)."""
+
+    kind: str
+    limit: float
+    used: float
+
+    def to_dict(self) -> dict:
+        if self.kind == "time":
+            return {"kind": "time", "limit": self.limit, "elapsed": round(self.used, 2)}
+        return {"kind": self.kind, "limit": int(self.limit), "used": int(self.used)}
+
+    @property
+    def notice(self) -> str:
+        if self.kind == "time":
+            return (f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
+                    "(--timeout / turn_timeout_secs)")
+        return (f"stopped at the turn's token budget: {int(self.used)} tokens used of {int(self.limit)} "
+                "(--max-tokens-total / max_tokens_total)")
 
 
 @dataclass
@@ -277,3 +303,6 @@ class AgentResult:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
     context_usage: Usage | None = None  # the last call's usage: what the context holds
+    budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
+    structured: Any = None  # the answer parsed and validated against the turn's output schema
+    output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)

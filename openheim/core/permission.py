@@ -126,7 +126,7 @@ class PolicyGate(PermissionGate):
         self._capabilities = capabilities
 
     @property
-    def gates_read_only(self) -> bool:
+    def gates_read_only(self) -> bool:  # type: ignore[override]
         """With ``none`` even read-only tools must be put to the gate."""
         return self.policy == "none"
 

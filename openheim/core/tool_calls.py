@@ -76,7 +76,7 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
         if denied is not None:
             return denied
         if ctx.cancel.cancelled:
-            return ToolOutcome(CANCELLED_BY_USER, True)
+            return ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
         call_ctx = replace(ctx, tool_call_id=call.id)
         return ToolOutcome(cap_result(executor.execute(call.name, call.arguments, call_ctx)), False)
     except OpenheimError as e:
@@ -134,8 +134,8 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
     cancelled = ctx.cancel.cancelled
     for index, call in enumerate(calls):
         if index not in outcomes:
-            outcomes[index] = ToolOutcome(CANCELLED_BY_USER, True)
-            on_event(ToolResult(call.id, call.name, CANCELLED_BY_USER, True))
+            outcomes[index] = ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
+            on_event(ToolResult(call.id, call.name, outcomes[index].content, True))
     messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error)
                 for i, c in enumerate(calls)]
     return FinishedCalls(messages, cancelled)

@@ -22,17 +22,19 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._actions: dict[int, Callable[[], None]] = {}
+        self._actions: dict[int, Callable[[], object]] = {}
         self._next = 0
+        self.reason: str | None = None  # why, when not the user (e.g. a budget); tools' results say it
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
         with self._lock:
             if self._event.is_set():
                 return
+            self.reason = reason
             self._event.set()
             actions = list(self._actions.values())
             self._actions.clear()
@@ -46,7 +48,7 @@ class CancelToken:
         """Sleep up to ``timeout`` seconds; True if cancelled meanwhile."""
         return self._event.wait(timeout)
 
-    def on_cancel(self, action: Callable[[], None]) -> Callable[[], None]:
+    def on_cancel(self, action: Callable[[], object]) -> Callable[[], None]:
         """Run ``action`` when cancelled (at once if already); returns a remover."""
         with self._lock:
             if not self._event.is_set():

@@ -142,7 +142,9 @@ def _describe_entry(entry: object) -> str:
         return "(not an object; ignored)"
     if entry.get("url"):
         return f"{entry.get('type') or 'http'} {entry['url']}"
-    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    args = entry.get("args")
+    if not isinstance(args, list):
+        args = []
     return " ".join(str(p) for p in [entry.get("command", "?"), *args])
 
 

@@ -5,7 +5,7 @@ import concurrent.futures
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from openheim.mcp.server import CLOSE_LIMIT, McpServer
 
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn import CancelToken
     from openheim.mcp.bridge import Bridge
+    from openheim.mcp.hub import _NoBridge
     from openheim.mcp.status import McpServerStatus
     from openheim.mcp.tool import McpTool
 
@@ -20,12 +21,13 @@ if TYPE_CHECKING:
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
-    def __init__(self, configs: list[McpServerConfig], bridge: Bridge, log_dir: Path,
+    def __init__(self, configs: list[McpServerConfig], bridge: Bridge | _NoBridge, log_dir: Path,
                  startup_timeout: float) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
-        self.servers = [McpServer(c, bridge, log_dir, self._changed) for c in configs]
+        # a group without configs is the only one given a _NoBridge, so every server gets a real Bridge
+        self.servers = [McpServer(c, cast("Bridge", bridge), log_dir, self._changed) for c in configs]
         self.closed = False
 
     def start(self) -> ServerGroup:

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,7 +45,13 @@ class McpHub:
         self.closed = False
         self.configured: ServerGroup | None = self.group(self._configs) if self._configs else None
         ref = weakref.ref(self)
-        atexit.register(lambda: (hub := ref()) is not None and hub.close())
+
+        def close_at_exit() -> None:
+            hub = ref()
+            if hub is not None:
+                hub.close()
+
+        atexit.register(close_at_exit)
 
     def bridge(self) -> Bridge:
         with self._lock:
@@ -54,7 +61,7 @@ class McpHub:
                 self._bridge = Bridge()
             return self._bridge
 
-    def group(self, configs: list[McpServerConfig], taken: set[str] = frozenset()) -> ServerGroup:
+    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset()) -> ServerGroup:
         """A started group of ``configs``, leaving out names already ``taken`` (configured names win)."""
         kept = []
         for cfg in configs:

@@ -6,11 +6,13 @@ later successful embedding call (up to 256 per call, 64 per request).
 """
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError, file_error
 
@@ -200,7 +202,7 @@ class LongTermMemory:
     def count(self) -> int:
         return self._db().count()
 
-    def search(self, query: str, k: int | None = None) -> list[Hit]:
+    def search(self, query: str, k: int | None = None) -> builtins.list[Hit]:
         """The best ``k`` (default top_k) notes for ``query``."""
         return self.search_detailed(query, k).hits
 
@@ -218,7 +220,7 @@ class LongTermMemory:
         self._after_embedding(store)
         return self._combine(store, query, vector, k)
 
-    def _combine(self, store: VectorStore, query: str, vector: list[float], k: int) -> SearchResult:
+    def _combine(self, store: VectorStore, query: str, vector: builtins.list[float], k: int) -> SearchResult:
         """KNN hits, preceded by keyword matches among notes that have no vector yet."""
         semantic = store.semantic_search(vector, k)
         model = self.embedder.model if self.embedder else ""

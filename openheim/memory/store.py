@@ -1,6 +1,7 @@
 """VectorStore: notes in SQLite (WAL) with an FTS5 keyword index and an optional sqlite-vec KNN table."""
 from __future__ import annotations
 
+import builtins
 import re
 import struct
 import threading
@@ -254,7 +255,7 @@ class VectorStore:
         with self._guard() as db:
             return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
 
-    def unembedded(self, limit: int, exclude: Collection[int] = ()) -> list[Memory]:
+    def unembedded(self, limit: int, exclude: Collection[int] = ()) -> builtins.list[Memory]:
         """Notes without a vector, by id (all notes when there is no vector table), minus ``exclude``."""
         if limit <= 0:
             return []
@@ -273,7 +274,7 @@ class VectorStore:
         notes = db.execute("SELECT count(*) FROM memories").fetchone()[0]
         return notes <= db.execute("SELECT count(*) FROM embedded_ids").fetchone()[0]
 
-    def semantic_search(self, vector: list[float], k: int) -> list[Hit]:
+    def semantic_search(self, vector: builtins.list[float], k: int) -> builtins.list[Hit]:
         """The ``k`` nearest notes by cosine distance, score = 1 - distance."""
         if k <= 0:
             return []
@@ -286,7 +287,7 @@ class VectorStore:
                 "ORDER BY knn.distance", (pack_vector(vector), min(k, MAX_KNN))).fetchall()
         return [Hit(r[0], r[1], parse_time(r[2]), 1.0 - r[3], "similarity") for r in rows]
 
-    def keyword_search(self, query: str, k: int, unembedded_only: bool = False) -> list[Hit]:
+    def keyword_search(self, query: str, k: int, unembedded_only: bool = False) -> builtins.list[Hit]:
         """The ``k`` best bm25 matches of any word of ``query``, score = -bm25."""
         match = fts_query(query)
         if match is None or k <= 0:

@@ -15,13 +15,15 @@ from openheim.runtime.state import AgentState, RuntimeSettings
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
+    from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.tools import ToolHandler
     from openheim.memory.long_term import LongTermMemory
 
 log = logging.getLogger(__name__)
 
-_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window")
+_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window", "max_tokens_total",
+              "turn_timeout_secs")
 
 
 def programmatic_config(opts: dict) -> Config:
@@ -52,7 +54,7 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
 
 
 def build_state(opts: dict, tools: list[ToolHandler],
-                llm_factory: Callable[[AgentConfig], LlmClient] | None) -> AgentState:
+                llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> AgentState:
     programmatic = bool(opts.get("api_key") or opts.get("api_base"))
     config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
     if opts.get("default_skills"):

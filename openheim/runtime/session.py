@@ -38,7 +38,7 @@ class SessionState:
     turn_lock: threading.Lock = field(default_factory=threading.Lock)
     tools: SessionTools | None = None  # with MCP servers: the session's tool set; None: the runtime's registry
     mcp_servers: list[McpServerConfig] = field(default_factory=list)  # the session's own servers, as given
-    releases: list[Callable[[], None]] = field(default_factory=list)  # run once when the session goes away
+    releases: list[Callable[[], object]] = field(default_factory=list)  # run once when the session goes away
 
     @property
     def in_flight(self) -> bool:

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
+    from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
     from openheim.core.permission import PermissionGate
+    from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor, ToolRegistry, ToolView
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
@@ -66,7 +68,7 @@ class AgentState:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient] | None = None,
+                 llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None,
                  long_term_memory: LongTermMemory | None = None) -> None:
         from openheim.conversation.store import ConversationStore
 
@@ -272,7 +274,8 @@ class AgentState:
     # --- the turn -----------------------------------------------------------------
 
     def start_turn(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
-                   client_io: ClientIo | None = None, extra_skills: list[str] | tuple[str, ...] = ()) -> Turn:
+                   client_io: ClientIo | None = None, extra_skills: list[str] | tuple[str, ...] = (),
+                   output: OutputSchema | None = None) -> Turn:
         """Start a turn on its own worker thread: SessionBusy while another runs, unless that one was
         cancelled, in which case the new turn first waits for it to let go."""
         from openheim.core.tools import ViewContext
@@ -289,20 +292,20 @@ class AgentState:
                 previous = None
 
             def body(on_event: OnEvent, cancel: CancelToken, sync: Callable[[], None]) -> AgentResult:
-                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel, sync)
+                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel, sync, output)
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
                 return self.tools_for(session).present(tool_name, args, where)
 
-            turn = Turn(session.id, body, present, after=previous)
+            turn = Turn(session.id, body, present, after=previous, timeout=session.config.turn_timeout_secs)
             session.turn = turn
         return turn.start()
 
     def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
                client_io: ClientIo | None = None, on_event: OnEvent | None = None,
                extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None,
-               sync: Callable[[], None] | None = None) -> AgentResult:
+               sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
         """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread.
 
         ``cancel`` lets a front end hold the turn's token before the turn starts, so no cancel is lost.
@@ -313,14 +316,14 @@ class AgentState:
         try:
             session.cancel = cancel or CancelToken()
             return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills,
-                                    sync)
+                                    sync, output)
         finally:
             session.touch()
             session.prompt_lock.release()
 
     def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
                     client_io: ClientIo | None, on_event: OnEvent, extra_skills,
-                    sync: Callable[[], None] | None = None) -> AgentResult:
+                    sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
         from openheim.core.context import ContextFitter
@@ -348,7 +351,8 @@ class AgentState:
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
-                result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter)
+                result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
+                                  output)
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from openheim.core.models import AgentResult, StopReason
+from openheim.core.models import AgentResult, Budget, StopReason
 from openheim.core.turn import CancelToken
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Turn:
     """A running prompt: iterate its events, ``cancel()`` it from any thread, ``wait()`` for its ``result``."""
 
     def __init__(self, session_id: str, body: Body, present: Present | None = None,
-                 after: Turn | None = None, capacity: int = CAPACITY) -> None:
+                 after: Turn | None = None, capacity: int = CAPACITY, timeout: float | None = None) -> None:
         self.session_id = session_id
         self.token = CancelToken()
         self._body = body
@@ -117,13 +117,34 @@ class Turn:
         self._error: BaseException | None = None
         self._cancelled = False
         self._completed = False
+        self._timeout = timeout  # the time budget: seconds until the turn is stopped as ``budget``
+        self._timer: threading.Timer | None = None
+        self._started = 0.0
+        self._budget: Budget | None = None
         self._thread = threading.Thread(target=self._work, name=f"openheim-turn-{session_id[:8]}", daemon=True)
 
     # --- lifecycle -----------------------------------------------------------------
 
     def start(self) -> Turn:
+        self._started = time.monotonic()
+        if self._timeout is not None:
+            self._timer = threading.Timer(self._timeout, self._out_of_time)
+            self._timer.daemon = True
+            self._timer.start()
         self._thread.start()
         return self
+
+    def _out_of_time(self) -> None:
+        """The time budget ran out: cancel like ``cancel()`` does, but the outcome is ``budget``."""
+        assert self._timeout is not None
+        with self._lock:
+            if self._settled.is_set() or self._cancelled:
+                return
+            self._budget = Budget("time", self._timeout, time.monotonic() - self._started)
+        self.token.cancel(f"Cancelled: the turn's time budget ({self._timeout:g}s) ran out.")
+        timer = threading.Timer(CANCEL_GRACE, self._settle, (None, None, False))
+        timer.daemon = True
+        timer.start()
 
     def _work(self) -> None:
         if self._after is not None:
@@ -143,6 +164,8 @@ class Turn:
                 return
             self._result, self._error, self._completed = result, error, by_worker
             self._settled.set()
+        if self._timer is not None:
+            self._timer.cancel()
         self._buffer.close()
 
     def cancel(self) -> None:
@@ -194,6 +217,10 @@ class Turn:
             if self._result is None:
                 return AgentResult(None, 0, StopReason.CANCELLED)
             return replace(self._result, stop_reason=StopReason.CANCELLED)
+        if self._budget is not None and (self._result is None or self._result.stop_reason is StopReason.CANCELLED):
+            if self._result is None:
+                return AgentResult(None, 0, StopReason.BUDGET, budget=self._budget)
+            return replace(self._result, stop_reason=StopReason.BUDGET, budget=self._budget)
         if self._error is not None:
             raise self._error
         assert self._result is not None
@@ -203,7 +230,7 @@ class Turn:
     def error(self) -> BaseException | None:
         """The exception the turn failed with (None when it succeeded or was cancelled)."""
         self._settled.wait()
-        return None if self._cancelled else self._error
+        return None if self._cancelled or self._budget is not None else self._error
 
     # --- events ---------------------------------------------------------------------
 

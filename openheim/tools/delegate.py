@@ -163,6 +163,9 @@ class DelegateTool(BaseTool):
         if result.stop_reason is StopReason.MAX_ITERATIONS:
             text += (f"\n\n[Note: subagent '{profile.name}' reached its iteration limit ({cfg.max_iterations}) "
                      "before finishing — this answer may be incomplete.]")
+        if result.budget is not None:
+            text += (f"\n\n[Note: subagent '{profile.name}' {result.budget.notice} — this answer may be "
+                     "incomplete.]")
         return text
 
 

@@ -6,7 +6,7 @@ import selectors
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from openheim.core.client_io import terminal
 from openheim.core.tool_args import require_str
@@ -94,13 +94,20 @@ def _read_ready(sel: selectors.BaseSelector, timeout: float, streams: dict) -> b
     return exited
 
 
+def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes]]:
+    """The shell's stdout and stderr (it is always started with both piped)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    return proc.stdout, proc.stderr
+
+
 def _pipes_open(sel: selectors.BaseSelector) -> bool:
     return any(key.data != "exit" for key in sel.get_map().values())
 
 
 def _pump(proc: subprocess.Popen, out: Outcome, sel, deadline: float, cancel: CancelToken, pidfd) -> None:
     """Read both pipes until the shell exits, time runs out or the turn is cancelled."""
-    streams = {proc.stdout.fileno(): out.stdout, proc.stderr.fileno(): out.stderr}
+    stdout, stderr = _pipes(proc)
+    streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
     while True:
         if cancel.cancelled:
             out.cancelled = True
@@ -116,7 +123,8 @@ def _pump(proc: subprocess.Popen, out: Outcome, sel, deadline: float, cancel: Ca
 
 def _drain(sel, proc: subprocess.Popen, out: Outcome) -> None:
     """After the group is killed, take what is still buffered in the pipes (bounded in time)."""
-    streams = {proc.stdout.fileno(): out.stdout, proc.stderr.fileno(): out.stderr}
+    stdout, stderr = _pipes(proc)
+    streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
     until = time.monotonic() + DRAIN_SECONDS
     while _pipes_open(sel) and time.monotonic() < until:
         _read_ready(sel, until - time.monotonic(), streams)
@@ -124,7 +132,7 @@ def _drain(sel, proc: subprocess.Popen, out: Outcome) -> None:
 
 def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelector:
     sel = selectors.DefaultSelector()
-    for pipe in (proc.stdout, proc.stderr):
+    for pipe in _pipes(proc):
         os.set_blocking(pipe.fileno(), False)
         sel.register(pipe.fileno(), selectors.EVENT_READ, "pipe")
     if pidfd is not None:
@@ -158,8 +166,8 @@ def _finish(proc: subprocess.Popen, sel, pidfd: int | None, out: Outcome) -> Non
     sel.close()
     if pidfd is not None:
         os.close(pidfd)
-    proc.stdout.close()
-    proc.stderr.close()
+    for pipe in _pipes(proc):
+        pipe.close()
     try:
         out.returncode = proc.wait(timeout=REAP_SECONDS)
     except subprocess.TimeoutExpired:

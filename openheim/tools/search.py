@@ -318,8 +318,8 @@ def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: Can
     if not forked.can_fork():
         return run_search(root, pattern, case_insensitive, cancel, use_rg)
     try:
-        return forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg), timeout,
-                                 cancel)
+        return str(forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg), timeout,
+                                     cancel))
     except forked.Interrupted:
         raise ToolExecutionError("search cancelled") from None
     except forked.Expired:

@@ -33,7 +33,7 @@ def host_ok(host_header: str | None) -> bool:
     return bool(host_header) and is_loopback(host_name(host_header))
 
 
-def given_token(headers: Mapping[str, str], query: str) -> str | None:
+def given_token(headers: Mapping[str, str | None], query: str) -> str | None:
     """The token a request carries: ``Authorization: Bearer T``, else ``?token=T``."""
     auth = headers.get("Authorization") or ""
     scheme, _, value = auth.strip().partition(" ")
@@ -43,7 +43,7 @@ def given_token(headers: Mapping[str, str], query: str) -> str | None:
     return values[0] if values else None
 
 
-def token_ok(expected: str | None, headers: Mapping[str, str], query: str) -> bool:
+def token_ok(expected: str | None, headers: Mapping[str, str | None], query: str) -> bool:
     """True when no token is configured, else when the request's token matches (constant time)."""
     if expected is None:
         return True
@@ -53,7 +53,8 @@ def token_ok(expected: str | None, headers: Mapping[str, str], query: str) -> bo
 
 def same_origin(origin: str, host_header: str | None) -> bool:
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and bool(host_header) and parts.netloc.lower() == host_header.lower()
+    return (parts.scheme in ("http", "https") and host_header is not None and bool(host_header)
+            and parts.netloc.lower() == host_header.lower())
 
 
 def origin_allowed(origin: str | None, host_header: str | None, allowed: Iterable[str]) -> bool:

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -16,6 +17,7 @@ from openheim.core.models import AgentResult, StopReason, Usage
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
+    from openheim.core.structured import OutputSchema
     from openheim.runtime.turn import Turn
 
 SCHEMA_VERSION = 1
@@ -26,6 +28,8 @@ EXIT_CODES = {
     StopReason.MAX_ITERATIONS: 3,
     StopReason.MAX_TOKENS: 4,
     StopReason.REFUSAL: 5,
+    StopReason.BUDGET: 6,
+    StopReason.INVALID_OUTPUT: 7,
     StopReason.CANCELLED: 130,
 }
 
@@ -39,6 +43,7 @@ class RunOptions:
     cwd: Path | None = None
     session: str | None = None
     resume_latest: bool = False
+    output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -49,11 +54,19 @@ def event_json(event: StreamEvent) -> dict:
     return data
 
 
-def result_json(result: AgentResult, handle: SessionHandle) -> dict:
+def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False) -> dict:
+    """The run's result object; ``structured``: the run had an output schema (the key is always there)."""
     cfg = handle.config
-    return {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
-            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
-            "model": cfg.model, "provider": cfg.provider_name}
+    out = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+           "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
+           "model": cfg.model, "provider": cfg.provider_name}
+    if result.budget is not None:
+        out["budget"] = result.budget.to_dict()
+    if structured:
+        out["structured"] = result.structured
+    if result.output_error is not None:
+        out["output_error"] = result.output_error
+    return out
 
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
@@ -96,8 +109,9 @@ class Interrupted(Exception):
 class Printer:
     """Turns events into output: reply text on stdout, activity on stderr."""
 
-    def __init__(self, output: str, verbose: bool, out: TextIO, err: TextIO) -> None:
+    def __init__(self, output: str, verbose: bool, out: TextIO, err: TextIO, structured: bool = False) -> None:
         self.output, self.verbose, self.out, self.err = output, verbose, out, err
+        self.structured = structured  # an output schema: text mode prints only the validated JSON, at the end
         self.ends_with_newline = True
         self.known: dict = {}  # session_id, model, provider once the session is open
         self.usage: Usage | None = None  # what the turn reported so far
@@ -113,7 +127,7 @@ class Printer:
             self.usage = event.usage if self.usage is None else self.usage + event.usage
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
-        elif isinstance(event, events.LlmResponse) and self.output == "text":
+        elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
             self.out.write(event.content)
             if event.content:
                 self.ends_with_newline = event.content.endswith("\n")
@@ -141,15 +155,18 @@ class Printer:
 
     def result(self, result: AgentResult, handle: SessionHandle) -> None:
         if self.output == "text":
-            if not self.ends_with_newline:
+            if self.structured and result.stop_reason is StopReason.END_TURN:
+                self.out.write(json.dumps(result.structured, ensure_ascii=False) + "\n")
+            elif not self.ends_with_newline:
                 self.out.write("\n")
         elif self.output == "json":
-            self.out.write(_dumps(result_json(result, handle)) + "\n")
+            self.out.write(_dumps(result_json(result, handle, self.structured)) + "\n")
         else:
-            line = {"type": "result", "schema_version": SCHEMA_VERSION, **result_json(result, handle)}
+            line = {"type": "result", "schema_version": SCHEMA_VERSION,
+                    **result_json(result, handle, self.structured)}
             self.out.write(_dumps(line) + "\n")
         self.out.flush()
-        notice = result.stop_reason.notice
+        notice = _notice(result)
         if notice:
             self.err.write(f"openheim: {notice}\n")
 
@@ -163,6 +180,15 @@ class Printer:
         """A run stopped by ``signum`` without a result: reported like a failure; returns its exit code."""
         self.failure(Interrupted(signum))
         return 128 + signum
+
+
+def _notice(result: AgentResult) -> str | None:
+    """The one stderr line a result needs, if any."""
+    if result.budget is not None:
+        return result.budget.notice
+    if result.output_error is not None:
+        return f"{result.output_error} (after one repair round; see --output-schema)"
+    return result.stop_reason.notice
 
 
 def _preview(text: str, limit: int = 200) -> str:
@@ -190,7 +216,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
     from openheim.core.permission import PolicyGate
 
     cwd = (opts.cwd or Path(os.getcwd())).absolute()
-    printer = Printer(opts.output, opts.verbose, out, err)
+    printer = Printer(opts.output, opts.verbose, out, err, opts.output_schema is not None)
     try:
         handle = open_session(client, opts, cwd)
         handle.permission_gate(PolicyGate(opts.approve, handle.tool_capabilities))
@@ -198,7 +224,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
                          "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)
         try:
-            turn = handle.start_turn(opts.prompt)
+            turn = handle.start_turn(opts.prompt, output_schema=opts.output_schema)
             try:
                 _print_events(turn, printer)
             except KeyboardInterrupt:
@@ -255,7 +281,7 @@ class _SignalGuard:
     def __init__(self, handle: SessionHandle) -> None:
         self.received = 0
         self._handle = handle
-        self._old: dict[int, object] = {}
+        self._old: dict[int, signal.Handlers | int | Callable[..., object] | None] = {}
         for sig in (signal.SIGTERM, signal.SIGHUP):
             self._old[sig] = signal.signal(sig, self._on_signal)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

@@ -16,11 +16,12 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from http import HTTPStatus
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -32,6 +33,8 @@ from openheim.transport import guard, rest
 from openheim.transport.fs_channel import FsChannel
 
 if TYPE_CHECKING:
+    from websockets.sync.server import Server
+
     from openheim.client import OpenheimClient
     from openheim.config.schema import ServeConfig
 
@@ -176,7 +179,7 @@ class OpenheimServer:
         self.root = Path(client.work_dir or os.getcwd())
         self.peers: set[Peer] = set()
         self._lock = threading.Lock()
-        self._server = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
         self.port = options.port
 
@@ -196,8 +199,9 @@ class OpenheimServer:
         except OSError as e:
             raise OpenheimError(f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
                                 "(is another server using the port? choose one with --port)") from None
-        self.port = self._server.socket.getsockname()[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="serve-accept", daemon=True)
+        server = self._server
+        self.port = server.socket.getsockname()[1]
+        self._thread = threading.Thread(target=server.serve_forever, name="serve-accept", daemon=True)
         self._thread.start()
         return self
 

@@ -14,6 +14,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from openheim.client import OpenheimClient
@@ -57,7 +58,7 @@ def _close(client: OpenheimClient) -> None:
         logging.getLogger(__name__).exception("closing the client failed")
 
 
-def _log_to_file(path: Path):
+def _log_to_file(path: Path) -> Callable[[], None]:
     """Send logging, and anything written to stderr, to ``path`` while the screen is ours; returns an undo."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level

@@ -142,7 +142,8 @@ def parse_usage(u: dict[str, Any], into: Usage) -> None:
 
 def stream_error(payload: dict[str, Any]) -> Exception:
     """The exception for an in-stream ``error`` event."""
-    err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+    raw = payload.get("error")
+    err: dict[str, Any] = raw if isinstance(raw, dict) else {}
     message = str(err.get("message") or "unknown streaming error")
     if is_overflow(400, message):
         return ContextOverflow(message)

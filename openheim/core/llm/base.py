@@ -28,8 +28,11 @@ class LlmClient(Protocol):
     Cancelled (when ``cancel`` fires: the blocked read must return within 200 ms).
     """
 
-    provider_name: str
-    model: str
+    @property
+    def provider_name(self) -> str: ...  # a plain attribute satisfies this
+
+    @property
+    def model(self) -> str: ...
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
                cancel: CancelToken) -> Choice: ...

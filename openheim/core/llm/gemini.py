@@ -14,7 +14,7 @@ from openheim.core.llm.convert import (
     reply_blocks,
     system_text,
 )
-from openheim.core.llm.gemini_schema import gemini_schema
+from openheim.core.llm.gemini_schema import gemini_response_schema, gemini_schema
 from openheim.core.llm.http import HttpTransport, is_overflow
 from openheim.core.llm.reply import read_reply
 from openheim.core.llm.shape import ANY, NUMBER
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import OnChunk
     from openheim.core.models import Tool
+    from openheim.core.structured import OutputSchema
     from openheim.core.turn import CancelToken
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,9 @@ CUT_STREAM = "Gemini stream ended before a finishReason"
 # --- request -------------------------------------------------------------------
 
 
-def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) -> dict[str, Any]:
-    """The generateContent request body (camelCase)."""
+def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
+                  output: OutputSchema | None = None) -> dict[str, Any]:
+    """The generateContent request body (camelCase); ``output``: the answer's schema, as responseSchema."""
     body: dict[str, Any] = {"contents": build_contents(messages)}
     if tools:
         body["tools"] = [{"functionDeclarations": [_declaration(t) for t in tools]}]
@@ -58,6 +60,9 @@ def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) 
         config["maxOutputTokens"] = cfg.max_tokens
     if cfg.thinking:
         config["thinkingConfig"] = {"includeThoughts": True}
+    if output is not None:
+        config["responseMimeType"] = "application/json"
+        config["responseSchema"] = gemini_response_schema(output.schema)
     if config:
         body["generationConfig"] = config
     system = system_text(messages)
@@ -138,7 +143,8 @@ def retry_delay(body: str) -> float | None:
 
 def stream_error(payload: dict[str, Any]) -> Exception:
     """The exception for an in-stream ``{"error": ...}`` payload."""
-    err = payload.get("error") if isinstance(payload.get("error"), dict) else {"message": str(payload.get("error"))}
+    raw = payload.get("error")
+    err: dict[str, Any] = raw if isinstance(raw, dict) else {"message": str(raw)}
     message = str(err.get("message") or err.get("status") or "unknown streaming error")
     if is_overflow(400, message):
         return ContextOverflow(message)
@@ -260,6 +266,8 @@ def _reason(raw: str | None, has_calls: bool) -> tuple[FinishReason, str | None]
 class GeminiClient:
     """Streams replies from ``{api_base}/models/{model}:streamGenerateContent?alt=sse``."""
 
+    native_output = True  # responseMimeType application/json + responseSchema
+
     def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
         self.cfg = cfg
         self.provider_name = cfg.provider_name
@@ -273,8 +281,8 @@ class GeminiClient:
         self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken) -> Choice:
-        body = build_request(messages, tools, self.cfg)
+               cancel: CancelToken, output: OutputSchema | None = None) -> Choice:
+        body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
                 return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)

@@ -21,6 +21,12 @@ def gemini_schema(schema: Any) -> dict[str, Any] | None:
     return cleaned
 
 
+def gemini_response_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output JSON Schema as ``generationConfig.responseSchema`` (the same subset; never empty)."""
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    return _clean(schema, defs, 0)
+
+
 def _resolve(node: dict[str, Any], defs: dict[str, Any], depth: int) -> dict[str, Any]:
     """Inline a local ``$ref`` (``#/$defs/X`` or ``#/definitions/X``); unknown refs become plain objects."""
     ref = node.get("$ref")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import OnChunk
     from openheim.core.models import Tool
+    from openheim.core.structured import OutputSchema
     from openheim.core.turn import CancelToken
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,14 @@ CUT_STREAM = "OpenAI stream ended before a finish_reason or [DONE]"
 
 
 def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
-                  *, stream_options: bool = True) -> dict[str, Any]:
-    """The Chat Completions request body for ``messages`` and ``tools``."""
+                  *, stream_options: bool = True, output: OutputSchema | None = None) -> dict[str, Any]:
+    """The Chat Completions request body for ``messages`` and ``tools`` (and the answer's JSON Schema)."""
     body: dict[str, Any] = {"model": cfg.model, "messages": [d for m in messages for d in _message(m)]}
     if tools:
         body["tools"] = [t.to_dict() for t in tools]
+    if output is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": output.name, "schema": output.schema, "strict": output.strict}}
     if cfg.max_tokens:
         body["max_completion_tokens" if cfg.kind == "openai" else "max_tokens"] = cfg.max_tokens
     body["stream"] = True
@@ -273,6 +277,8 @@ def as_stream_payload(reply: Any) -> dict[str, Any]:
 class OpenAIClient:
     """Streams Chat Completions from ``{api_base}/chat/completions``."""
 
+    native_output = True  # response_format json_schema
+
     def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
         self.cfg = cfg
         self.provider_name = cfg.provider_name
@@ -286,8 +292,8 @@ class OpenAIClient:
         self._stream_options = True
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken) -> Choice:
-        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options)
+               cancel: CancelToken, output: OutputSchema | None = None) -> Choice:
+        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options, output=output)
         try:
             return self._once(body, on_chunk, cancel)
         except HttpError as e:

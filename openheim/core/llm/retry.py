@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from openheim.errors import (
     ApiError,
@@ -123,8 +123,13 @@ class RetryClient:
     def model(self) -> str:
         return self.inner.model
 
+    @property
+    def native_output(self) -> bool:
+        """Whether the wrapped client sends an output schema in the wire's own structured-output mode."""
+        return bool(getattr(self.inner, "native_output", False))
+
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken) -> Choice:
+               cancel: CancelToken, **options: Any) -> Choice:
         forwarded = False
 
         def relay(chunk: Chunk) -> None:
@@ -132,5 +137,5 @@ class RetryClient:
             forwarded = True
             on_chunk(chunk)
 
-        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel), cancel, "LLM request",
+        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel, **options), cancel, "LLM request",
                                may_retry=lambda: not forwarded)

@@ -38,7 +38,8 @@ class EventStream(sseclient.SSEClient):
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
                  max_event: int = MAX_EVENT_BYTES) -> None:
-        super().__init__(chunks)
+        super().__init__(iter(chunks))
+        self._chunks = chunks
         self.max_line, self.max_event = max_line, max_event
         self.head = b""
         self.data_lines = 0
@@ -51,7 +52,7 @@ class EventStream(sseclient.SSEClient):
         carry: list[bytes] = []  # pieces of a line not yet terminated
         carried = 0
         max_event = self.max_event
-        for chunk in chain(self._event_source, _END):
+        for chunk in chain(self._chunks, _END):
             if not chunk:
                 continue
             if len(self.head) < HEAD_BYTES:
@@ -147,7 +148,7 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
 
 
 _decoder = json.JSONDecoder()
-_scan, _decode = _decoder.scan_once, _decoder.decode
+_scan, _decode = _decoder.scan_once, _decoder.decode  # type: ignore[attr-defined]  # set in __init__, untyped
 
 
 def parse_json(data: str) -> Any:
