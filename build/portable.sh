@@ -7,7 +7,8 @@
 #   2. python  CPython 3.11 from Debian's own source package (bookworm's python3.11, patches applied),
 #              --enable-shared, no PGO/LTO, into /opt/python3.11     (stamp /opt/python3.11/.openheim-python)
 #   3. venv    /opt/venv: pyinstaller + the project's dependencies  (rebuilt when pyproject.toml's change)
-#   4. freeze  PyInstaller with build/openheim.spec on a copy of the checkout (always)
+#   4. freeze  PyInstaller with build/openheim.spec on a copy of the checkout (always), packed into one
+#              file with build/pack.sh as build.sh does (or the folder, with --onedir)
 # So every library inside the binary (libpython, libssl, libsqlite3, ...) is linked against bullseye's
 # glibc 2.31. The stdlib sqlite3 loads extensions (bullseye's libsqlite3 is bundled), so pysqlite3 is left out.
 # Needs root (chroot, mount) and /usr/sbin/debootstrap. OPENHEIM_DEBIAN_MIRROR overrides the mirror;
@@ -175,17 +176,25 @@ rm -rf "$R/src" && mkdir -p "$R/src/build"
 cp -a "$ROOT/openheim" "$ROOT/openheim.py" "$ROOT/pyproject.toml" "$R/src/"
 cp -a "$ROOT/build/openheim.spec" "$ROOT/build/hooks" "$R/src/build/"
 find "$R/src" -name __pycache__ -prune -exec rm -rf {} +
+# Always a onedir build; the one file is that folder packed behind build/launcher.sh, as in build.sh.
+ONEDIR=0
+SPEC_REST=()
+for arg in "${SPEC_ARGS[@]}"; do
+    if [[ "$arg" == --onedir ]]; then ONEDIR=1; else SPEC_REST+=("$arg"); fi
+done
 in_root "cd /src && /opt/venv/bin/python -m PyInstaller build/openheim.spec --noconfirm --clean --log-level WARN \
-             --workpath /src/build/work --distpath /src/build/dist -- ${SPEC_ARGS[*]}"
+             --workpath /src/build/work --distpath /src/build/dist -- --onedir ${SPEC_REST[*]}"
+FOLDER="$R/src/build/dist/openheim-onedir"
+in_root "/src/build/dist/openheim-onedir/openheim --version" >/dev/null \
+    || die "the built binary does not start inside $R"
 mkdir -p "$OUT"
-if [[ -d "$R/src/build/dist/openheim-onedir" ]]; then
-    rm -rf "$OUT/openheim-onedir" && cp -a "$R/src/build/dist/openheim-onedir" "$OUT/"
+if [[ "$ONEDIR" == 1 ]]; then
+    rm -rf "$OUT/openheim-onedir" && cp -a "$FOLDER" "$OUT/"
     BIN="$OUT/openheim-onedir/openheim"
 else
-    rm -f "$OUT/openheim" && cp -a "$R/src/build/dist/openheim" "$OUT/openheim"
     BIN="$OUT/openheim"
+    bash "$ROOT/build/pack.sh" "$FOLDER" "$BIN"
 fi
-in_root "/src/build/dist/${BIN#"$OUT/"} --version" >/dev/null || die "the built binary does not start inside $R"
 echo "Built $BIN"
 if [[ "$BIN" == */openheim-onedir/* ]]; then
     echo "Size: $(du -sh "$OUT/openheim-onedir" | cut -f1) (folder)"
