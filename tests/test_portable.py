@@ -115,7 +115,7 @@ def _unpack(binary: Path, scratch: Path) -> Path:
     archive = CArchiveReader(str(binary))
     for name, entry in archive.toc.items():
         if entry[-1] not in ("m", "s", "z", "o"):  # Python modules, scripts, the PYZ and options: never ELF
-            target = folder / name
+            target = folder / "_internal" / name  # laid out as a onedir folder is
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(archive.extract(name) or b"")
     return folder
