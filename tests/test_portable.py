@@ -8,7 +8,7 @@ then run inside the Debian 11 root it was built in, whose glibc is 2.31, against
 build/dist/portable/openheim is used when it is newer than its sources; otherwise it is rebuilt when this
 machine can (root and debootstrap) and either the Debian 11 root with its compiled Python is already cached
 (a warm rebuild takes about a minute) or a cold build is wanted: under CI (`CI` set, as by .ci/run's
-machines) or with OPENHEIM_TEST_PORTABLE=1 (a cold build takes about 4-5 minutes on 2 idle cores: see
+machines) or with OPENHEIM_TEST_PORTABLE=1 (a cold build took 4 min 55 s on 2 cores: see
 docs/packaging.md). OPENHEIM_TEST_PORTABLE=0 skips this file.
 """
 from __future__ import annotations
