@@ -4,6 +4,8 @@
 #   build/build.sh               one file:  build/dist/openheim
 #   build/build.sh --onedir      a folder:  build/dist/openheim-onedir/openheim
 #   build/build.sh --without-mcp leave the mcp SDK stack out (smaller, faster to start; no MCP servers)
+#   build/build.sh --portable    build/dist/portable/openheim, needing glibc <= 2.31 (Debian 11, Ubuntu 20.04):
+#                                built inside a Debian 11 root (root + debootstrap; see build/portable.sh)
 #   (or OPENHEIM_ONEDIR=1 / OPENHEIM_WITHOUT_MCP=1 in the environment)
 #
 # Python environment: $OPENHEIM_BUILD_VENV if set, else the checkout's .venv if it exists, else a new
@@ -19,6 +21,7 @@ is_on() { [[ "${1,,}" =~ ^(1|true|yes|on)$ ]]; }
 MODE=onefile
 SPEC_ARGS=()
 WITH_MCP=1
+PORTABLE=0
 if is_on "${OPENHEIM_ONEDIR:-}"; then MODE=onedir; fi      # the spec reads these two as well
 if is_on "${OPENHEIM_WITHOUT_MCP:-}"; then WITH_MCP=0; fi
 for arg in "$@"; do
@@ -26,10 +29,17 @@ for arg in "$@"; do
         --onedir) MODE=onedir; SPEC_ARGS+=(--onedir) ;;
         --without-mcp) WITH_MCP=0; SPEC_ARGS+=(--without-mcp) ;;
         --with-mcp) ;;  # the default now
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-        *) echo "build.sh: unknown option '$arg'; use --onedir and/or --without-mcp" >&2; exit 2 ;;
+        --portable) PORTABLE=1 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) echo "build.sh: unknown option '$arg'; use --onedir, --without-mcp and/or --portable" >&2; exit 2 ;;
     esac
 done
+if [[ "$PORTABLE" == 1 ]]; then
+    P_ARGS=()
+    [[ "$MODE" == onedir ]] && P_ARGS+=(--onedir)
+    [[ "$WITH_MCP" == 0 ]] && P_ARGS+=(--without-mcp)
+    exec "$ROOT/build/portable.sh" "${P_ARGS[@]}"
+fi
 
 if [[ -n "${OPENHEIM_BUILD_VENV:-}" ]]; then
     VENV="$OPENHEIM_BUILD_VENV"
