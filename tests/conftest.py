@@ -29,7 +29,10 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Tests of the frozen binary run last: the unit and end-to-end tests report before the build starts."""
-    frozen = [item for item in items if "frozen_bin" in getattr(item, "fixturenames", ())]
-    if frozen:
-        items[:] = [item for item in items if item not in frozen] + frozen
+    """Tests of the frozen binary run last (the unit and end-to-end tests report before the build starts), and
+    the portable binary's after them (in CI its build runs beside everything else, so it gets the most time)."""
+    def rank(item: pytest.Item) -> int:
+        names = getattr(item, "fixturenames", ())
+        return 2 if "portable_bin" in names or item.path.name == "test_portable.py" else 1 if "frozen_bin" in names else 0
+
+    items.sort(key=rank)  # stable: the order within each group is kept

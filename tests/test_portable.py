@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.util import find_spec
@@ -72,11 +73,27 @@ def _cannot_build() -> str:
     return ""
 
 
+BACKGROUND_BUILD = ROOT / "build" / ".portable" / "background"  # .ci/run starts the build here, beside the tests
+
+
+def _wait_for_background_build(limit: float = 900) -> None:
+    """When .ci/run started the portable build alongside the tests, wait for it to end (its exit status file)."""
+    log, status = BACKGROUND_BUILD.with_suffix(".log"), BACKGROUND_BUILD.with_suffix(".status")
+    if not log.is_file():
+        return
+    deadline = time.monotonic() + limit
+    while not status.is_file():
+        assert time.monotonic() < deadline, f"the background portable build did not end in {limit:.0f} s"
+        time.sleep(2)
+    assert status.read_text().strip() == "0", f"the background portable build failed:\n{log.read_text()[-3000:]}"
+
+
 @pytest.fixture(scope="module")
 def portable_bin() -> Path:
     given = os.environ.get("OPENHEIM_PORTABLE_BIN")
     if given:
         return Path(given).resolve()
+    _wait_for_background_build()
     if not _is_fresh(PORTABLE_BIN):
         reason = _cannot_build()
         if reason:
