@@ -46,6 +46,7 @@ class EventBuffer:
         self._handed = 0  # items handed to the consumer so far
         self._done = 0  # items the consumer has finished with (it came back for more)
         self._consuming = False  # a consumer has started taking
+        self._syncing = 0  # producers waiting in wait_handled
 
     def put(self, item: object) -> None:
         """Queue ``item``; waits while the buffer is full; dropped once the buffer is closed."""
@@ -76,9 +77,20 @@ class EventBuffer:
         """Wait until the consumer has handled every item queued so far (when one is consuming)."""
         with self._cond:
             target = self._put
-            self._cond.wait_for(lambda: self._closed or not self._consuming or self._done >= target
-                                or (self._consumer_waiting and not self._items and self._handed >= target),
-                                timeout)
+            self._syncing += 1
+            self._cond.notify_all()  # a lingering consumer takes what there is now
+            try:
+                self._cond.wait_for(lambda: self._closed or not self._consuming or self._done >= target
+                                    or (self._consumer_waiting and not self._items and self._handed >= target),
+                                    timeout)
+            finally:
+                self._syncing -= 1
+
+    def linger(self, seconds: float) -> None:
+        """Give items right behind the last ones ``seconds`` to gather; over at once when the stream closes or
+        the producer waits for the consumer (so the end of a turn, or a permission question, is not held up)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or self._syncing > 0, seconds)
 
     def take(self, timeout: float | None = None) -> tuple[list, bool]:
         """(everything queued, whether the stream has ended); waits up to ``timeout`` for the first item."""
@@ -246,7 +258,7 @@ class Turn:
             batch, ended = self._buffer.take()
             now = time.monotonic()
             if batch and not ended and now - last < DENSE:
-                time.sleep(LINGER)
+                self._buffer.linger(LINGER)
                 more, ended = self._buffer.take(0)
                 batch += more
             last = now
