@@ -9,6 +9,8 @@ from openheim.config.secrecy import scrub_url
 
 @dataclass(frozen=True)
 class AgentConfig:
+    """Everything one agent needs to run: provider, model and limits."""
+
     provider_name: str
     kind: str
     api_base: str

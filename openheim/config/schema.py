@@ -17,6 +17,8 @@ REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never con
 
 @dataclass
 class ProviderConfig:
+    """One ``[providers.NAME]`` table."""
+
     name: str
     api_base: str
     default_model: str
@@ -67,6 +69,8 @@ class McpServerConfig:
 
 @dataclass
 class MemoryConfig:
+    """The ``[memory]`` table."""
+
     embedding_provider: str | None = None
     embedding_model: str | None = None
     db_path: Path | None = None
@@ -85,6 +89,8 @@ class ServeConfig:
 
 @dataclass
 class Config:
+    """The whole config.toml, validated."""
+
     default_provider: str
     providers: dict[str, ProviderConfig]
     max_iterations: int = 10

@@ -41,6 +41,8 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class MemoryStats:
+    """What ``openheim memory stats`` shows."""
+
     path: str
     memories: int
     embedded: int
@@ -53,6 +55,8 @@ class MemoryStats:
 
 @dataclass(frozen=True)
 class ReembedResult:
+    """What a re-embedding did."""
+
     embedded: int
     skipped: list[int] = field(default_factory=list)  # ids the provider refused
 
