@@ -227,7 +227,8 @@ def render(body: bytes, content_type: str) -> str:
     text = decode_body(body[:MAX_BYTES], content_type)
     mime = content_type.split(";")[0].strip().lower()
     if mime == "text/html" or "xhtml" in mime:
-        from openheim.tools.html_text import html_to_text  # its patterns compile on first fetch, not at start-up
+        # imported here: its patterns compile on the first fetch, not at start-up
+        from openheim.tools.html_text import html_to_text
 
         text = html_to_text(text)
     if truncated:
