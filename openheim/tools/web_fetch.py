@@ -258,10 +258,12 @@ class WebFetchTool(BaseTool):
     def __init__(self, resolver: Resolver | None = None, *, allowed_addresses: Iterable[str] = (),
                  timeout: float = TIMEOUT, tls_context: ssl.SSLContext | None = None) -> None:
         """``resolver``, ``allowed_addresses`` and ``tls_context`` are test seams; no config reaches them."""
-        from openheim.tools.netguard import parse_address
-
         self._resolver = resolver or system_resolver
-        self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
+        self._allowed: frozenset[IPAddress] = frozenset()
+        if allowed_addresses:
+            from openheim.tools.netguard import parse_address
+
+            self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
         self._timeout = timeout
         self._tls_context = tls_context
 
