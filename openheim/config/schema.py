@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket layer
 REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never contacted
 
-@dataclass
+@dataclass(repr=False)  # its own __repr__ hides the key
 class ProviderConfig:
     """One ``[providers.NAME]`` table."""
 
@@ -42,7 +42,7 @@ class ProviderConfig:
 MCP_SOURCES = ("config", "mcp-config", "project", "session")
 
 
-@dataclass
+@dataclass(repr=False)  # its own __repr__ hides env and header values
 class McpServerConfig:
     """One MCP server: stdio (``command``) or streamable HTTP (``url``, which wins when both are set)."""
 
