@@ -71,7 +71,7 @@ def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] | 
     return blocks
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedSession:
     """What resuming a stored session gives back besides its handle."""
 

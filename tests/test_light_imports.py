@@ -47,3 +47,21 @@ def test_run_without_mcp_servers_never_imports_mcp(isolated_home):
     assert "requests" in plain
     assert not {m for m in plain if m.split(".")[0] == "mcp" or m.startswith("openheim.mcp")}
     assert {"mcp", "openheim.mcp.bridge"} <= with_server  # the check above can fail
+
+
+# Imported on first use only: a plain prompt must not pay for them.
+LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.tools.ignore", "openheim.memory.results",
+               "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets")
+
+
+def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
+    from fake_llm import FakeLLMServer, Reply, ToolCall
+
+    with FakeLLMServer(wire="openai") as srv:
+        plain = _modules_imported_by_run(isolated_home, srv.base_url)
+        srv.enqueue(Reply(tool_calls=[ToolCall("search", {"pattern": "x"}),
+                                      ToolCall("web_fetch", {"url": "http://127.0.0.1:1/"})]), Reply(text="done"))
+        with_tools = _modules_imported_by_run(isolated_home, srv.base_url)
+    assert "openheim.tools.builtins" in plain
+    assert not set(LAZY_ON_RUN) & plain
+    assert {"openheim.tools.ignore", "openheim.tools.netguard"} <= with_tools  # the check above can fail

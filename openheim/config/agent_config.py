@@ -7,8 +7,10 @@ from typing import Any
 from openheim.config.secrecy import scrub_url
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__ hides the key
 class AgentConfig:
+    """Everything one agent needs to run: provider, model and limits."""
+
     provider_name: str
     kind: str
     api_base: str

@@ -9,6 +9,8 @@ from openheim.errors import ConfigError
 
 @dataclass(frozen=True)
 class ProviderKind:
+    """A kind of provider: its client class and conventional defaults."""
+
     name: str
     client: str  # "module:Class" of its LlmClient, imported on first use
     api_base: str | None  # built-in default base URL; None: it must be configured

@@ -27,6 +27,8 @@ MARK = "openheim_recording"
 
 @dataclass
 class Recording:
+    """A recording file: its header and the exchanges it holds."""
+
     path: Path
     header: dict[str, Any]
     exchanges: list[dict[str, Any]] = field(default_factory=list)

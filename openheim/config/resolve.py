@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
 from openheim.config.providers import REPLAY, provider_kind
-from openheim.config.recording_file import read_header
 from openheim.config.schema import Config, ProviderConfig
 from openheim.config.secrecy import shown_url
 from openheim.errors import ConfigError
@@ -82,6 +81,8 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
 
 def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
     """A ``kind = "replay"`` provider: the recorded provider's wire, model and request settings."""
+    from openheim.config.recording_file import read_header
+
     recording = p.recording or ""
     header = read_header(recording)
     kind = provider_kind(str(header.get("kind")), f"kind in the header of recording {recording}")

@@ -34,6 +34,8 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
+    """One permission rule: a tool name (may hold ``*``) and an optional pattern."""
+
     text: str  # as written
     tool: str  # the registry name (``mcp:`` removed); may hold ``*``
     pattern: str | None
@@ -63,6 +65,8 @@ def parse_rule(text: object, source: str = "") -> Rule:
 
 @dataclass(frozen=True)
 class RuleSet:
+    """Allow and deny rules; deny wins."""
+
     allow: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
 
@@ -82,6 +86,8 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
 
 @dataclass(frozen=True)
 class ShellPart:
+    """One simple command of a compound shell command."""
+
     text: str
     redirects: bool = False  # an unquoted > or < (writes or reads a file the rule may not name)
 

@@ -15,8 +15,10 @@ log = logging.getLogger(__name__)
 MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket layer
 REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never contacted
 
-@dataclass
+@dataclass(repr=False)  # its own __repr__ hides the key
 class ProviderConfig:
+    """One ``[providers.NAME]`` table."""
+
     name: str
     api_base: str
     default_model: str
@@ -40,7 +42,7 @@ class ProviderConfig:
 MCP_SOURCES = ("config", "mcp-config", "project", "session")
 
 
-@dataclass
+@dataclass(repr=False)  # its own __repr__ hides env and header values
 class McpServerConfig:
     """One MCP server: stdio (``command``) or streamable HTTP (``url``, which wins when both are set)."""
 
@@ -67,6 +69,8 @@ class McpServerConfig:
 
 @dataclass
 class MemoryConfig:
+    """The ``[memory]`` table."""
+
     embedding_provider: str | None = None
     embedding_model: str | None = None
     db_path: Path | None = None
@@ -85,6 +89,8 @@ class ServeConfig:
 
 @dataclass
 class Config:
+    """The whole config.toml, validated."""
+
     default_provider: str
     providers: dict[str, ProviderConfig]
     max_iterations: int = 10

@@ -133,7 +133,7 @@ class ConversationMeta:
                    context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code")
 
 
-@dataclass
+@dataclass(eq=False)
 class Conversation:
     """A conversation in memory: metadata, messages, and how much of the log is known to be on disk."""
 
@@ -148,7 +148,7 @@ class Conversation:
         return self.meta.id
 
 
-@dataclass
+@dataclass(eq=False)
 class _LogRead:
     """What reading a log file found."""
 

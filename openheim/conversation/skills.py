@@ -20,6 +20,8 @@ SKILL_FILE = "SKILL.md"
 
 @dataclass(frozen=True)
 class Skill:
+    """A skill file: its name, one-line description and content."""
+
     name: str
     description: str
     content: str

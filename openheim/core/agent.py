@@ -37,7 +37,7 @@ NO_REPLY = "(No reply: this turn ended before the model answered.)"
 TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
 
 
-@dataclass
+@dataclass(eq=False)
 class _TurnState:
     """What one turn accumulates across iterations."""
 

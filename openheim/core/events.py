@@ -1,5 +1,7 @@
 """StreamEvents: what happens during a turn, one frozen dataclass per kind.
 
+Events compare by identity (``eq=False``): nothing compares them, and it keeps start-up cheap.
+
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
 """
@@ -29,13 +31,15 @@ class _Event:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class IterationStart(_Event):
+    """A model call of the turn is about to start (counted from 1)."""
+
     kind: ClassVar[str] = "iteration_start"
     iteration: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolCall(_Event):
     """A tool call about to run; ``view`` is how the tool presents it, taken before it ran."""
 
@@ -46,8 +50,10 @@ class ToolCall(_Event):
     view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolResult(_Event):
+    """What a tool call returned (or its error)."""
+
     kind: ClassVar[str] = "tool_result"
     id: str
     tool_name: str
@@ -55,7 +61,7 @@ class ToolResult(_Event):
     is_error: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class LlmResponse(_Event):
     """A streamed fragment of the reply's text."""
 
@@ -63,7 +69,7 @@ class LlmResponse(_Event):
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ThinkingContent(_Event):
     """A streamed fragment of the model's visible thinking."""
 
@@ -71,7 +77,7 @@ class ThinkingContent(_Event):
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class UsageReport(_Event):
     """The token usage of one model call."""
 
@@ -79,7 +85,7 @@ class UsageReport(_Event):
     usage: Usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ContextTrimmed(_Event):
     """``dropped`` earlier messages were left out of the request to fit the context window."""
 
@@ -87,14 +93,16 @@ class ContextTrimmed(_Event):
     dropped: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Finished(_Event):
+    """The turn ended; ``final_response`` is the reply's text, if any."""
+
     kind: ClassVar[str] = "finished"
     final_response: str | None
     iterations: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class MessageAppended(_Event):
     """A finished message joined the conversation (and is on disk)."""
 
@@ -102,7 +110,7 @@ class MessageAppended(_Event):
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SubagentEvent(_Event):
     """Something a subagent did (its tool calls and results), inside the parent's ``delegate_task`` call."""
 

@@ -14,6 +14,8 @@ from typing import Any, Union
 
 @dataclass
 class TextBlock:
+    """Plain text."""
+
     text: str
     type: str = field(default="text", init=False, repr=False)
 
@@ -23,6 +25,8 @@ class TextBlock:
 
 @dataclass
 class ThinkingBlock:
+    """The model's visible reasoning (``signature`` lets providers verify it)."""
+
     thinking: str
     signature: str | None = None
     type: str = field(default="thinking", init=False, repr=False)
@@ -36,6 +40,8 @@ class ThinkingBlock:
 
 @dataclass
 class RedactedThinkingBlock:
+    """Reasoning the provider returned encrypted; sent back as is."""
+
     data: str
     type: str = field(default="redacted_thinking", init=False, repr=False)
 
@@ -45,6 +51,8 @@ class RedactedThinkingBlock:
 
 @dataclass
 class ImageBlock:
+    """An image, base64-encoded."""
+
     data: str  # base64
     mime_type: str
     type: str = field(default="image", init=False, repr=False)
@@ -55,6 +63,8 @@ class ImageBlock:
 
 @dataclass
 class ToolUseBlock:
+    """A tool call the model made."""
+
     id: str
     name: str
     arguments: str  # JSON text, exactly as the model produced it
@@ -70,6 +80,8 @@ class ToolUseBlock:
 
 @dataclass
 class ToolResultBlock:
+    """A tool call's result, answering the ToolUseBlock with ``tool_call_id``."""
+
     tool_call_id: str
     tool_name: str
     content: str
@@ -116,6 +128,8 @@ ROLES = ("system", "user", "assistant", "tool")
 
 @dataclass
 class Message:
+    """One message of a conversation: a role and its content blocks."""
+
     role: str
     content: list[ContentBlock] = field(default_factory=list)
 
@@ -207,6 +221,8 @@ class FinishReason(str, Enum):
 
 @dataclass
 class Usage:
+    """Token counts of one model call (or a sum of them)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_tokens: int = 0
@@ -298,6 +314,8 @@ class Budget:
 
 @dataclass
 class AgentResult:
+    """How a turn ended: the reply, why it stopped, and what it used."""
+
     final_response: str | None
     iterations_used: int
     stop_reason: StopReason

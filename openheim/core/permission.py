@@ -43,6 +43,8 @@ class Decision(str, Enum):
 
 @dataclass(frozen=True)
 class PermissionRequest:
+    """A tool call waiting for permission."""
+
     tool_call_id: str
     tool_name: str
     arguments: str

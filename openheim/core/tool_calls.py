@@ -27,14 +27,18 @@ CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writ
                   "arguments, splitting the work across several calls.")
 
 
-@dataclass
+@dataclass(eq=False)
 class ToolOutcome:
+    """One tool call's result text and whether it failed."""
+
     content: str
     is_error: bool
 
 
-@dataclass
+@dataclass(eq=False)
 class FinishedCalls:
+    """The tool-result messages of a batch of calls; ``cancelled`` if the turn was."""
+
     messages: list[Message]
     cancelled: bool
 

@@ -65,7 +65,7 @@ class CancelToken:
         return lambda: None
 
 
-@dataclass
+@dataclass(eq=False)
 class TurnContext:
     """What a tool call can see of its turn: cancel token, gate, sandbox and client I/O."""
 

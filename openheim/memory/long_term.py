@@ -10,7 +10,6 @@ import builtins
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from openheim.errors import ApiError, ConfigError, DatabaseError, HttpError, fil
 
 if TYPE_CHECKING:
     from openheim.memory.embedding import EmbeddingClient
+    from openheim.memory.results import MemoryStats, ReembedResult, SearchResult
     from openheim.memory.store import Hit, Memory, VectorStore
 
 log = logging.getLogger(__name__)
@@ -28,33 +28,6 @@ BACKFILL_BATCH = 64
 _REFUSAL_STATUSES = (400, 413, 422)  # the provider rejects this input, not the request as a whole
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Hits plus which search ran: "semantic", "keyword", "hybrid", or "none" (nothing to search for)."""
-
-    hits: list[Hit]
-    mode: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class MemoryStats:
-    path: str
-    memories: int
-    embedded: int
-    dimensions: int | None
-    model: str | None  # the model of the stored vectors
-    embedding_model: str | None  # the configured model
-    vectors_available: bool
-    vectors_reason: str
-
-
-@dataclass(frozen=True)
-class ReembedResult:
-    embedded: int
-    skipped: list[int] = field(default_factory=list)  # ids the provider refused
 
 
 def _is_refusal(error: Exception) -> bool:
@@ -208,6 +181,8 @@ class LongTermMemory:
 
     def search_detailed(self, query: str, k: int | None = None) -> SearchResult:
         """Search by meaning when possible, else by keyword, and say which ran and why."""
+        from openheim.memory.results import SearchResult
+
         k = self.top_k if k is None else k
         if not query.strip() or k <= 0:
             return SearchResult([], "none", "the query is empty" if not query.strip() else "k is 0")
@@ -222,6 +197,8 @@ class LongTermMemory:
 
     def _combine(self, store: VectorStore, query: str, vector: builtins.list[float], k: int) -> SearchResult:
         """KNN hits, preceded by keyword matches among notes that have no vector yet."""
+        from openheim.memory.results import SearchResult
+
         semantic = store.semantic_search(vector, k)
         model = self.embedder.model if self.embedder else ""
         pending = store.keyword_search(query, k, unembedded_only=True) if store.unembedded(1) else []
@@ -234,6 +211,8 @@ class LongTermMemory:
 
     def reembed(self, progress: Progress | None = None) -> ReembedResult:
         """Embed every note again from its text; ``progress(done, total)`` after each batch."""
+        from openheim.memory.results import ReembedResult
+
         if self.embedder is None:
             raise ConfigError("no embedding provider is configured; set [memory] embedding_provider and "
                               "embedding_model in config.toml")
@@ -253,6 +232,8 @@ class LongTermMemory:
 
     def stats(self) -> MemoryStats:
         """Counts, the stored embedding space, and whether vectors are available."""
+        from openheim.memory.results import MemoryStats
+
         store = self._db()
         s = store.stats()
         return MemoryStats(str(self.db_path), s.memories, s.embedded, s.dimensions, s.model,

@@ -12,13 +12,13 @@ if TYPE_CHECKING:
 
 def embedder_for(config: Config) -> EmbeddingClient | None:
     """The embeddings client [memory] names, or None (keyword search only)."""
+    memory = config.memory
+    if memory is None or not memory.embedding_provider:
+        return None
     from openheim.config.resolve import resolve_api_key, validate_provider
     from openheim.errors import ConfigError
     from openheim.memory.embedding import embedding_client_for
 
-    memory = config.memory
-    if memory is None or not memory.embedding_provider:
-        return None
     provider = config.providers.get(memory.embedding_provider)
     if provider is None:
         raise ConfigError(f"[memory] embedding_provider '{memory.embedding_provider}' is not a configured provider; "

@@ -21,8 +21,10 @@ IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 512
 
 
-@dataclass
+@dataclass(eq=False)
 class SessionState:
+    """A live session: its config, directory, mode, approvals and cached conversation."""
+
     id: str
     config: AgentConfig
     cwd: Path

@@ -50,14 +50,16 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedSession:
+    """A session loaded from history, with its messages and any warning."""
+
     session: SessionState
     messages: list[Message]
     warning: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class RuntimeSettings:
     """What the builder resolved once for the whole runtime."""
 

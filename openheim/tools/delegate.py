@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 INLINE = "inline"
 
 
-@dataclass
+@dataclass(eq=False)
 class Delegation:
     """What one turn's delegate_task works with: the profiles, the session's live model, the parent's tools."""
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Rule:
+    """One ignore-file line as a regex."""
+
     regex: re.Pattern
     negated: bool
     dir_only: bool

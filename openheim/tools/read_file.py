@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import codecs
-import mmap
 import os
 import stat
 from pathlib import Path
@@ -16,7 +15,11 @@ from openheim.tools.presentation import path_view
 from openheim.tools.sandbox import open_file, validate_path
 
 if TYPE_CHECKING:
+    import mmap
+
     from openheim.core.turn import TurnContext
+
+    Buffer = bytes | mmap.mmap  # a file read whole, or mapped
 
 CAP = 102400
 SCAN_LIMIT = 64 * 1024 * 1024
@@ -25,7 +28,6 @@ _CHUNK = 1 << 20
 NOT_UTF8 = "the file is not valid UTF-8 text"
 CANCELLED = "file read cancelled"
 
-Buffer = bytes | mmap.mmap  # a file read whole, or mapped
 
 
 def _count_nl(buf: Buffer, start: int, end: int) -> int:
@@ -175,6 +177,8 @@ def read_local_page(path: Path, offset: int, limit: int | None) -> str:
     with open_regular(path) as f:
         if os.fstat(f.fileno()).st_size == 0:
             return page_buffer(b"", offset, limit)
+        import mmap
+
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             return page_buffer(buf, offset, limit)
 

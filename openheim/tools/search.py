@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from openheim.core.tool_args import optional_bool, optional_str, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.ignore import RuleSet, is_ignored
 from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn import CancelToken, TurnContext
+    from openheim.tools.ignore import RuleSet
 
 MAX_MATCHES = 200
 MAX_FILES = 50000
@@ -29,6 +29,9 @@ Match = tuple[int, int, str]  # (file index, line number, text)
 
 def _read_rules(directory: str, dir_fd: int | None = None) -> list[RuleSet]:
     """The ignore files of ``directory`` (read through ``dir_fd`` when given, not following links)."""
+    # imported here: ignore rules are built on the first search, not at start-up
+    from openheim.tools.ignore import RuleSet
+
     found = []
     for name in IGNORE_FILES:
         data = _read_bytes(os.path.join(directory, name)) if dir_fd is None else _read_at(dir_fd, name)
@@ -77,6 +80,8 @@ def iter_files(root: str) -> Iterator[str]:
     Directories are opened one below the other without following symlinks, so one swapped for a
     symlink while the walk runs is skipped, not followed.
     """
+    from openheim.tools.ignore import is_ignored
+
     in_repo, base_levels = _repo_levels(root)
     try:
         root_fd = open_dir(root, listing=True)

@@ -12,14 +12,13 @@ from urllib.parse import urljoin, urlsplit
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.html_text import html_to_text
-from openheim.tools.netguard import IPAddress, is_public, parse_address, parse_literal
 
 if TYPE_CHECKING:
     import http.client
     import ssl
 
     from openheim.core.turn import CancelToken, TurnContext
+    from openheim.tools.netguard import IPAddress
 
 TIMEOUT = 20.0
 MAX_BYTES = 262144
@@ -228,6 +227,9 @@ def render(body: bytes, content_type: str) -> str:
     text = decode_body(body[:MAX_BYTES], content_type)
     mime = content_type.split(";")[0].strip().lower()
     if mime == "text/html" or "xhtml" in mime:
+        # imported here: its patterns compile on the first fetch, not at start-up
+        from openheim.tools.html_text import html_to_text
+
         text = html_to_text(text)
     if truncated:
         text += f"\n[content truncated at {MAX_BYTES} bytes]\n"
@@ -257,11 +259,17 @@ class WebFetchTool(BaseTool):
                  timeout: float = TIMEOUT, tls_context: ssl.SSLContext | None = None) -> None:
         """``resolver``, ``allowed_addresses`` and ``tls_context`` are test seams; no config reaches them."""
         self._resolver = resolver or system_resolver
-        self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
+        self._allowed: frozenset[IPAddress] = frozenset()
+        if allowed_addresses:
+            from openheim.tools.netguard import parse_address
+
+            self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
         self._timeout = timeout
         self._tls_context = tls_context
 
     def _permitted(self, addr: IPAddress) -> bool:
+        from openheim.tools.netguard import is_public
+
         return addr in self._allowed or is_public(addr)
 
     def check_url(self, url: str, cancel: CancelToken | None = None) -> Target:
@@ -287,6 +295,8 @@ class WebFetchTool(BaseTool):
         return Target(scheme, host, port, ip, path, host_header)
 
     def _pick_address(self, host: str, port: int, cancel: CancelToken | None) -> str:
+        from openheim.tools.netguard import parse_address, parse_literal
+
         literal = parse_literal(host)
         if literal is not None:
             if not self._permitted(literal):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -80,7 +79,7 @@ def replace_file(parent: int, name: str, data: bytes, path: Path) -> None:
     directory refuses a new file, a file without other links is rewritten in place instead.
     """
     old = _existing(parent, name, path)
-    temp = f".openheim-{secrets.token_hex(8)}.tmp"
+    temp = f".openheim-{os.urandom(8).hex()}.tmp"
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                      dir_fd=parent)

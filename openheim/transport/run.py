@@ -34,8 +34,10 @@ EXIT_CODES = {
 }
 
 
-@dataclass
+@dataclass(eq=False)
 class RunOptions:
+    """The options of one ``openheim run``."""
+
     prompt: str
     output: str = "text"  # text | json | stream-json
     verbose: bool = False
