@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim import __version__
+from openheim.errors import describe, error_message, exit_code_for
 
 if TYPE_CHECKING:
     from typing import NoReturn
@@ -91,80 +92,12 @@ def setup_logging() -> None:
         logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
-def exit_code_for(error: BaseException) -> int:
-    """The documented exit code of an error: 2 for usage and configuration, 130 for Ctrl-C, 1 for the rest."""
-    from openheim.errors import ConfigError, InvalidArgument
-
-    if isinstance(error, click.ClickException):
-        return error.exit_code
-    if isinstance(error, KeyboardInterrupt):
-        return 130
-    return 2 if isinstance(error, (ConfigError, InvalidArgument)) else 1
-
-
-def error_message(error: BaseException) -> str:
-    """The one line any error is reported as (after "Error: "): what went wrong and what to do."""
-    from openheim.errors import OpenheimError, file_error
-
-    if isinstance(error, click.ClickException):
-        return error.format_message()
-    if isinstance(error, OpenheimError):
-        return describe(error)
-    if isinstance(error, OSError):  # a file we could not read or write: what, where and why
-        return describe(file_error(error))
-    return f"internal error: {type(error).__name__}: {error} (run with OPENHEIM_LOG=debug for details)"
-
-
-def error_kind(error: BaseException) -> str:
-    """A stable snake_case name for scripts: ``config_error``, ``http_error``, ``session_locked``, ..."""
-    import re
-
-    from openheim.errors import OpenheimError
-
-    if isinstance(error, click.UsageError):
-        return "usage_error"
-    if isinstance(error, OSError):
-        return "file_access_error"
-    if not isinstance(error, OpenheimError):
-        return "internal_error"
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
-
-
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (secrets redacted) and exit."""
     from openheim.config.secrecy import redact
 
     click.echo(f"Error: {redact(message)}", err=True)
     sys.exit(code)
-
-
-_HTTP_HINTS = {
-    400: "the provider rejected the request; its reason is above",
-    401: "check the provider's API key",
-    402: "check the account's billing or credits",
-    403: "check the provider's API key and what it is allowed to use",
-    404: "check the model name and api_base",
-    408: "the provider timed out; try again",
-    413: "the request is too large for the provider",
-    422: "the provider rejected the request; its reason is above",
-    429: "rate limited or out of quota; wait and try again, or check the account's limits",
-}
-
-
-def describe(error: BaseException) -> str:
-    """One line: what went wrong and, where we know it, what to do next."""
-    from openheim.errors import HttpError
-
-    text = " ".join(str(error).split())
-    if len(text) > 400:
-        text = text[:399] + "…"
-    if isinstance(error, HttpError):
-        hint = _HTTP_HINTS.get(error.status)
-        if hint is None and error.status >= 500:
-            hint = "the provider's server failed; try again later, or check the server if it is your own"
-        if hint:
-            text += f" ({hint})"
-    return text
 
 
 @click.group(cls=LazyGroup, invoke_without_command=True, epilog=EXIT_CODE_HELP,

@@ -1,4 +1,5 @@
-"""The exception family raised by core code; only cli.py and the ACP layer turn these into user output."""
+"""The exception family raised by core code, and how any error is told to a person: one line and an exit code
+(the front ends print them; only they decide to)."""
 from __future__ import annotations
 
 import errno
@@ -156,3 +157,71 @@ class Unavailable(OpenheimError):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+# --- how an error is reported: one line and the documented exit code -------------------------------------
+
+def exit_code_for(error: BaseException) -> int:
+    """The documented exit code of an error: 2 for usage and configuration, 130 for Ctrl-C, 1 for the rest."""
+    import click
+
+    if isinstance(error, click.ClickException):
+        return error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    return 2 if isinstance(error, (ConfigError, InvalidArgument)) else 1
+
+
+def error_message(error: BaseException) -> str:
+    """The one line any error is reported as (after "Error: "): what went wrong and what to do."""
+    import click
+
+    if isinstance(error, click.ClickException):
+        return error.format_message()
+    if isinstance(error, OpenheimError):
+        return describe(error)
+    if isinstance(error, OSError):  # a file we could not read or write: what, where and why
+        return describe(file_error(error))
+    return f"internal error: {type(error).__name__}: {error} (run with OPENHEIM_LOG=debug for details)"
+
+
+def error_kind(error: BaseException) -> str:
+    """A stable snake_case name for scripts: ``config_error``, ``http_error``, ``session_locked``, ..."""
+    import re
+
+    import click
+
+    if isinstance(error, click.UsageError):
+        return "usage_error"
+    if isinstance(error, OSError):
+        return "file_access_error"
+    if not isinstance(error, OpenheimError):
+        return "internal_error"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+
+
+_HTTP_HINTS = {
+    400: "the provider rejected the request; its reason is above",
+    401: "check the provider's API key",
+    402: "check the account's billing or credits",
+    403: "check the provider's API key and what it is allowed to use",
+    404: "check the model name and api_base",
+    408: "the provider timed out; try again",
+    413: "the request is too large for the provider",
+    422: "the provider rejected the request; its reason is above",
+    429: "rate limited or out of quota; wait and try again, or check the account's limits",
+}
+
+
+def describe(error: BaseException) -> str:
+    """One line: what went wrong and, where we know it, what to do next."""
+    text = " ".join(str(error).split())
+    if len(text) > 400:
+        text = text[:399] + "…"
+    if isinstance(error, HttpError):
+        hint = _HTTP_HINTS.get(error.status)
+        if hint is None and error.status >= 500:
+            hint = "the provider's server failed; try again later, or check the server if it is your own"
+        if hint:
+            text += f" ({hint})"
+    return text

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openheim.acp import util
+from openheim.acp import session_options, util
 from openheim.acp.client_io import client_capabilities
 from openheim.acp.convert import prompt_blocks, replay, text_chunk
 from openheim.acp.lazy import LazyClient
@@ -83,9 +83,9 @@ class Handlers:
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise invalid_params("'_meta.skills' must be an array of skill names")
         model = meta.get("model")
-        provider, model = util.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
+        provider, model = session_options.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
         session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers)
-        self.conn.respond(request_id, {"sessionId": session.id, **util.session_setup(self.client, session)})
+        self.conn.respond(request_id, {"sessionId": session.id, **session_options.session_setup(self.client, session)})
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -116,7 +116,7 @@ class Handlers:
             self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
         for update in replay(loaded.messages, session.present):
             self._send_update(session.id, update)
-        self.conn.respond(request_id, util.session_setup(self.client, session))
+        self.conn.respond(request_id, session_options.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -126,7 +126,7 @@ class Handlers:
         servers = mcp_servers(params)
         self._check_idle(session_id)
         session, _ = self.client.resume_session(session_id, cwd, mcp_servers=servers)
-        self.conn.respond(request_id, util.session_setup(self.client, session))
+        self.conn.respond(request_id, session_options.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
 
@@ -219,7 +219,7 @@ class Handlers:
         session_id = require_str(params, "sessionId")
         mode = require_str(params, "modeId")
         self._apply_mode(session_id, mode)
-        options = util.config_options(self.client, self.client.session(session_id))
+        options = session_options.config_options(self.client, self.client.session(session_id))
         self._send_update(session_id, {"sessionUpdate": "config_option_update", "configOptions": options})
         return {}
 
@@ -236,7 +236,7 @@ class Handlers:
         if config_id == "model":
             if not isinstance(value, str) or not value:
                 raise invalid_params("model config option requires a value id")
-            provider, model = util.parse_model_value(self.client, value)
+            provider, model = session_options.parse_model_value(self.client, value)
             self.client.session(session_id).switch_model(provider, model)
         elif config_id == "mode":
             if not isinstance(value, str):
@@ -244,7 +244,7 @@ class Handlers:
             self._apply_mode(session_id, value)
         else:
             raise invalid_params(f"unknown session config option '{config_id}'")
-        return {"configOptions": util.config_options(self.client, self.client.session(session_id))}
+        return {"configOptions": session_options.config_options(self.client, self.client.session(session_id))}
 
     def _send_update(self, session_id: str, update: dict) -> None:
         self.conn.notify("session/update", {"sessionId": session_id, "update": update})

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn import CancelToken
     from openheim.mcp.bridge import Bridge
-    from openheim.mcp.hub import _NoBridge
     from openheim.mcp.status import McpServerStatus
     from openheim.mcp.tool import McpTool
 
@@ -21,12 +20,12 @@ if TYPE_CHECKING:
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
-    def __init__(self, configs: list[McpServerConfig], bridge: Bridge | _NoBridge, log_dir: Path,
+    def __init__(self, configs: list[McpServerConfig], bridge: Bridge | NoBridge, log_dir: Path,
                  startup_timeout: float) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
-        # a group without configs is the only one given a _NoBridge, so every server gets a real Bridge
+        # a group without configs is the only one given a NoBridge, so every server gets a real Bridge
         self.servers = [McpServer(c, cast("Bridge", bridge), log_dir, self._changed) for c in configs]
         self.closed = False
 
@@ -84,3 +83,9 @@ def finish(futures: list[concurrent.futures.Future], servers: list[McpServer], t
     if pending:
         for server in servers:
             server.kill_leftovers()
+
+
+class NoBridge:
+    """Stands in for the bridge of a group with no servers, so an empty group never starts a thread."""
+
+    import_error = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.mcp.group import ServerGroup, finish
+from openheim.mcp.group import NoBridge, ServerGroup, finish
 from openheim.mcp.server import CLOSE_LIMIT
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class McpHub:
                          cfg.name, cfg.source)
                 continue
             kept.append(cfg)
-        group = ServerGroup(kept, self.bridge() if kept else _NoBridge(), self.log_dir, self.startup_timeout)
+        group = ServerGroup(kept, self.bridge() if kept else NoBridge(), self.log_dir, self.startup_timeout)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the MCP hub is closed")
@@ -155,9 +155,3 @@ class McpHub:
             raise
         if bridge is not None:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
-
-
-class _NoBridge:
-    """Stands in for the bridge of a group with no servers, so an empty group never starts a thread."""
-
-    import_error = None

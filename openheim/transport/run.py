@@ -73,7 +73,7 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
     """A failed run for scripts: ``error`` {message, kind}, ``exit_code``, and whatever else is known."""
-    from openheim.cli import error_kind, error_message, exit_code_for
+    from openheim.errors import error_kind, error_message, exit_code_for
 
     if isinstance(error, Interrupted):
         message, kind, code = str(error), "interrupted", 128 + error.signum

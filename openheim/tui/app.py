@@ -415,7 +415,7 @@ class App:
         self.dirty = True
 
     def error(self, error: BaseException | str) -> None:
-        from openheim.cli import describe
+        from openheim.errors import describe
 
         self.transcript.add("error", error if isinstance(error, str) else describe(error))
         self.dirty = True
