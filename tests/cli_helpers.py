@@ -4,7 +4,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from fake_llm import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,6 +23,17 @@ def write_config(home: Path, base_url: str, kind: str = "openai_compatible", ext
         f'default_model = "fake-model"\nmodels = ["fake-model", "other-model"]\n'
         f'api_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n{provider_extra}\n')
     return path
+
+
+WIRES = {"openai": "openai", "openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
+
+
+@contextmanager
+def fake_provider(kind: str, home: Path, **config: str) -> Iterator[FakeLLMServer]:
+    """A fake server speaking ``kind``'s wire, and a config.toml whose default provider of that kind uses it."""
+    with FakeLLMServer(wire=WIRES[kind]) as server:
+        write_config(home, server.base_url, kind=kind, **config)
+        yield server
 
 
 def openheim(*args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None,

@@ -6,7 +6,7 @@ import json
 import socket
 
 import pytest
-from cli_helpers import openheim, write_config
+from cli_helpers import fake_provider, openheim, write_config
 from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 KINDS = {"openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
@@ -21,8 +21,7 @@ def kind(request):
 
 @pytest.fixture
 def srv(kind, isolated_home):
-    with FakeLLMServer(wire=KINDS[kind]) as server:
-        write_config(isolated_home, server.base_url, kind=kind)
+    with fake_provider(kind, isolated_home) as server:
         yield server
 
 

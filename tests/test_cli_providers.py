@@ -5,8 +5,8 @@ import json
 import re
 
 import pytest
-from cli_helpers import openheim, write_config
-from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
+from cli_helpers import fake_provider, openheim
+from fake_llm import Fault, Reply, ToolCall
 
 KINDS = {"openai": "openai", "openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
 FAST_RETRY = {"OPENHEIM_RETRY_BASE_DELAY": "0.01"}
@@ -20,8 +20,7 @@ def kind(request):
 
 @pytest.fixture
 def srv(kind, isolated_home):
-    with FakeLLMServer(wire=KINDS[kind]) as server:
-        write_config(isolated_home, server.base_url, kind=kind, provider_extra="max_tokens = 321")
+    with fake_provider(kind, isolated_home, provider_extra="max_tokens = 321") as server:
         yield server
 
 

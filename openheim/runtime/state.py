@@ -378,9 +378,10 @@ class AgentState:
     def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
                     capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
         """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+        from openheim.config.project_settings import load_project_rules
         from openheim.core.permission import RulesGate
 
-        user, project, _ = self.permission_rules(cwd)
+        user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
         if not (user or project):
             return inner
         project_allows = getattr(fallback, "project_allows_apply", True)
