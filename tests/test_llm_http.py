@@ -13,7 +13,6 @@ from fake_llm import FakeLLMServer, Fault, Reply
 from openheim.core.llm.http import (
     USER_AGENT,
     HttpTransport,
-    dechunk,
     error_for_status,
     is_overflow,
     parse_retry_after,
@@ -207,34 +206,6 @@ def test_concurrent_streams_on_one_transport():
 # --- body reading ------------------------------------------------------------------
 
 
-def reader(data: bytes, step: int):
-    pieces = [data[i:i + step] for i in range(0, len(data), step)]
-
-    def read1(_n: int) -> bytes:
-        return pieces.pop(0) if pieces else b""
-
-    return read1
-
-
-CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n1\r\n!\r\n0\r\n\r\n"
-
-
-@pytest.mark.parametrize("step", [1, 2, 3, 7, 1000])
-def test_dechunk_any_split(step):
-    assert b"".join(dechunk(reader(CHUNKED, step))) == b"hello, world!"
-
-
-def test_dechunk_coalesces_what_one_read_delivers():
-    assert list(dechunk(reader(CHUNKED, 1000))) == [b"hello, world!"]
-
-
-def test_dechunk_truncated_and_garbled():
-    with pytest.raises(http.client.IncompleteRead):
-        list(dechunk(reader(CHUNKED[:12], 5)))
-    with pytest.raises(http.client.HTTPException, match="invalid chunk size"):
-        list(dechunk(reader(b"zz\r\nabc\r\n", 100)))
-
-
 def _read_request(conn: socket.socket) -> None:
     """Consume one whole request (head and Content-Length body) so closing never resets the client."""
     data = b""
@@ -279,7 +250,52 @@ def test_close_delimited_stream_is_read_in_real_time():
     assert b"".join(seen) == b"data: one\n\ndata: two\n\n" and time.monotonic() - start < 2
 
 
-def test_compressed_body_falls_back_to_urllib3_decoding():
+def _raw_server(head: bytes, pieces: list[bytes], gap: float = 0.0) -> str:
+    """A bare server that answers one request with ``head`` then ``pieces`` (``gap`` apart) as written."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            _read_request(conn)
+            conn.sendall(head)
+            for piece in pieces:
+                conn.sendall(piece)
+                time.sleep(gap)
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/x"
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, 1000])
+def test_chunked_framing_split_anywhere(step):
+    wire = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n1\r\n!\r\n0\r\n\r\n"
+    url = _raw_server(CHUNKED_HEAD, [wire[i:i + step] for i in range(0, len(wire), step)])
+    with HttpTransport(5).stream(url, {}, {}, CancelToken()) as resp:
+        assert b"".join(read_chunks(resp)) == b"hello, world!"
+
+
+def test_chunked_stream_is_read_in_real_time():
+    url = _raw_server(CHUNKED_HEAD, [b"b\r\ndata: one\n\n\r\n", b"b\r\ndata: two\n\n\r\n0\r\n\r\n"], gap=1.5)
+    start = time.monotonic()
+    with HttpTransport(5).stream(url, {}, {}, CancelToken()) as resp:
+        first = next(read_chunks(resp))
+    assert first == b"data: one\n\n" and time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize("wire", [b"5\r\nhel", b"zz\r\nabc\r\n"])
+def test_truncated_or_garbled_chunking_is_a_transport_error(wire):
+    url = _raw_server(CHUNKED_HEAD, [wire])
+    with pytest.raises(TransportError, match="127.0.0.1"):
+        with HttpTransport(5).stream(url, {}, {}, CancelToken()) as resp:
+            b"".join(read_chunks(resp))
+
+
+def test_compressed_body_is_decoded():
     import gzip
 
     body = gzip.compress(b"data: zipped\n\n")

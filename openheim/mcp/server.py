@@ -317,10 +317,9 @@ class McpServer:
         return f"MCP stdio connect to '{self.name}' failed: {reason} (its stderr is in {self.log_file})"
 
     def _transport_closed(self) -> bool:
-        session = self._session
-        if session is None or self._broken:
-            return True
-        return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+        """Known closed: never opened, or a call saw the transport go (the SDK offers no public probe; a
+        server that died between calls is noticed by the next call, which reconnects and sends it again)."""
+        return self._session is None or self._broken
 
     async def _call(self, tool: str, arguments: dict, limit: float) -> dict:
         session = await self._live_session()

@@ -163,19 +163,20 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
     replayed = getattr(resp, "replayed_chunks", None)
     if replayed is not None:
         return replayed()
-    chunks = _network_chunks(resp)
+    chunks = network_chunks(resp)
     tap: Tap | None = getattr(resp, "openheim_tap", None)
     return tap.keep(chunks) if tap is not None else chunks
 
 
-def _network_chunks(resp: requests.Response) -> Iterator[bytes]:
-    fp = _plain_socket_file(resp)
-    if fp is None:
-        return _urllib3_chunks(resp)
-    hr = resp.raw._fp
-    if hr.chunked:
-        return dechunk(fp.read1)
-    return _sized(fp.read1, hr.length)
+def network_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """The decoded body, each piece what one read returned (``read1``: whatever has arrived, at most one
+    HTTP chunk of a chunked reply), so a stream is handed on in real time whatever its framing."""
+    read1 = resp.raw.read1
+    while True:
+        data = read1(_READ_SIZE, decode_content=True)
+        if not data:
+            return
+        yield data
 
 
 class Tap:
@@ -203,83 +204,10 @@ class Tap:
 Recorder = Callable[[Tap], None]  # writes a finished exchange to a recording (core/llm/tape.py)
 
 
-def _plain_socket_file(resp: requests.Response) -> Any:
-    """The buffered socket file under an uncompressed HTTP/1.x response, when it can be read directly."""
-    hr = getattr(resp.raw, "_fp", None)
-    if not isinstance(hr, http.client.HTTPResponse) or getattr(hr, "fp", None) is None:
-        return None
-    if resp.headers.get("content-encoding", "identity").lower() not in ("identity", ""):
-        return None
-    return hr.fp
-
-
-def _urllib3_chunks(resp: requests.Response) -> Iterator[bytes]:
-    read1 = resp.raw.read1
-    while True:
-        data = read1(_READ_SIZE, decode_content=True)
-        if not data:
-            return
-        yield data
-
-
-def _sized(read1: Any, length: int | None) -> Iterator[bytes]:
-    while length is None or length > 0:
-        data = read1(_READ_SIZE if length is None else min(_READ_SIZE, length))
-        if not data:
-            if length:
-                raise http.client.IncompleteRead(b"", length)
-            return
-        if length is not None:
-            length -= len(data)
-        yield data
-
-
-def dechunk(read1: Any) -> Iterator[bytes]:
-    """Strip HTTP/1.1 chunked framing, yielding all payload bytes each network read delivered."""
-    buf, left, skip = b"", 0, 0
-    while True:
-        data = read1(_READ_SIZE)
-        if not data:
-            raise http.client.IncompleteRead(b"")
-        buf = buf + data if buf else data
-        out, pos, end = [], 0, len(buf)
-        while pos < end:
-            if left:
-                take = min(left, end - pos)
-                out.append(buf[pos:pos + take])
-                pos, left = pos + take, left - take
-                skip = 0 if left else 2
-            elif skip:
-                step = min(skip, end - pos)
-                pos, skip = pos + step, skip - step
-            else:
-                eol = buf.find(b"\n", pos)
-                if eol < 0:
-                    break
-                left = _chunk_size(buf[pos:eol])
-                pos = eol + 1
-                if left == 0:
-                    if out:
-                        yield b"".join(out)
-                    return
-        buf = buf[pos:]
-        if len(buf) > _READ_SIZE:
-            raise http.client.HTTPException("chunk size line too long")
-        if out:
-            yield b"".join(out) if len(out) > 1 else out[0]
-
-
-def _chunk_size(line: bytes) -> int:
-    try:
-        return int(line.split(b";", 1)[0].strip(), 16)
-    except ValueError:
-        raise http.client.HTTPException(f"invalid chunk size line {line[:40]!r}") from None
-
-
 def _read_error_body(resp: requests.Response) -> str:
     try:
         data = bytearray()
-        for chunk in _urllib3_chunks(resp):
+        for chunk in network_chunks(resp):
             data += chunk
             if len(data) >= _ERROR_BODY_LIMIT:
                 break
@@ -290,16 +218,8 @@ def _read_error_body(resp: requests.Response) -> str:
 
 def _shutdown(resp: requests.Response) -> None:
     """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action)."""
-    sock = None
-    try:
-        sock = resp.raw.connection.sock
-    except AttributeError:
-        pass
-    if sock is None:
-        try:
-            sock = resp.raw._fp.fp.raw._sock
-        except AttributeError:
-            pass
+    connection = resp.raw.connection  # None once urllib3 has released it
+    sock = getattr(connection, "sock", None)
     try:
         if sock is not None:
             sock.shutdown(socket.SHUT_RDWR)
@@ -323,7 +243,7 @@ def _check_readable(resp: requests.Response, url: str) -> None:
                        "(it asks for uncompressed replies); check api_base and any proxy in between",
                        retryable=False)
     if content_type.lower().startswith("text/html"):
-        head = next(_urllib3_chunks(resp), b"")
+        head = next(network_chunks(resp), b"")
         raise unreadable_reply(url, content_type, head, "an HTML page, not an API reply")
 
 

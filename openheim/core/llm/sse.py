@@ -1,10 +1,12 @@
-"""Server-sent events from a byte stream: sseclient-py parses each event; ``EventStream`` frames them.
+"""Server-sent events from a byte stream: ``EventFrames`` frames them, sseclient-py parses each one.
 
-sseclient-py's own framing copies the growing event for every line it appends (superlinear on a huge
-event) and needs a blank line between events. ``EventStream._read`` replaces it: linear time, capped
-line and event sizes, comments dropped early, and a fallback for servers that write ``data:`` lines
-back to back with no blank line (each complete JSON payload then ends its event, while a genuinely
-multi-line ``data:`` event, whose first line is not complete JSON, is still joined as the spec says).
+sseclient-py, given raw network chunks, copies the growing event for every line it appends
+(superlinear on a huge event) and needs a blank line between events. So it is fed through its public
+constructor with what ``EventFrames`` makes of the bytes: exactly one complete event per chunk, each
+ending in its blank line. The framing is linear in the input, caps line and event sizes, drops
+comments early, and separates events that a server wrote as ``data:`` lines back to back with no
+blank line (each complete JSON payload then ends its event, while a genuinely multi-line ``data:``
+event, whose first line is not complete JSON, is still joined as the spec says).
 """
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ _CR, _LF, _COLON, _D, _E = 13, 10, 58, 100, 101  # b"\r", b"\n", b":", b"d", b"e
 _END = (b"\n",)  # ends a last line that has no line break
 
 
-class EventStream(sseclient.SSEClient):
-    """sseclient-py over an iterator of byte chunks, framed by ``_read``.
+class EventFrames:
+    """Complete events from an iterator of byte chunks: one bytes object per event, ending in a blank line.
 
     Once iterated to the end: ``head`` holds the body's first bytes, ``data_lines`` counts ``data:``
     lines and ``other_lines`` the lines that are neither ``data:``, ``event:``, comments nor blank (the
@@ -38,21 +40,19 @@ class EventStream(sseclient.SSEClient):
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
                  max_event: int = MAX_EVENT_BYTES) -> None:
-        super().__init__(iter(chunks))
-        self._chunks = chunks
+        self.chunks = chunks
         self.max_line, self.max_event = max_line, max_event
         self.head = b""
         self.data_lines = 0
         self.other_lines = 0
 
-    def _read(self) -> Iterator[bytes]:
-        """Each event's lines as one bytes object (what ``events()`` parses)."""
+    def __iter__(self) -> Iterator[bytes]:
         event: list[bytes] = []
         size = data = data_lines = other_lines = 0
         carry: list[bytes] = []  # pieces of a line not yet terminated
         carried = 0
         max_event = self.max_event
-        for chunk in chain(self._chunks, _END):
+        for chunk in chain(self.chunks, _END):
             if not chunk:
                 continue
             if len(self.head) < HEAD_BYTES:
@@ -76,8 +76,7 @@ class EventStream(sseclient.SSEClient):
                 first = line[0]
                 if first == _LF or first == _CR:  # a blank line ends the event
                     if event:
-                        ready = event[0] if len(event) == 1 else b"".join(event)
-                        yield ready if ready.isascii() else _utf8(ready)
+                        yield _framed(event)
                         event, size, data = [], 0, 0
                     continue
                 if first == _COLON:
@@ -85,7 +84,7 @@ class EventStream(sseclient.SSEClient):
                 if first == _D and line.startswith(b"data:"):
                     data_lines += 1
                     if data == 1 and _complete(event):  # back-to-back payloads, no blank line between
-                        yield _utf8(b"".join(event))
+                        yield _framed(event)
                         event, size, data = [], 0, 0
                     data += 1
                     if data > MAX_EVENT_LINES:
@@ -93,7 +92,7 @@ class EventStream(sseclient.SSEClient):
                                          "the provider's stream is malformed")
                 elif first == _E and line.startswith(b"event:"):
                     if data == 1 and _complete(event):
-                        yield _utf8(b"".join(event))
+                        yield _framed(event)
                         event, size, data = [], 0, 0
                 else:
                     other_lines += 1
@@ -106,16 +105,26 @@ class EventStream(sseclient.SSEClient):
         if carry:
             event.append(b"".join(carry))
         if event:
-            yield _utf8(b"".join(event))
+            yield _framed(event)
 
     def _check_line(self, length: int) -> None:
         if length > self.max_line:
             raise ParseError(f"stream line longer than {self.max_line} bytes")
 
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        """(event name, data) for every dispatched event; comments and data-less events are skipped."""
-        for event in self.events():
-            yield event.event, event.data
+
+def _framed(event: list[bytes]) -> bytes:
+    """The event's lines as valid UTF-8 (invalid bytes become U+FFFD: sseclient would raise on them),
+    ending in the blank line that tells sseclient the event is complete."""
+    last = event[-1]
+    end = b"\r" if last[-1] == _CR else b"\n" if last[-1] == _LF else b"\n\n"
+    framed = b"".join(event) + end if len(event) > 1 else last + end
+    if framed.isascii():
+        return framed
+    try:
+        framed.decode("utf-8")
+    except UnicodeDecodeError:
+        return framed.decode("utf-8", "replace").encode("utf-8")
+    return framed
 
 
 def _complete(event: list[bytes]) -> bool:
@@ -133,13 +142,32 @@ def _complete(event: list[bytes]) -> bool:
     return False
 
 
-def _utf8(event: bytes) -> bytes:
-    """The event as valid UTF-8: invalid bytes become U+FFFD (sseclient would raise on them)."""
-    try:
-        event.decode("utf-8")
-    except UnicodeDecodeError:
-        return event.decode("utf-8", "replace").encode("utf-8")
-    return event
+class EventStream:
+    """(event name, data) for every dispatched event of a byte stream, parsed by sseclient-py.
+
+    ``head``, ``data_lines`` and ``other_lines`` are those of its ``EventFrames`` (see there).
+    """
+
+    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
+                 max_event: int = MAX_EVENT_BYTES) -> None:
+        self.frames = EventFrames(chunks, max_line, max_event)
+
+    @property
+    def head(self) -> bytes:
+        return self.frames.head
+
+    @property
+    def data_lines(self) -> int:
+        return self.frames.data_lines
+
+    @property
+    def other_lines(self) -> int:
+        return self.frames.other_lines
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        """Comments and data-less events are skipped."""
+        for event in sseclient.SSEClient(iter(self.frames)).events():
+            yield event.event, event.data
 
 
 def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
@@ -147,18 +175,17 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
     return iter(EventStream(chunks))
 
 
-_decoder = json.JSONDecoder()
-_scan, _decode = _decoder.scan_once, _decoder.decode  # type: ignore[attr-defined]  # set in __init__, untyped
+_raw_decode = json.JSONDecoder().raw_decode
 
 
 def parse_json(data: str) -> Any:
     """The JSON value of an SSE payload, or None (with a warning) when it is not JSON."""
     try:
-        if data[:1] == "{":  # the usual payload: scan it without decode()'s two whitespace regexes
-            value, end = _scan(data, 0)
-            if end == len(data) or not data[end:].strip():
+        if data[:1] == "{":  # the usual payload: no whitespace around it to skip first
+            value, end = _raw_decode(data)
+            if end == len(data) or data[end:].isspace():
                 return value
-        return _decode(data)
-    except (ValueError, RecursionError, StopIteration):
+        return json.loads(data)
+    except (ValueError, RecursionError):
         log.warning("skipping a stream payload that is not valid JSON: %s", data[:200])
         return None
