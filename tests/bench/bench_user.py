@@ -1,12 +1,17 @@
-"""What a user pays: a regular (non-editable) install in its own venv, whole processes from exec to exit,
-output to a pipe, with PYTHONUNBUFFERED unset and set; baselines from that same venv and curl -N on the
-same fake-server stream; the two commands of each row run in turn and medians are compared.
+"""What a user pays, rebased on the floor of our own stack: a regular (non-editable) install in its own venv,
+whole processes from exec to exit, output to a pipe, each pair of commands run back to back in alternating order
+(so machine load hits both alike) and compared by the median of the per-pair CPU ratios.
 
-Run: .venv/bin/python tests/bench/bench_user.py [--before REF]   (the first run builds the venv: about a minute;\n--before REF adds the same rows for a regular install of git revision REF, measured in the same run)
+The floor is tests/bench/floor.py: the same streaming prompt written with only the public APIs of click,
+requests and sseclient-py. Rows: `run hi` / floor, a 20,000-chunk stream / floor, `--version` / `python -c
+pass`, `run hi` with one MCP server (mcp-server-time, when installed) / without, peak RSS of each, and the
+`python -X importtime` profile of `run hi` with its module count.
+
+Run: .venv/bin/python tests/bench/bench_user.py [--before REF]   (the first run builds the venv: about a minute;
+--before REF adds the same rows for a regular install of git revision REF, measured in the same run)
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -40,27 +45,39 @@ def run_piped(argv: list[str], env: dict, cwd: Path | None = None) -> tuple[floa
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def interleaved(argvs: list[list[str]], env: dict, cwd: Path | None = None, runs: int = RUNS) -> list[dict]:
-    """Median wall and cpu of each command, run in turn (so machine load hits all alike), and peak RSS."""
-    walls, cpus, rss = [[] for _ in argvs], [[] for _ in argvs], [0] * len(argvs)
-    for _ in range(runs):
-        for i, argv in enumerate(argvs):
-            w, c, r = run_piped(argv, env, cwd)
+def paired(argvs: list[list[str]], env: dict, cwd: Path | None = None, runs: int = RUNS) -> list[dict]:
+    """Each command's medians (wall, cpu) and peak RSS; ``cpu_ratio``/``wall_ratio``: the median over runs of
+    its figure divided by the first command's in the same round (the order rotates every round)."""
+    n = len(argvs)
+    walls, cpus, rss = [[] for _ in argvs], [[] for _ in argvs], [0] * n
+    for round_ in range(runs):
+        for k in range(n):
+            i = (k + round_) % n
+            w, c, r = run_piped(argvs[i], env, cwd)
             walls[i].append(w)
             cpus[i].append(c)
             rss[i] = max(rss[i], r)
     med = statistics.median
-    return [{"wall": med(w), "cpu": med(c), "rss_kib": r} for w, c, r in zip(walls, cpus, rss)]
+    return [{"wall": med(w), "cpu": med(c), "rss_kib": r,
+             "cpu_ratio": med(x / y for x, y in zip(c, cpus[0])),
+             "wall_ratio": med(x / y for x, y in zip(w, walls[0]))} for w, c, r in zip(walls, cpus, rss)]
 
 
 def ratio_row(name: str, base: dict, m: dict, target: float) -> tuple[str, str, str, str, bool]:
-    ratio = m["wall"] / base["wall"]
-    measured = f"{m['wall'] * 1000:.0f}/{base['wall'] * 1000:.0f} ms"
-    return name, measured, f"<= {target}x", f"{ratio:.2f}x (cpu {m['cpu'] / base['cpu']:.2f}x)", ratio <= target
+    measured = f"{m['cpu'] * 1000:.0f}/{base['cpu'] * 1000:.0f} ms cpu"
+    shown = f"{m['cpu_ratio']:.2f}x (wall {m['wall_ratio']:.2f}x)"
+    return name, measured, f"<= {target}x", shown, m["cpu_ratio"] <= target
 
 
-def ratio(m: dict, base: dict) -> str:
-    return f"{m['wall'] * 1000:.0f} ms = {m['wall'] / base['wall']:.2f}x"
+def ratio(m: dict) -> str:
+    return f"{m['cpu'] * 1000:.0f} ms = {m['cpu_ratio']:.2f}x"
+
+
+def rss_row(name: str, m: dict, target_mb: float | None) -> tuple[str, str, str, str, bool]:
+    mb = m["rss_kib"] / 1024
+    if target_mb is None:
+        return name, f"{mb:.1f} MB", "info", "", True
+    return name, f"{mb:.1f} MB", f"<= {target_mb:g} MB", f"{mb / target_mb:.2f}", mb <= target_mb
 
 
 def serve_forever(text_chunks: int) -> None:
@@ -85,10 +102,10 @@ def start_server(chunks: int) -> tuple[subprocess.Popen, str]:
     return child, child.stdout.readline().strip()
 
 
-def write_config(home: Path, base_url: str) -> None:
+def write_config(home: Path, base_url: str, extra: str = "") -> None:
     (home / "config.toml").write_text(
         f'default_provider = "fake"\n[providers.fake]\nkind = "openai_compatible"\napi_base = "{base_url}"\n'
-        'default_model = "m"\nmodels = ["m"]\napi_key = "sk-bench"\n')
+        'default_model = "m"\nmodels = ["m"]\napi_key = "sk-bench"\n' + extra)
 
 
 class Bench:
@@ -100,13 +117,39 @@ class Bench:
         self.versus: list[tuple[str, str, str, str]] = []
 
     def row(self, name: str, baseline: list[str], args: list[str], env: dict, target: float,
-            cwd: Path | None = None, runs: int = RUNS) -> dict:
+            cwd: Path | None = None, runs: int = RUNS) -> tuple[dict, dict]:
+        """The baseline's figures and this checkout's."""
         argvs = [baseline] + [[str(v / "bin" / "openheim"), *args] for v in self.installs]
-        base, after, *before = interleaved(argvs, env, cwd, runs)
+        base, after, *before = paired(argvs, env, cwd, runs)
         self.rows.append(ratio_row(name, base, after, target))
         if before:
-            self.versus.append((name, ratio(before[0], base), ratio(after, base), f"<= {target}x"))
-        return after
+            self.versus.append((name, ratio(before[0]), ratio(after), f"<= {target}x"))
+        return base, after
+
+
+def import_profile(venv: Path, env: dict, cwd: Path) -> list[str]:
+    """`python -X importtime` of `openheim run hi`: module counts and the slowest imports, as lines to print."""
+    argv = [str(venv / "bin" / "python"), "-X", "importtime", str(venv / "bin" / "openheim"), "run", "hi"]
+    err = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         check=True).stderr
+    rows = []
+    for line in err.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            own, cumulative, name = (part.strip() for part in line[len("import time:"):].split("|"))
+            rows.append((int(own), int(cumulative), name))
+    ours = [r for r in rows if r[2].lstrip().split(".")[0] == "openheim"]
+    top = sorted(rows, key=lambda r: -r[0])[:12]
+    lines = [f"python -X importtime: `run hi` imports {len(rows)} modules ({len(ours)} of openheim), "
+             f"{sum(r[0] for r in rows) / 1000:.0f} ms of import in all ({sum(r[0] for r in ours) / 1000:.0f} ms "
+             "in openheim's own modules); the slowest by self time:"]
+    lines += [f"  {own / 1000:7.1f} ms  {name.strip()}" for own, _, name in top]
+    return lines
+
+
+def mcp_time_server() -> str | None:
+    """mcp-server-time's console script, when installed next to this interpreter or on PATH."""
+    local = Path(sys.executable).with_name("mcp-server-time")
+    return str(local) if local.exists() else shutil.which("mcp-server-time")
 
 
 def main(argv: list[str]) -> int:
@@ -114,50 +157,52 @@ def main(argv: list[str]) -> int:
     venv = user_venv()
     bench = Bench(venv, revision_venv(before_ref) if before_ref else None)
     py = str(venv / "bin" / "python")
+    floor = [py, str(Path(__file__).with_name("floor.py"))]
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        base_env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-        base_env.update(OPENHEIM_HOME=str(home), HOME=str(home), NO_PROXY="127.0.0.1")
-        envs = {"unset": base_env, "set": {**base_env, "PYTHONUNBUFFERED": "1"}}
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        env.update(OPENHEIM_HOME=str(home), HOME=str(home), NO_PROXY="127.0.0.1")
 
-        bench.row("openheim --version vs python -c pass", [py, "-c", "pass"], ["--version"], base_env, 2.0)
+        _, version = bench.row("openheim --version / python -c pass", [py, "-c", "pass"], ["--version"], env, 2.0)
+        bench.rows.append(rss_row("  --version peak RSS", version, None))
 
         short, short_url = start_server(5)
         long, long_url = start_server(CHUNKS)
         try:
             write_config(home, short_url)
-            floor = [py, "-c", "import click, requests, sseclient"]
-            for mode, env in envs.items():
-                m = bench.row(f"run 'hi' vs import click+requests+sseclient (UNBUFFERED {mode})", floor,
-                              ["run", "hi"], env, 1.3, cwd=home)
-            bench.rows.append(("run 'hi' peak RSS", f"{m['rss_kib'] / 1024:.1f} MB", "<= 35 MB", "",
-                               m["rss_kib"] / 1024 <= 35))
+            base, hi = bench.row("run hi / floor.py (cpu, paired)", floor + ["--url", short_url, "hi"],
+                                 ["run", "hi"], env, 1.15, cwd=home)
+            bench.rows.append(rss_row("  run hi peak RSS", hi, 35))
+            bench.rows.append(rss_row("  floor.py peak RSS", base, None))
+            notes += import_profile(venv, env, home)
+
+            server = mcp_time_server()
+            if server:
+                plain = [str(venv / "bin" / "openheim"), "run", "hi"]
+                mcp_home = home / "mcp"
+                mcp_home.mkdir()
+                write_config(mcp_home, short_url, f'\n[mcp_servers.time]\ncommand = "{server}"\n')
+                # the same install, two homes: the one configuring the MCP server is given by env(1)
+                with_mcp = ["env", f"OPENHEIM_HOME={mcp_home}", f"HOME={mcp_home}"] + plain
+                no_mcp, one = paired([plain, with_mcp], env, home, runs=5)
+                bench.rows.append(("run hi with 1 MCP server (time) / without", f"{one['wall'] * 1000:.0f}/"
+                                   f"{no_mcp['wall'] * 1000:.0f} ms wall", "info", f"{one['wall_ratio']:.2f}x",
+                                   True))
+                bench.rows.append(rss_row("  run hi with 1 MCP server peak RSS", one, None))
+            else:
+                bench.rows.append(("run hi with 1 MCP server", "mcp-server-time missing", "info", "-", True))
 
             write_config(home, long_url)
-            curl = shutil.which("curl")
-            if curl:
-                body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]})
-                curl_argv = [curl, "-sN", "-X", "POST", f"{long_url}/chat/completions", "-H",
-                             "Content-Type: application/json", "-d", body]
-                for mode, env in envs.items():
-                    bench.row(f"{CHUNKS} chunks: run x | pipe vs curl -N (UNBUFFERED {mode})", curl_argv,
-                              ["run", "x"], env, 1.5, cwd=home, runs=5)
-            else:
-                bench.rows.append((f"{CHUNKS} chunks vs curl -N", "curl missing", "<= 1.5x", "-", False))
+            bench.row(f"{CHUNKS} chunks: run x | pipe / floor.py (cpu, paired)",
+                      floor + ["--url", long_url, "x"], ["run", "x"], env, 1.05, cwd=home, runs=7)
         finally:
             for child in (short, long):
                 child.stdin.close()
                 child.wait(timeout=10)
-
-        binary = ROOT / "build" / "dist" / "openheim"
-        if binary.exists():
-            times = [run_piped([str(binary), "--version"], base_env)[0] for _ in range(RUNS)]
-            cold = statistics.median(times)
-            bench.rows.append(("frozen binary --version", f"{cold * 1000:.0f} ms", "<= 250 ms", "", cold <= 0.25))
-        else:
-            bench.rows.append(("frozen binary --version", "not built", "<= 250 ms", "build/build.sh", True))
     table(bench.rows)
     print("measured: the installed console script of a regular `pip install .` in", venv)
+    print("\n".join(notes))
     if bench.versus:
         print(f"\nbefore ({before_ref}) and after (this checkout), measured in the same run against the same baseline:")
         print(f"{'benchmark':<64} {'before':>18} {'after':>18} {'target':>8}")
