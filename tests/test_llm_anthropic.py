@@ -5,7 +5,7 @@ import pytest
 from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 
 from openheim.config.agent_config import AgentConfig
-from openheim.core.llm.anthropic import MessagesStreamParser, build_request
+from openheim.core.llm.anthropic import MessagesStreamParser, build_messages, build_request
 from openheim.core.llm.factory import create_client
 from openheim.core.models import (
     FinishReason,
@@ -37,10 +37,35 @@ def test_request_shape_with_caching_and_thinking():
                          cfg(thinking=True))
     assert body["model"] == "claude-test" and body["max_tokens"] == 16000 and body["stream"] is True
     assert body["system"] == [{"type": "text", "text": "one\n\ntwo", "cache_control": {"type": "ephemeral"}}]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi",
+                                                               "cache_control": {"type": "ephemeral"}}]}]
     assert body["tools"][0] == {"name": "a", "description": "first", "input_schema": TOOLS[0].parameters}
     assert body["tools"][1]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in body["tools"][0]
     assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+
+
+def _breakpoints(body: dict) -> list[str]:
+    """Where the request's cache breakpoints are, in the API's prefix order (tools, system, messages)."""
+    found = [f"tool {t['name']}" for t in body.get("tools", []) if "cache_control" in t]
+    found += ["system" for b in body.get("system", []) if "cache_control" in b]
+    found += [f"message {i} {b['type']}" for i, m in enumerate(body["messages"]) for b in m["content"]
+              if "cache_control" in b]
+    return found
+
+
+def test_rolling_breakpoints_mark_the_last_turn_and_the_previous_requests_last():
+    loop = [Message.system("sys"), Message.user("go")]
+    for n in range(3):
+        loop += [Message("assistant", [ThinkingBlock("t", "sig"), ToolUseBlock(f"toolu_{n}", "a", "{}")]),
+                 Message.tool_result(f"toolu_{n}", "a", f"r{n}")]
+    body = build_request(loop, TOOLS, cfg())
+    assert _breakpoints(body) == ["tool b", "system", "message 4 tool_result", "message 6 tool_result"]
+    first = build_request(loop[:2], TOOLS, cfg())
+    assert _breakpoints(first) == ["tool b", "system", "message 0 text"]
+    # an assistant turn ending in thinking, or an empty user text, carries no breakpoint on those blocks
+    body = build_request([Message.user("go"), Message("assistant", [TextBlock("ok"), ThinkingBlock("t", "s")]),
+                          Message.user("")], [], cfg())
+    assert _breakpoints(body) == ["message 0 text"]
 
 
 def test_optional_fields_omitted():
@@ -53,10 +78,9 @@ def test_assistant_blocks_and_tool_results():
     assistant = Message("assistant", [ThinkingBlock("signed", "sig1"), ThinkingBlock("unsigned"),
                                       RedactedThinkingBlock("opaque"), TextBlock(""), TextBlock("Checking."),
                                       ToolUseBlock("toolu_1", "a", '{"x":"1"}'), ToolUseBlock("toolu_2", "b", "oops")])
-    msgs = build_request([Message.user("go"), assistant, Message.tool_result("toolu_1", "a", "r1"),
-                          Message.tool_result("toolu_2", "b", "boom", is_error=True),
-                          Message("assistant", [ThinkingBlock("only unsigned")]), Message.user("")],
-                         [], cfg())["messages"]
+    msgs = build_messages([Message.user("go"), assistant, Message.tool_result("toolu_1", "a", "r1"),
+                           Message.tool_result("toolu_2", "b", "boom", is_error=True),
+                           Message("assistant", [ThinkingBlock("only unsigned")]), Message.user("")])
     assert msgs[1] == {"role": "assistant", "content": [
         {"type": "thinking", "thinking": "signed", "signature": "sig1"},
         {"type": "redacted_thinking", "data": "opaque"}, {"type": "text", "text": "Checking."},

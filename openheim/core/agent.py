@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from openheim.core import events
 from openheim.core.context import ContextFitter, turn_too_large
@@ -59,7 +59,9 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     native = output is not None and getattr(llm, "native_output", False)
     if output is not None and not native:
         system = _with_instructions(system, output)
-    extra = {"output": output} if native else {}
+    extra: dict[str, Any] = {"output": output} if native else {}
+    if ctx.session_id and getattr(llm, "session_cache", False):
+        extra["session_id"] = ctx.session_id
     for iteration in range(1, cfg.max_iterations + 1):
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)

@@ -51,7 +51,7 @@ CUT_STREAM = "Anthropic stream ended before message_stop"
 
 
 def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) -> dict[str, Any]:
-    """The Messages API request body; the system prompt and the last tool carry cache breakpoints."""
+    """The Messages API request body, with prompt-cache breakpoints (see ``mark_cache_breakpoints``)."""
     body: dict[str, Any] = {"model": cfg.model, "max_tokens": cfg.max_tokens or DEFAULT_MAX_TOKENS,
                             "stream": True}
     system = system_text(messages)
@@ -62,9 +62,27 @@ def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) 
         body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                          for t in tools]
         body["tools"][-1]["cache_control"] = CACHE
+    mark_cache_breakpoints(body["messages"])
     if cfg.thinking:
         body["thinking"] = {"type": "adaptive", "display": "summarized"}
     return body
+
+
+def mark_cache_breakpoints(turns: list[dict[str, Any]]) -> None:
+    """Rolling cache breakpoints: the last turn, so the next request reads this whole prefix from the cache,
+    and the last turn of the previous request (two turns back), which this one reads however many blocks
+    were added since. With the system prompt and the last tool that makes 4, the most the API allows."""
+    for turn in (turns[-1:] + turns[-3:-2]) if turns else ():
+        for block in reversed(turn["content"]):
+            if _cacheable(block):
+                block["cache_control"] = CACHE
+                break
+
+
+def _cacheable(block: dict[str, Any]) -> bool:
+    """Thinking blocks and empty text cannot carry a cache breakpoint."""
+    kind = block.get("type")
+    return kind not in ("thinking", "redacted_thinking") and not (kind == "text" and not block.get("text"))
 
 
 def build_messages(messages: list[Message]) -> list[dict[str, Any]]:

@@ -169,8 +169,14 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
 
 
 def network_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """The decoded body, each piece what one read returned (``read1``: whatever has arrived, at most one
-    HTTP chunk of a chunked reply), so a stream is handed on in real time whatever its framing."""
+    """The decoded body as it arrives: each HTTP chunk of a chunked reply, else whatever one read returns
+    (``read1``), so a stream is handed on in real time whatever its framing."""
+    if resp.raw.chunked and resp.raw.supports_chunked_reads():
+        return resp.iter_content(chunk_size=None)
+    return _read1_chunks(resp)
+
+
+def _read1_chunks(resp: requests.Response) -> Iterator[bytes]:
     read1 = resp.raw.read1
     while True:
         data = read1(_READ_SIZE, decode_content=True)

@@ -49,10 +49,13 @@ CUT_STREAM = "OpenAI stream ended before a finish_reason or [DONE]"
 # --- request -------------------------------------------------------------------
 
 
-def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
-                  *, stream_options: bool = True, output: OutputSchema | None = None) -> dict[str, Any]:
-    """The Chat Completions request body for ``messages`` and ``tools`` (and the answer's JSON Schema)."""
+def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig, *, stream_options: bool = True,
+                  output: OutputSchema | None = None, session_id: str | None = None) -> dict[str, Any]:
+    """The Chat Completions request body for ``messages`` and ``tools`` (and the answer's JSON Schema); with a
+    ``session_id``, a ``prompt_cache_key`` that routes the session's requests to the same prompt cache."""
     body: dict[str, Any] = {"model": cfg.model, "messages": [d for m in messages for d in _message(m)]}
+    if session_id:
+        body["prompt_cache_key"] = prompt_cache_key(session_id)
     if tools:
         body["tools"] = [t.to_dict() for t in tools]
     if output is not None:
@@ -64,6 +67,13 @@ def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
     if stream_options:
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+def prompt_cache_key(session_id: str) -> str:
+    """A stable per-session key that does not reveal the local session id."""
+    import hashlib
+
+    return "openheim-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
 
 
 def _message(m: Message) -> list[dict[str, Any]]:
@@ -281,6 +291,8 @@ class OpenAIClient:
 
     def __init__(self, cfg: AgentConfig, transport: HttpTransport | None = None) -> None:
         self.cfg = cfg
+        # OpenAI itself takes a prompt_cache_key; a compatible server may refuse a field it does not know
+        self.session_cache = cfg.kind == "openai"
         self.provider_name = cfg.provider_name
         self.model = cfg.model
         self.url = cfg.api_base.rstrip("/") + "/chat/completions"
@@ -292,8 +304,9 @@ class OpenAIClient:
         self._stream_options = True
 
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken, output: OutputSchema | None = None) -> Choice:
-        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options, output=output)
+               cancel: CancelToken, output: OutputSchema | None = None, session_id: str | None = None) -> Choice:
+        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options, output=output,
+                             session_id=session_id if self.session_cache else None)
         try:
             return self._once(body, on_chunk, cancel)
         except HttpError as e:

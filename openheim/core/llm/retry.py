@@ -129,6 +129,11 @@ class RetryClient:
         """Whether the wrapped client sends an output schema in the wire's own structured-output mode."""
         return bool(getattr(self.inner, "native_output", False))
 
+    @property
+    def session_cache(self) -> bool:
+        """Whether the wrapped client takes the session's id to key its prompt cache."""
+        return bool(getattr(self.inner, "session_cache", False))
+
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
                cancel: CancelToken, **options: Any) -> Choice:
         forwarded = False
