@@ -1,6 +1,6 @@
 """Benchmark `openheim serve`: ACP prompt cost over /acp versus stdio, and how many sockets it holds.
 
-Run: .venv/bin/python tests/bench/bench_serve.py [--quick]
+Run: .venv/bin/python tests/bench/bench_serve.py [--quick] [--load]   (--load: section 4 only)
 
 1. Prompt overhead: the same prompts, interleaved, over `openheim acp` (stdio) and over `/acp` of
    `openheim serve` (both subprocesses, one fake model in this process); medians and their ratio.
@@ -10,6 +10,8 @@ Run: .venv/bin/python tests/bench/bench_serve.py [--quick]
 For 2 and 3 the fake model runs in its own process and the clients are asyncio websockets in this one,
 so the client side costs one thread. Overhead = prompt round trip minus the fake model's own time for
 a request of that size measured alone (so queueing inside the fake model under load counts against us).
+4. Under load: 50 sockets, each with a session, send one prompt at the same moment; p50 and p99 of the time
+   to each one's first agent_message_chunk, and serve's peak RSS (VmHWM).
 """
 from __future__ import annotations
 
@@ -61,10 +63,11 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now (VmRSS) or at its peak so far (VmHWM)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -240,6 +243,61 @@ async def active(port: int, project: Path, own: float) -> list[tuple]:
     return [(f"sockets prompting at once, p95 < {LIMIT_MS:.0f} ms", f"{best}", ">= 4", "", best >= 4)]
 
 
+LOAD_CLIENTS = 50
+
+
+async def first_tokens(port: int, project: Path, count: int) -> list[float]:
+    """Seconds from sending each socket's prompt (all at once) to its first agent_message_chunk."""
+    clients = await connect_many(port, project, count)
+    start = asyncio.Event()
+
+    async def one(c: Client) -> float:
+        await start.wait()
+        sent = time.perf_counter()
+        c.next_id += 1
+        await c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "session/prompt", "params": {
+            "sessionId": c.sid, "prompt": [{"type": "text", "text": "load"}]}}))
+        first = None
+        while True:
+            frame = json.loads(await c.ws.recv())
+            update = frame.get("params", {}).get("update", {})
+            if first is None and update.get("sessionUpdate") == "agent_message_chunk":
+                first = time.perf_counter() - sent
+            if frame.get("id") == c.next_id and "method" not in frame:
+                assert frame.get("result", {}).get("stopReason") == "end_turn", frame
+                return first if first is not None else time.perf_counter() - sent
+
+    tasks = [asyncio.ensure_future(one(c)) for c in clients]
+    await asyncio.sleep(0.2)
+    start.set()
+    times = await asyncio.gather(*tasks)
+    for c in clients:
+        await c.ws.close()
+    return list(times)
+
+
+def under_load(project: Path, home: Path) -> list[tuple]:
+    fake = subprocess.Popen([sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    write_config(home, fake.stdout.readline().strip())
+    proc, port = start_serve(project)
+    try:
+        times = asyncio.run(first_tokens(port, project, LOAD_CLIENTS))
+        peak = rss_mib(proc.pid, "VmHWM")
+    finally:
+        stop(proc)
+        fake.stdin.close()
+        fake.wait(10)
+    cuts = statistics.quantiles(times, n=100)
+    p50, p99 = statistics.median(times) * 1000, cuts[98] * 1000
+    print(f"  {LOAD_CLIENTS} sockets prompting at the same moment: first token p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
+          f"max {max(times) * 1000:.0f} ms; serve peak RSS {peak:.0f} MiB")
+    return [(f"{LOAD_CLIENTS} clients at once: first token p99 / p50", f"{p99:.0f}/{p50:.0f} ms", "<= 3x",
+             f"{p99 / p50:.2f}x", p99 <= 3 * p50),
+            (f"{LOAD_CLIENTS} clients at once: serve peak RSS", f"{peak:.0f} MiB", "<= 120 MB", "",
+             peak * 1.048576 <= 120)]
+
+
 FAKE_MODEL = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
@@ -279,10 +337,15 @@ def main() -> int:
     project = Path(tempfile.mkdtemp()).resolve()
     os.environ.update(OPENHEIM_HOME=str(home), HOME=str(home.parent), NO_PROXY="127.0.0.1,localhost",
                       PYTHONPATH=str(ROOT))
+    if "--load" in sys.argv:
+        rows = under_load(project, home)
+        table(rows)
+        return 0 if all(r[4] for r in rows) else 1
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url)
         rows = overhead_vs_stdio(project, srv)
     rows += many_sockets(project, home)
+    rows += under_load(project, home)
     table(rows)
     return 0 if all(r[4] for r in rows) else 1
 
