@@ -62,7 +62,7 @@ class Reply:
     text: str = ""
     thinking: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: tuple | None = None  # (input, output) or (input, output, cached); None = estimate
+    usage: tuple | None = None  # (input, output[, cached[, cache written]]); None = estimate
     chunk_size: int | None = None  # characters per delta; None = word by word
     delay: float = 0.0  # seconds between events (server ``slow`` when 0)
     finish: str | None = None  # the wire's own finish/stop reason

@@ -43,6 +43,11 @@ def usage_of(reply: Any, ctx: StreamCtx) -> tuple[int, int, int]:
     return int(u[0]), int(u[1]), int(u[2])
 
 
+def cache_written(reply: Any) -> int:
+    """Tokens written to the prompt cache: the fourth element of ``usage`` (Anthropic reports them)."""
+    return int(reply.usage[3]) if reply.usage is not None and len(reply.usage) > 3 else 0
+
+
 # --- OpenAI Chat Completions ---------------------------------------------------
 
 
@@ -105,7 +110,8 @@ def _an_stop(index: int) -> bytes:
 def render_anthropic(reply: Any, ctx: StreamCtx) -> list[Event]:
     """The SSE events of a Messages API stream for ``reply``."""
     inp, outp, cached = usage_of(reply, ctx)
-    start_usage = {"input_tokens": inp, "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+    start_usage = {"input_tokens": inp, "cache_creation_input_tokens": cache_written(reply),
+                   "cache_read_input_tokens": cached,
                    "output_tokens": 1}
     message = {"id": "msg_fake", "type": "message", "role": "assistant", "content": [], "model": ctx.model,
                "stop_reason": None, "stop_sequence": None, "usage": start_usage}
@@ -234,7 +240,7 @@ def whole_anthropic(reply: Any, ctx: StreamCtx) -> dict:
     stop = reply.finish or ("refusal" if reply.refusal else "tool_use" if reply.tool_calls else "end_turn")
     return {"id": "msg_fake", "type": "message", "role": "assistant", "model": ctx.model, "content": content,
             "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": inp, "output_tokens": outp, "cache_creation_input_tokens": 0,
+            "usage": {"input_tokens": inp, "output_tokens": outp, "cache_creation_input_tokens": cache_written(reply),
                       "cache_read_input_tokens": cached}}
 
 

@@ -1,7 +1,6 @@
 """The shared POST helper: error mapping, Retry-After, redirects, timeouts and cancellation."""
 from __future__ import annotations
 
-import http.client
 import socket
 import threading
 import time

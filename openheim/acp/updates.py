@@ -17,7 +17,7 @@ from openheim.core import events
 if TYPE_CHECKING:
     from openheim.client import SessionHandle
     from openheim.core.events import StreamEvent
-    from openheim.core.models import Message
+    from openheim.core.models import Message, Usage
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class AcpUpdates:
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
-                       "size": self.context_window})
+                       "size": self.context_window, "_meta": {"openheim": {"usage": acp_usage(usage)}}})
 
     def _subagent(self, event: events.SubagentEvent) -> None:
         """A delegated agent's tool call: its own tool_call, tied to the parent's call by ``_meta``."""
@@ -88,3 +88,9 @@ def acp_replay(session: SessionHandle, messages: list[Message], send: Callable[[
 
     for update in replay(messages, session.present):
         send(update)
+
+
+def acp_usage(usage: Usage) -> dict[str, int]:
+    """Token counts in the shape of ACP's (unstable) prompt-response ``usage``: cache reads and writes apart."""
+    return {"totalTokens": usage.total, "inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+            "cachedReadTokens": usage.cache_read_tokens, "cachedWriteTokens": usage.cache_creation_tokens}

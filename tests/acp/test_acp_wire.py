@@ -366,15 +366,17 @@ def test_session_new_meta_picks_model_and_skills(wire, srv, project, isolated_ho
 def test_usage_update_only_when_the_context_window_is_known(isolated_home, project):
     with FakeLLMServer(wire="openai") as server:
         write_config(isolated_home, server.base_url, provider_extra="context_window = 8000")
-        server.enqueue(Reply(text="hi", usage=(120, 5)))
+        server.enqueue(Reply(text="hi", usage=(120, 5, 900)))
         wire = AcpWire()
         try:
             wire.initialize()
             assert wire.result("authenticate", {"methodId": "none"}) == {}
             response, frames = wire.prompt(wire.new_session(project), "count")
             assert response["result"]["stopReason"] == "end_turn"
-            assert updates(frames, "usage_update") == [{"sessionUpdate": "usage_update", "used": 125,
-                                                         "size": 8000}]
+            usage = {"totalTokens": 1025, "inputTokens": 120, "outputTokens": 5, "cachedReadTokens": 900,
+                     "cachedWriteTokens": 0}  # cache reads and writes apart, in _meta
+            assert updates(frames, "usage_update") == [{"sessionUpdate": "usage_update", "used": 1025,
+                                                         "size": 8000, "_meta": {"openheim": {"usage": usage}}}]
         finally:
             wire.close()
 

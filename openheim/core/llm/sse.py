@@ -74,7 +74,7 @@ class EventFrames:
                 self._check_line(carried)
             for line in lines:
                 first = line[0]
-                if first == _LF or first == _CR:  # a blank line ends the event
+                if first in (_LF, _CR):  # a blank line ends the event
                     if event:
                         yield _framed(event)
                         event, size, data = [], 0, 0
