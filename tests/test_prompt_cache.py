@@ -3,6 +3,7 @@ requests carry rolling breakpoints that a caching server reads back, OpenAI requ
 the cache traffic shows in the usage a script reads."""
 from __future__ import annotations
 
+import itertools
 import json
 
 from caching_anthropic import CachingAnthropic
@@ -43,7 +44,7 @@ def test_a_sessions_prefix_is_byte_stable_and_read_from_the_cache(isolated_home,
     for raw in raws[1:]:  # the same bytes in every request of the session, across processes
         assert _segment(raw, b"system") == _segment(raws[0], b"system")
         assert _segment(raw, b"tools") == _segment(raws[0], b"tools")
-    for before, after in zip(bodies, bodies[1:]):
+    for before, after in itertools.pairwise(bodies):
         sent = _without_marks(before["messages"])
         assert _without_marks(after["messages"])[:len(sent)] == sent
         assert "cache_control" in after["messages"][-1]["content"][-1] and _marks(after) <= 4

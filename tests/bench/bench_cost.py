@@ -19,9 +19,9 @@ from common import ROOT, table
 from user_install import revision_venv
 
 sys.path.insert(0, str(ROOT / "tests"))
-from caching_anthropic import CachingAnthropic  # noqa: E402
-from cli_helpers import write_config  # noqa: E402
-from fake_llm import Reply, ToolCall  # noqa: E402
+from caching_anthropic import CachingAnthropic
+from cli_helpers import write_config
+from fake_llm import Reply, ToolCall
 
 ITERATIONS = 20
 TARGET_READ_SHARE = 0.8
