@@ -7,7 +7,6 @@ allows (see ``rules.decide`` and docs/pipelines.md); "allow always" in ACP appen
 from __future__ import annotations
 
 import os
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -120,6 +119,8 @@ def _with_table(text: str, name: str, table: dict) -> str | None:
 
 
 def _replace(path: Path, text: str) -> None:
+    import tempfile  # only when settings are written: a plain prompt does not pay for it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -2,7 +2,8 @@
 
 The two files are split so that a finished message costs one appended line, never a rewrite: the log is
 append-first, one unbuffered write per line (in the kernel, so it survives the process being killed, at
-the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename).
+the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename;
+a new conversation's first metadata skips the fsyncs, which its save at the end of the turn does).
 A crash can tear at most the last line of the log, which then lacks its newline; reading drops such a line
 with a warning and the next append cuts it off before writing. A complete line that cannot be read (written by
 a newer version, or damaged) is never dropped or cut: the conversation does not load until it is dealt with.
@@ -195,8 +196,13 @@ class HistoryManager:
         meta = ConversationMeta(id=conversation_id, model=model, provider=provider,
                                 skills=_dedupe(skills), cwd=cwd, mode=mode)
         conv = Conversation(meta)
-        _atomic_write(self.log_path(conversation_id), b"", sync_dir=False)  # replaces a stray log
-        self.save_meta(conv)
+        log_path = self.log_path(conversation_id)
+        _make_dir(self.dir)
+        with _io("write", log_path):
+            os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))  # empties a stray log
+        # in the kernel at once, like every log line; on disk (fsync) when the turn ends and saves it again,
+        # so a new conversation's first request is not kept waiting for the disk
+        self.save_meta(conv, durable=False)
         return conv
 
     def resolve(self, id: str | None = None, **seeds: Any) -> Conversation:
@@ -261,13 +267,13 @@ class HistoryManager:
             except OSError as e:
                 raise file_error(e, "delete", path) from None
 
-    def save_meta(self, conv: Conversation) -> None:
-        """Bump ``updated_at``, fill the title, and atomically rewrite ``{id}.json``."""
+    def save_meta(self, conv: Conversation, *, durable: bool = True) -> None:
+        """Bump ``updated_at``, fill the title, and atomically rewrite ``{id}.json`` (``durable``: fsync'd)."""
         if conv.meta.title is None:
             conv.meta.title = title_from(conv.messages)
         conv.meta.updated_at = now_rfc3339()
         body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
-        _atomic_write(self.meta_path(conv.id), body.encode("utf-8"))
+        _atomic_write(self.meta_path(conv.id), body.encode("utf-8"), durable=durable)
 
     def append_message(self, conv: Conversation, message: Message) -> None:
         """Append one message to the log as a compact JSON line, written straight through (no user-space buffer).
@@ -492,20 +498,22 @@ def _make_dir(directory: Path) -> None:
         raise file_error(e, "create directory", None if e.filename else directory) from None
 
 
-def _atomic_write(path: Path, data: bytes, sync_dir: bool = True) -> None:
-    """Write ``data`` to a temp file beside ``path``, fsync it, rename it over ``path``, fsync the directory."""
+def _atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` to a temp file beside ``path`` and rename it over ``path``; ``durable``: fsync the file
+    before the rename and the directory after it."""
     _make_dir(path.parent)
     with _io("write", path):
-        _replace_with(path, data, sync_dir)
+        _replace_with(path, data, durable)
 
 
-def _replace_with(path: Path, data: bytes, sync_dir: bool) -> None:
+def _replace_with(path: Path, data: bytes, durable: bool) -> None:
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -516,7 +524,7 @@ def _replace_with(path: Path, data: bytes, sync_dir: bool) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    if sync_dir:
+    if durable:
         _fsync_dir(path.parent)
 
 
