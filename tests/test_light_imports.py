@@ -49,9 +49,15 @@ def test_run_without_mcp_servers_never_imports_mcp(isolated_home):
     assert {"mcp", "openheim.mcp.bridge"} <= with_server  # the check above can fail
 
 
-# Imported on first use only: a plain prompt must not pay for them.
+# Imported on first use only: a plain prompt must not pay for them. Tools are listed from their specs
+# (openheim.tools.specs); an implementation, and ctypes (to make the process non-dumpable before any tool
+# child exists), load on the first tool call.
+TOOL_IMPLEMENTATIONS = ("openheim.tools.read_file", "openheim.tools.write_file", "openheim.tools.edit_file",
+                        "openheim.tools.list_dir", "openheim.tools.search", "openheim.tools.web_fetch",
+                        "openheim.tools.execute_command", "openheim.tools.process", "openheim.tools.presentation")
 LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.tools.ignore", "openheim.memory.results",
-               "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets")
+               "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets", "ctypes",
+               *TOOL_IMPLEMENTATIONS)
 
 
 def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
@@ -64,4 +70,5 @@ def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
         with_tools = _modules_imported_by_run(isolated_home, srv.base_url)
     assert "openheim.tools.builtins" in plain
     assert not set(LAZY_ON_RUN) & plain
-    assert {"openheim.tools.ignore", "openheim.tools.netguard"} <= with_tools  # the check above can fail
+    # the checks above can fail (modules the two tools' implementations import, and ctypes)
+    assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes"} <= with_tools

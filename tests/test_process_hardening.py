@@ -75,17 +75,27 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
     assert key not in result and "MOCK_API_KEY" not in result
 
 
-def test_building_a_client_makes_the_process_non_dumpable():
-    """Library users get the same protection: it is set when the tools are built, before any runs."""
+def test_the_process_turns_non_dumpable_before_the_first_tool_runs():
+    """Library users get the same protection: a plain prompt pays nothing for it (no ctypes), and the process
+    is made non-dumpable before the first built-in tool is loaded, so before any child can exist."""
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux-only")
-    code = ("import ctypes, openheim\n"
+    code = ("import sys, openheim\n"
+            "client = openheim.OpenheimClient.builder().provider('openai').api_key('k').api_base(sys.argv[1])"
+            ".model('m').build()\n"
+            "session = client.new_session()\n"
+            "session.prompt('no tools')\n"
+            "plain = 'ctypes' in sys.modules\n"
+            "import ctypes\n"
             "get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE\n"
             "before = get()\n"
-            "openheim.OpenheimClient.builder().provider('openai').api_key('k').api_base('http://127.0.0.1:9/v1')"
-            ".model('m').build()\n"
-            "print(before, get())")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+            "session.prompt('list it')\n"
+            "print(plain, before, get())")
+    with FakeLLMServer(wire="openai") as srv:
+        srv.enqueue(Reply(text="fine"), Reply(tool_calls=[ToolCall("list_dir", {})]), Reply(text="done"))
+        with tempfile.TemporaryDirectory() as home:
+            r = subprocess.run([sys.executable, "-c", code, srv.base_url], capture_output=True, text=True,
+                               cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_HOME": home,
+                                              "HOME": home})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["1", "0"]
+    assert r.stdout.split() == ["False", "1", "0"]

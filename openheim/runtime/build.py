@@ -152,6 +152,10 @@ def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandle
 
     registry = ToolRegistry()
     register_builtins(registry, allow_shell=config.allow_shell)
+    if custom:  # code of the embedding program's own: it may start children before any built-in loads
+        from openheim.tools.process import deny_inspection
+
+        deny_inspection()
     for handler in [*memory_tools(ltm), *custom]:
         registry.register(handler)
     return registry

@@ -33,7 +33,9 @@ class McpWiring:
     def start(self, configured: list[McpServerConfig]) -> None:
         """Start the configured servers (in the background); they serve every session."""
         from openheim.mcp.hub import McpHub
+        from openheim.tools.process import deny_inspection
 
+        deny_inspection()  # before any server process exists: none may read our environment or memory
         with self._lock:
             self.hub = McpHub(configured, self.data_dir, self.startup_timeout)
 
@@ -41,7 +43,9 @@ class McpWiring:
         with self._lock:
             if self.hub is None:
                 from openheim.mcp.hub import McpHub
+                from openheim.tools.process import deny_inspection
 
+                deny_inspection()
                 self.hub = McpHub([], self.data_dir, self.startup_timeout)
             return self.hub
 

@@ -9,7 +9,6 @@ from openheim.core.tool_args import optional_bool, require_str, require_text
 from openheim.core.tools import (
     BaseTool,
     DiffPreview,
-    ToolCapabilities,
     ToolView,
     ViewContext,
 )
@@ -17,6 +16,7 @@ from openheim.errors import ToolExecutionError
 from openheim.tools.presentation import current_text, path_view
 from openheim.tools.read_file import read_whole_text
 from openheim.tools.sandbox import validate_path
+from openheim.tools.specs import EDIT_FILE
 from openheim.tools.write_file import write_text
 
 if TYPE_CHECKING:
@@ -46,20 +46,7 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool) -> tuple[str, i
 class EditFileTool(BaseTool):
     """Replace text in an existing file."""
 
-    name = "edit_file"
-    description = ("Replace old_string with new_string in a file. old_string must match the file exactly "
-                   "(including whitespace) and be unique unless replace_all is true.")
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
-            "old_string": {"type": "string", "description": "The exact text to replace"},
-            "new_string": {"type": "string", "description": "The replacement text"},
-            "replace_all": {"type": ["boolean", "null"], "description": "Replace every occurrence (default false)"},
-        },
-        "required": ["path", "old_string", "new_string"],
-    }
-    capabilities = ToolCapabilities(read_only=False, kind="edit")
+    name, description, parameters, capabilities = EDIT_FILE.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         view = path_view("Edit", self.capabilities.kind, args, where)

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING
 
 from openheim.core.client_io import terminal
 from openheim.core.tool_args import require_str
-from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
+from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
 from openheim.tools.process import (
     child_env,
@@ -19,6 +19,7 @@ from openheim.tools.process import (
     signal_name,
     unregister_group,
 )
+from openheim.tools.specs import EXECUTE_COMMAND
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken, TurnContext
@@ -198,16 +199,7 @@ def format_outcome(out: Outcome, timeout: float) -> str:
 class ExecuteCommandTool(BaseTool):
     """Run a shell command (only registered when allow_shell is on)."""
 
-    name = "execute_command"
-    description = ("Run a shell command with `sh -c` in the working directory (stdin is closed). Returns "
-                   "stdout, then stderr under a '[stderr]' line when there is any. Times out after 120 s; "
-                   "each stream is capped at 64 KiB.")
-    parameters = {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "The shell command to run"}},
-        "required": ["command"],
-    }
-    capabilities = ToolCapabilities(read_only=False, kind="execute", approval_scope="exact_arguments")
+    name, description, parameters, capabilities = EXECUTE_COMMAND.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         command = (args or {}).get("command")

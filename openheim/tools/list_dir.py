@@ -5,10 +5,11 @@ import os
 from typing import TYPE_CHECKING
 
 from openheim.core.tool_args import optional_str
-from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
+from openheim.core.tools import BaseTool, ToolView, ViewContext
 from openheim.errors import ToolExecutionError
 from openheim.tools.presentation import path_view
 from openheim.tools.sandbox import open_dir, validate_path
+from openheim.tools.specs import LIST_DIR
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import TurnContext
@@ -42,16 +43,7 @@ def format_listing(lines: list[str]) -> str:
 class ListDirTool(BaseTool):
     """List one directory (not recursive)."""
 
-    name = "list_dir"
-    description = ("List the entries of a directory (not recursive). Directories end with '/', symlinks show "
-                   "'name -> target'. At most 500 entries are shown. Defaults to the working directory.")
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": ["string", "null"], "description": "Directory path (default: the working directory)"},
-        },
-    }
-    capabilities = ToolCapabilities(read_only=True, kind="read")
+    name, description, parameters, capabilities = LIST_DIR.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         return path_view("List", self.capabilities.kind, args, where, cwd_if_absent=True)

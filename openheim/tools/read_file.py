@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from openheim.core.client_io import reader
 from openheim.core.tool_args import optional_int, require_str
-from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
+from openheim.core.tools import BaseTool, ToolView, ViewContext
 from openheim.errors import Cancelled, InvalidArgument, ToolExecutionError
 from openheim.tools.presentation import path_view
 from openheim.tools.sandbox import open_file, validate_path
+from openheim.tools.specs import READ_FILE
 
 if TYPE_CHECKING:
     import mmap
@@ -206,20 +207,7 @@ def read_whole_text(path: Path, ctx: TurnContext) -> str:
 class ReadFileTool(BaseTool):
     """Read a text file a page at a time."""
 
-    name = "read_file"
-    description = ("Read a UTF-8 text file. Returns raw lines; at most 102400 bytes per call. Use offset "
-                   "(1-based first line) and limit (number of lines) to page through long files; a note at "
-                   "the end says how to read on.")
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
-            "offset": {"type": ["integer", "null"], "minimum": 1, "description": "First line to read (1-based)"},
-            "limit": {"type": ["integer", "null"], "minimum": 1, "description": "Maximum number of lines"},
-        },
-        "required": ["path"],
-    }
-    capabilities = ToolCapabilities(read_only=True, kind="read")
+    name, description, parameters, capabilities = READ_FILE.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         return path_view("Read", self.capabilities.kind, args, where, line=(args or {}).get("offset"))

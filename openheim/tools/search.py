@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from openheim.core.tool_args import optional_bool, optional_str, require_str
-from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
+from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
 from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
+from openheim.tools.specs import SEARCH
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken, TurnContext
@@ -330,22 +331,7 @@ def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: Can
 class SearchTool(BaseTool):
     """Search file contents with a regular expression."""
 
-    name = "search"
-    description = ("Search file contents for a regular expression (Python `re` syntax) under a directory "
-                   "(default: the working directory) or in one file. Inside a git repository .gitignore and "
-                   ".ignore rules are respected; hidden files, binary and non-UTF-8 files are skipped. Output "
-                   "lines are `path:line: text`, at most 200 matches.")
-    parameters = {
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (Python re syntax)"},
-            "path": {"type": ["string", "null"], "description": "Directory or file to search (default: the "
-                                                                "working directory)"},
-            "case_insensitive": {"type": ["boolean", "null"], "description": "Ignore case (default false)"},
-        },
-        "required": ["pattern"],
-    }
-    capabilities = ToolCapabilities(read_only=True, kind="search")
+    name, description, parameters, capabilities = SEARCH.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         args = args or {}

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from openheim.core.tool_args import require_str
-from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
+from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
+from openheim.tools.specs import WEB_FETCH
 
 if TYPE_CHECKING:
     import http.client
@@ -239,16 +240,7 @@ def render(body: bytes, content_type: str) -> str:
 class WebFetchTool(BaseTool):
     """Fetch a public web page as text."""
 
-    name = "web_fetch"
-    description = ("Fetch an http or https URL and return its content as text (HTML is converted to readable "
-                   "text; at most 256 KiB). Redirects are reported, not followed. Only public addresses can "
-                   "be fetched.")
-    parameters = {
-        "type": "object",
-        "properties": {"url": {"type": "string", "description": "The http:// or https:// URL to fetch"}},
-        "required": ["url"],
-    }
-    capabilities = ToolCapabilities(read_only=True, kind="fetch")
+    name, description, parameters, capabilities = WEB_FETCH.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         url = (args or {}).get("url")

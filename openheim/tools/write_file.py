@@ -13,13 +13,13 @@ from openheim.core.tool_args import require_str, require_text
 from openheim.core.tools import (
     BaseTool,
     DiffPreview,
-    ToolCapabilities,
     ToolView,
     ViewContext,
 )
 from openheim.errors import Cancelled, ToolExecutionError
 from openheim.tools.presentation import current_text, path_view
 from openheim.tools.sandbox import open_dir, validate_path
+from openheim.tools.specs import WRITE_FILE
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import TurnContext
@@ -120,18 +120,7 @@ def _rewrite(parent: int, name: str, data: bytes) -> None:
 class WriteFileTool(BaseTool):
     """Create or overwrite a file."""
 
-    name = "write_file"
-    description = ("Write text to a file, replacing its content. Creates the file and any missing parent "
-                   "directories. Use edit_file for small changes to an existing file.")
-    parameters = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory or absolute"},
-            "content": {"type": "string", "description": "The complete new content of the file"},
-        },
-        "required": ["path", "content"],
-    }
-    capabilities = ToolCapabilities(read_only=False, kind="edit")
+    name, description, parameters, capabilities = WRITE_FILE.fields()
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         view = path_view("Write", self.capabilities.kind, args, where)
