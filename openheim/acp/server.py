@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after the input ends
 
 
-def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None], out: Writer | BinaryIO | Sink,
-              max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
+def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None],
+              out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
     """Serve one ACP connection until ``messages`` ends; returns 0.
 
     ``messages`` yields one JSON-RPC payload each (bytes or str; None stands for one that was too long).
@@ -44,7 +44,8 @@ def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | st
     return AcpServer(client, messages, out, max_line, kill_children).serve()
 
 
-def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> int:
+def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
+                max_line: int = MAX_LINE_BYTES) -> int:
     """`openheim acp`: newline-delimited JSON-RPC on a pair of byte streams."""
     return serve_acp(client, read_lines(inp, max_line), out, max_line)
 
