@@ -322,6 +322,7 @@ class Runtime:
         """One turn on the Turn's worker thread: lease, prepare, loop, persist (the Turn owns busy and cancel)."""
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
+        from openheim.core.asking import AskTheFrontEnd
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
@@ -335,6 +336,8 @@ class Runtime:
         base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
+        if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
+            gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
                           gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
