@@ -143,3 +143,15 @@ def test_idle_timeout_is_retried_then_reported(srv):
     with pytest.raises(TransportError, match="timeout_secs"):
         ask(srv, timeout_secs=0.15)
     assert len(srv.requests) == 4 and time.monotonic() - start < 2
+
+
+def test_a_stream_of_keep_alives_only_is_a_timeout(srv):
+    """timeout_secs counts time without content: comments every 0.1 s do not keep a silent stream alive."""
+    keep_alives = Reply(raw_sse=[b": ping\n\n"] * 40, delay=0.1)
+    srv.enqueue(*[keep_alives] * 4)
+    start = time.monotonic()
+    with pytest.raises(TransportError, match=r"only keep-alive comments from 127\.0\.0\.1.* for 0\.5 s"):
+        ask(srv, timeout_secs=0.5)
+    assert len(srv.requests) == 4 and time.monotonic() - start < 4  # retried like any timeout, then reported
+    srv.enqueue(Reply(text="a b c d e f g h", delay=0.15))
+    assert ask(srv, timeout_secs=0.5)[1] == "a b c d e f g h"  # content 0.15 s apart, 1.2 s in all: fine

@@ -127,3 +127,41 @@ def test_big_events_take_linear_time():
 
     small, big = seconds(2), seconds(8)
     assert big < 0.5 or big < small * 8  # quadratic framing would make this 16x
+
+
+# --- time without content -------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _timed(clock: Clock, pieces: list[tuple[float, bytes]]):
+    for at, chunk in pieces:
+        clock.now = at
+        yield chunk
+
+
+def test_only_comments_for_longer_than_the_limit_is_quiet():
+    from openheim.core.llm.sse import EventFrames, QuietStream
+
+    clock = Clock()
+    pieces = [(1.0, b": ping\n\n"), (2.0, b"data: {\"a\":1}\n\n"), (3.0, b": ping\n"), (4.0, b"\n: pi"),
+              (4.5, b"ng\n\n"), (5.5, b": ping\n\n")]
+    frames = EventFrames(_timed(clock, pieces), quiet_limit=3.0, clock=clock)
+    with pytest.raises(QuietStream):
+        list(frames)
+    assert clock.now == 5.5  # 3.5 s after the last content, not before
+
+
+def test_content_and_partial_lines_keep_a_stream_alive():
+    from openheim.core.llm.sse import EventFrames
+
+    clock = Clock()
+    pieces = [(2.0, b": ping\n\n"), (4.0, b'data: {"a"'), (6.0, b":1}\n\n"), (8.0, b": ping\n\n")]
+    frames = EventFrames(_timed(clock, pieces), quiet_limit=2.5, clock=clock)
+    assert [f.strip() for f in frames] == [b'data: {"a":1}']

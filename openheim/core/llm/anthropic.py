@@ -321,4 +321,4 @@ class AnthropicClient:
                cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url)
+            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url, self._http.timeout)

@@ -285,7 +285,7 @@ class GeminiClient:
         body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
-                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)
+                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url, self._http.timeout)
         except HttpError as e:
             if e.retry_after is None:
                 e.retry_after = retry_delay(e.body)

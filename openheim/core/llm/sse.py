@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
@@ -30,18 +31,29 @@ _CR, _LF, _COLON, _D, _E = 13, 10, 58, 100, 101  # b"\r", b"\n", b":", b"d", b"e
 _END = (b"\n",)  # ends a last line that has no line break
 
 
+class QuietStream(Exception):
+    """Nothing but comments (keep-alives) and blank lines arrived for ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"only keep-alive comments for {seconds:g} s")
+        self.seconds = seconds
+
+
 class EventFrames:
     """Complete events from an iterator of byte chunks: one bytes object per event, ending in a blank line.
 
     Once iterated to the end: ``head`` holds the body's first bytes, ``data_lines`` counts ``data:``
     lines and ``other_lines`` the lines that are neither ``data:``, ``event:``, comments nor blank (the
-    lines of an HTML page or a plain-text body are such lines).
+    lines of an HTML page or a plain-text body are such lines). With ``quiet_limit``, a chunk that
+    arrives more than that many seconds after the last one that held anything but comments and blank
+    lines raises QuietStream (a socket timeout cannot see a server that only sends keep-alives).
     """
 
-    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
-                 max_event: int = MAX_EVENT_BYTES) -> None:
+    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
+                 quiet_limit: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.chunks = chunks
         self.max_line, self.max_event = max_line, max_event
+        self.quiet_limit, self.clock = quiet_limit or None, clock
         self.head = b""
         self.data_lines = 0
         self.other_lines = 0
@@ -52,6 +64,9 @@ class EventFrames:
         carry: list[bytes] = []  # pieces of a line not yet terminated
         carried = 0
         max_event = self.max_event
+        quiet_limit = self.quiet_limit
+        last_content = self.clock() if quiet_limit else 0.0
+        seen = False  # a line other than a comment or a blank one, since last_content
         for chunk in chain(self.chunks, _END):
             if not chunk:
                 continue
@@ -62,6 +77,8 @@ class EventFrames:
                     carry.append(chunk)
                     carried += len(chunk)
                     self._check_line(carried)
+                    if quiet_limit:
+                        last_content = self._quiet(last_content, carry[0][:1] != b":")
                     continue
                 carry.append(chunk)
                 chunk = b"".join(carry)
@@ -81,6 +98,7 @@ class EventFrames:
                     continue
                 if first == _COLON:
                     continue
+                seen = True
                 if first == _D and line.startswith(b"data:"):
                     data_lines += 1
                     if data == 1 and _complete(event):  # back-to-back payloads, no blank line between
@@ -101,11 +119,23 @@ class EventFrames:
                 if size > max_event:
                     raise ParseError(f"a stream event is larger than {max_event >> 20} MiB; "
                                      "openheim does not read events that big")
+            if quiet_limit:
+                last_content = self._quiet(last_content, seen or (bool(carry) and carry[0][:1] != b":"))
+                seen = False
         self.data_lines, self.other_lines = data_lines, other_lines
         if carry:
             event.append(b"".join(carry))
         if event:
             yield _framed(event)
+
+    def _quiet(self, last_content: float, content: bool) -> float:
+        """The time content last arrived, now that a chunk did; QuietStream once it is too long ago."""
+        now = self.clock()
+        if content:
+            return now
+        if self.quiet_limit is not None and now - last_content > self.quiet_limit:
+            raise QuietStream(self.quiet_limit)
+        return last_content
 
     def _check_line(self, length: int) -> None:
         if length > self.max_line:
@@ -148,9 +178,9 @@ class EventStream:
     ``head``, ``data_lines`` and ``other_lines`` are those of its ``EventFrames`` (see there).
     """
 
-    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
-                 max_event: int = MAX_EVENT_BYTES) -> None:
-        self.frames = EventFrames(chunks, max_line, max_event)
+    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
+                 quiet_limit: float | None = None) -> None:
+        self.frames = EventFrames(chunks, max_line, max_event, quiet_limit)
 
     @property
     def head(self) -> bytes:
