@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from openheim.core.models import Choice, Message, Tool
     from openheim.core.turn_context import CancelToken
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A streamed fragment: ``kind`` is "text" or "thinking"."""
+class Chunk(NamedTuple):
+    """A streamed fragment: ``kind`` is "text" or "thinking" (a NamedTuple: one is made per streamed piece)."""
 
     kind: str
     text: str

@@ -67,11 +67,18 @@ class EventFrames:
         quiet_limit = self.quiet_limit
         last_content = self.clock() if quiet_limit else 0.0
         seen = False  # a line other than a comment or a blank one, since last_content
+        whole_cap = min(self.max_line, max_event)
         for chunk in chain(self.chunks, _END):
             if not chunk:
                 continue
             if len(self.head) < HEAD_BYTES:
                 self.head += chunk[:HEAD_BYTES - len(self.head)]
+            if not (carry or event) and len(chunk) <= whole_cap and _one_event(chunk):  # the usual chunk
+                data_lines += 1
+                if quiet_limit:
+                    last_content = self._quiet(last_content, True)
+                yield chunk if chunk.isascii() else _valid_utf8(chunk)
+                continue
             if carry:
                 if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
                     carry.append(chunk)
@@ -142,14 +149,27 @@ class EventFrames:
             raise ParseError(f"stream line longer than {self.max_line} bytes")
 
 
+def _one_event(chunk: bytes) -> bool:
+    """Whether ``chunk`` is exactly one framed event, ``data:`` or ``event:`` then ``data:``, LF line ends."""
+    end = len(chunk) - 2
+    if chunk[end:] != b"\n\n" or chunk.find(b"\r") >= 0:
+        return False
+    first = chunk.find(b"\n")
+    if chunk[:5] == b"data:":
+        return first == end
+    return chunk[:6] == b"event:" and chunk[first + 1:first + 6] == b"data:" and chunk.find(b"\n", first + 1) == end
+
+
 def _framed(event: list[bytes]) -> bytes:
-    """The event's lines as valid UTF-8 (invalid bytes become U+FFFD: sseclient would raise on them),
-    ending in the blank line that tells sseclient the event is complete."""
+    """The event's lines, ending in the blank line that tells sseclient the event is complete."""
     last = event[-1]
     end = b"\r" if last[-1] == _CR else b"\n" if last[-1] == _LF else b"\n\n"
     framed = b"".join(event) + end if len(event) > 1 else last + end
-    if framed.isascii():
-        return framed
+    return framed if framed.isascii() else _valid_utf8(framed)
+
+
+def _valid_utf8(framed: bytes) -> bytes:
+    """The event as valid UTF-8: invalid bytes become U+FFFD (sseclient would raise on them)."""
     try:
         framed.decode("utf-8")
     except UnicodeDecodeError:
