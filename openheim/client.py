@@ -448,6 +448,14 @@ class OpenheimBuilder:
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
 
+    def sandbox(self, mode: str | None = None, required: bool | None = None,
+                network: bool | None = None) -> OpenheimBuilder:
+        """Override ``[sandbox]``: ``mode`` read-only | workspace-write | off, ``required`` (refuse commands the
+        kernel cannot confine), ``network``; None keeps the config's value (docs/security.md)."""
+        self._set("sandbox_mode", mode)
+        self._set("sandbox_required", required or None)
+        return self._set("sandbox_network", network)
+
     def allow(self, rule: str, source: str = "builder") -> OpenheimBuilder:
         """Add a permission rule that lets matching calls run without asking: ``read_file``,
         ``write_file(src/**)``, ``execute_command(git diff *)`` (see docs/pipelines.md)."""

@@ -53,6 +53,7 @@ class McpServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tool_timeout_secs: int = 600
+    sandbox: str = "off"  # a stdio server may run sandboxed: read-only | workspace-write | off
     source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
 
@@ -65,6 +66,19 @@ class McpServerConfig:
                 f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
                 f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs}, "
                 f"source={self.source!r})")
+
+
+SANDBOX_MODES = ("read-only", "workspace-write", "off")
+
+
+@dataclass
+class SandboxConfig:
+    """The ``[sandbox]`` table: how the kernel confines the commands openheim starts for the model."""
+
+    mode: str = "workspace-write"  # read-only | workspace-write | off
+    network: bool = False  # TCP and UDP sockets (Unix sockets always work)
+    writable_roots: list[str] = field(default_factory=list)  # extra absolute directories (workspace-write)
+    required: bool = False  # refuse commands when the kernel cannot enforce the mode
 
 
 @dataclass
@@ -107,6 +121,7 @@ class Config:
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     path: Path | None = None  # where it was loaded from
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
@@ -227,7 +242,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     )
 
 
-_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs"}
+_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "sandbox"}
 
 
 def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
@@ -246,6 +261,7 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
         url=_get_str(d, "url", section),
         headers=_get_str_map(d, "headers", section),
         tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
+        sandbox=sandbox_mode(_get_str(d, "sandbox", section) or "off", f"{section}.sandbox"),
     )
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
@@ -306,6 +322,23 @@ def parse_serve(d: dict) -> ServeConfig:
     return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins])
 
 
+def sandbox_mode(value: str, where: str) -> str:
+    if value not in SANDBOX_MODES:
+        raise ConfigError(f"'{where}' must be one of {', '.join(SANDBOX_MODES)}, got {value!r}")
+    return value
+
+
+def parse_sandbox(d: dict) -> SandboxConfig:
+    _warn_unknown(d, {"mode", "network", "writable_roots", "required"}, "sandbox")
+    roots = _get_str_list(d, "writable_roots", "sandbox")
+    for root in roots:
+        if not Path(root).expanduser().is_absolute():
+            raise ConfigError(f"'sandbox.writable_roots' entry '{root}' must be an absolute directory")
+    return SandboxConfig(sandbox_mode(_get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
+                         _get_bool(d, "network", "sandbox"), [str(Path(r).expanduser()) for r in roots],
+                         _get_bool(d, "required", "sandbox"))
+
+
 def parse_permissions(d: dict, source: str) -> RuleSet:
     """``[permissions]`` allow / deny lists of rules (``source`` names the file in each rule)."""
     _warn_unknown(d, {"allow", "deny"}, "permissions")
@@ -317,7 +350,7 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
+             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions", "sandbox"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -349,6 +382,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
+        sandbox=parse_sandbox(_get_table(d, "sandbox")),
         path=path,
     )
 

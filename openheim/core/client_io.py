@@ -29,8 +29,11 @@ class ClientIo(Protocol):
 
     def write_text_file(self, path: Path, content: str, cancel: CancelToken | None) -> None: ...
 
-    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int) -> str:
-        """Run ``command`` in the client's terminal; the result text, or a ToolExecutionError."""
+    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int,
+                    argv: list[str] | None = None) -> str:
+        """Run ``command`` in the client's terminal; the result text, or a ToolExecutionError.
+
+        ``argv``: the program and arguments to run instead of ``sh -c command`` (the sandbox helper)."""
         ...
 
 

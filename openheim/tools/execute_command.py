@@ -1,10 +1,12 @@
 """execute_command: run a shell command in its own process group, capped, timed out and cancellable."""
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
@@ -12,6 +14,7 @@ from openheim.core.client_io import terminal
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
+from openheim.sandbox.policy import REFUSED_EXIT, Sandbox, explain_refusal
 from openheim.tools.process import (
     child_env,
     kill_group,
@@ -27,6 +30,7 @@ TIMEOUT = 120.0
 CAP = 65536
 DRAIN_SECONDS = 1.0
 REAP_SECONDS = 5.0
+HELPER_STOP_SECONDS = 2.0
 _POLL = 0.1
 
 
@@ -141,21 +145,40 @@ def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelect
     return sel
 
 
-def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelToken) -> Outcome:
-    """Supervise a started process group to the end; the group is always killed and reaped."""
+def _stop_helper(proc: subprocess.Popen) -> None:
+    """Ask the sandbox helper to kill every descendant (it is their subreaper) and wait a little for it."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.terminate()
+        proc.wait(timeout=HELPER_STOP_SECONDS)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelToken, helper: bool = False) -> Outcome:
+    """Supervise a started process group to the end; the group is always killed and reaped.
+
+    ``helper``: the process is the sandbox helper, which kills the command's other descendants (also those
+    in new sessions) when it gets SIGTERM; it is stopped that way before the group is killed."""
     out = Outcome(Capped(cap), Capped(cap))
     pgid = proc.pid
     register_group(pgid)
-    remove = cancel.on_cancel(lambda: kill_group(pgid))
+    stop = (lambda: proc.terminate()) if helper else (lambda: kill_group(pgid))
+    remove = cancel.on_cancel(stop)
     pidfd = _pidfd(proc.pid)
     sel = _selector(proc, pidfd)
     deadline = time.monotonic() + timeout
     try:
         _pump(proc, out, sel, deadline, cancel, pidfd)
+        if helper:
+            _stop_helper(proc)
         kill_group(pgid)
         _drain(sel, proc, out)
     finally:
         remove()
+        if helper:
+            _stop_helper(proc)
         kill_group(pgid)
         _finish(proc, sel, pidfd, out)
         unregister_group(pgid)
@@ -215,21 +238,57 @@ class ExecuteCommandTool(BaseTool):
             return ToolView(self.name, self.capabilities.kind)
         return ToolView(f"Run `{short(command)}`", self.capabilities.kind, command=str(command))
 
-    def __init__(self, timeout: float = TIMEOUT, cap: int = CAP) -> None:
+    def __init__(self, timeout: float = TIMEOUT, cap: int = CAP, sandbox: Sandbox | None = None) -> None:
         self.timeout = timeout
         self.cap = cap
+        self.sandbox = sandbox or Sandbox(mode="off")
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         command = require_str(args, "command")
         if ctx.cancel.cancelled:
             raise ToolExecutionError("Command cancelled.")
         client = terminal(ctx.client_io)
-        if client is not None:  # an editor that runs commands in its own terminal
-            return client.run_command(command, ctx, self.timeout, self.cap)
-        try:
-            proc = subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                    env=child_env(ctx.secret_env_vars))
-        except OSError as e:
-            raise ToolExecutionError(f"Failed to execute command: {e}") from None
-        return format_outcome(run_group(proc, self.timeout, self.cap, ctx.cancel), self.timeout)
+        if client is not None:  # an editor that runs commands in its own terminal (on this machine)
+            argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir) if self.sandbox.active else None
+            return client.run_command(command, ctx, self.timeout, self.cap, argv=argv)
+        with _private_tmp(self.sandbox) as tmp:
+            argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir, tmp, os.getpid())
+            try:
+                proc = subprocess.Popen(argv, cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                        env=child_env(ctx.secret_env_vars))
+            except OSError as e:
+                raise ToolExecutionError(f"Failed to execute command: {e}") from None
+            out = run_group(proc, self.timeout, self.cap, ctx.cancel, helper=self.sandbox.active)
+        return sandboxed_outcome(out, self.timeout, self.sandbox, ctx.work_dir)
+
+
+@contextlib.contextmanager
+def _private_tmp(sandbox: Sandbox) -> Iterator[str | None]:
+    """A command's own temp dir (TMPDIR), removed afterwards; None when the sandbox is off."""
+    if not sandbox.active:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="openheim-cmd-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sandboxed_outcome(out: Outcome, timeout: float, sandbox: Sandbox, root: str | os.PathLike) -> str:
+    """format_outcome, plus one line saying what the sandbox refused when the command failed because of it."""
+    if sandbox.required and out.returncode == REFUSED_EXIT and "required but not enforced" in out.stderr.text():
+        reason = out.stderr.text().strip().splitlines()[-1].removeprefix("openheim sandbox: ")
+        raise ToolExecutionError(f"Command refused: the sandbox ({sandbox.mode}) is {reason}; nothing was run. "
+                                 "Set [sandbox] required = false (or mode = \"off\") to run commands unconfined.")
+    try:
+        return format_outcome(out, timeout)
+    except ToolExecutionError as e:
+        note = explain_refusal(sandbox, root, out.stderr.text() + "\n" + out.stdout.text())
+        if note is None:
+            raise
+        raise ToolExecutionError(f"{e.message}\n{note}") from None
