@@ -10,11 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
-
-if TYPE_CHECKING:
-    from openheim.config.schema import Config
 
 REDACTED = "<redacted>"
 MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words; URL patterns still cover them
@@ -123,6 +119,7 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True
+<<<<<<< HEAD
 
 
 def public_view(config: Config, work_dir: str) -> dict:
@@ -158,3 +155,5 @@ def public_view(config: Config, work_dir: str) -> dict:
         view["memory"] = {k: v for k, v in (("embedding_provider", m.embedding_provider),
                                              ("embedding_model", m.embedding_model), ("top_k", m.top_k)) if v}
     return view
+=======
+>>>>>>> main
