@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
 from openheim.core.models import AgentResult, StopReason, Usage
 from openheim.errors import EXIT_CODE_HELP
@@ -338,12 +339,14 @@ class _SignalGuard:
               help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
 @click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
               help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
+@sandbox_options
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), sandbox_mode: str | None = None,
+        sandbox_required: bool | None = None) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -358,7 +361,8 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
                   .turn_timeout_secs(turn_timeout).record(record).replay(replay)
-                  .permissions(allow_rules, deny_rules, "command line").build())
+                  .permissions(allow_rules, deny_rules, "command line")
+                  .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

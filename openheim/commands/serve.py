@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.config.loopback import is_loopback
 from openheim.serve.server import DEFAULT_HOST, DEFAULT_PORT, OpenheimServer, ServeOptions, resolve_options
 
@@ -54,8 +55,10 @@ def run_server(client: OpenheimClient, options: ServeOptions) -> int:
                                                             "0 picks a free one).")
 @click.option("--token", help="Require this token on every request (better: the variable named by "
                               "[serve] token_env, OPENHEIM_SERVE_TOKEN by default).")
+@sandbox_options
 @click.pass_context
-def serve_command(ctx: click.Context, host: str | None, port: int | None, token: str | None) -> None:
+def serve_command(ctx: click.Context, host: str | None, port: int | None, token: str | None,
+                  sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
     from openheim.client import OpenheimClient
     from openheim.config.load import load_config
@@ -63,7 +66,7 @@ def serve_command(ctx: click.Context, host: str | None, port: int | None, token:
     config_path = (ctx.obj or {}).get("config_path")
     config = load_config(config_path)
     options = resolve_options(config.serve, host, port, token)
-    builder = OpenheimClient.builder().config_path(config_path)
+    builder = OpenheimClient.builder().config_path(config_path).sandbox(*chosen(ctx, sandbox_mode, sandbox_required))
     if config.work_dir is None:  # as the reference: every session and the fs channel share the start directory
         builder.work_dir(Path.cwd())
     sys.exit(run_server(builder.build(), options))
