@@ -250,7 +250,10 @@ class ExecuteCommandTool(BaseTool):
         client = terminal(ctx.client_io)
         if client is not None:  # an editor that runs commands in its own terminal (on this machine)
             argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir) if self.sandbox.active else None
-            return client.run_command(command, ctx, self.timeout, self.cap, argv=argv)
+            try:
+                return client.run_command(command, ctx, self.timeout, self.cap, argv=argv)
+            except ToolExecutionError as e:
+                raise _explained(e, self.sandbox, ctx.work_dir, e.message) from None
         with _private_tmp(self.sandbox) as tmp:
             argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir, tmp, os.getpid())
             try:
@@ -288,7 +291,10 @@ def sandboxed_outcome(out: Outcome, timeout: float, sandbox: Sandbox, root: str 
     try:
         return format_outcome(out, timeout)
     except ToolExecutionError as e:
-        note = explain_refusal(sandbox, root, out.stderr.text() + "\n" + out.stdout.text())
-        if note is None:
-            raise
-        raise ToolExecutionError(f"{e.message}\n{note}") from None
+        raise _explained(e, sandbox, root, out.stderr.text() + "\n" + out.stdout.text()) from None
+
+
+def _explained(error: ToolExecutionError, sandbox: Sandbox, root: str | os.PathLike, output: str) -> ToolExecutionError:
+    """``error`` with one more line when the output shows the sandbox refused something."""
+    note = explain_refusal(sandbox, root, output)
+    return error if note is None else ToolExecutionError(f"{error.message}\n{note}")

@@ -40,9 +40,25 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+STOP_GRACE = 0.3  # seconds a sandbox helper gets to kill what its command left behind
+
+
 def kill_all() -> None:
-    """Kill every running tool process group (for the CLI's SIGTERM/SIGHUP handler)."""
-    for pgid in running_groups():
+    """Kill every running tool process group (for the CLI's SIGTERM/SIGHUP handler).
+
+    SIGTERM first: a sandbox helper (each group's leader) then kills its command's descendants, also
+    those that left the group with setsid, before the group is SIGKILLed."""
+    groups = running_groups()
+    for pgid in groups:
+        try:
+            os.kill(pgid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if groups:
+        import time
+
+        time.sleep(STOP_GRACE)
+    for pgid in groups:
         kill_group(pgid)
 
 
