@@ -358,49 +358,111 @@ def _finish(status: int) -> int:
 
 
 def _run(opts: Options, env: dict[str, str]) -> int:
-    pid = os.fork()
-    if pid == 0:  # the command
-        try:
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
-                signal.signal(sig, signal.SIG_DFL)
-            os.execvpe(opts.command[0], opts.command, env)
-        except OSError as e:
-            os.write(2, f"openheim sandbox: cannot run {opts.command[0]}: {e.strerror}\n".encode())
-        os._exit(127)
-    status = 0
-    while True:  # reap orphans handed to us until the command itself ends
-        done, st = os.waitpid(-1, 0)
+    """Start the command (posix_spawn: no copy of this process) and reap orphans handed to us until it ends."""
+    try:
+        pid = os.posix_spawnp(opts.command[0], opts.command, env,
+                              setsigdef=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE))
+    except OSError as e:
+        os.write(2, f"openheim sandbox: cannot run {opts.command[0]}: {e.strerror}\n".encode())
+        return 127 << 8
+    while True:
+        done, status = os.waitpid(-1, 0)
         if done == pid:
-            status = st
-            break
-    return status
+            return status
 
 
-def main(argv: list[str]) -> int:
-    opts = parse(argv)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if opts.parent and os.getppid() != opts.parent:
-        return REFUSED  # openheim ended before we started
+def run_restricted(opts: Options) -> int:
+    """Restrict this process, run the command as a child, kill what it leaves; its wait status (or an exit code
+    shifted into one: REFUSED, 128+signal when we were stopped)."""
     report = restrict(opts, opts.tmp)
-    if opts.probe:
-        import json
-
-        sys.stdout.write(json.dumps(report) + "\n")
-        return 0
     if opts.required and report["not_enforced"]:
         sys.stderr.write(f"openheim sandbox: required but not enforced: {'; '.join(report['not_enforced'])}\n")
-        return REFUSED
+        return REFUSED << 8
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, _on_signal)
     try:
-        status = _run(opts, _command_env(opts.tmp))
+        return _run(opts, _command_env(opts.tmp))
     except _Stop as stop:
-        kill_descendants()
-        return 128 + stop.signum
+        return (128 + stop.signum) << 8
     finally:
         kill_descendants()
-    return _finish(status)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--serve"]:
+        return serve(int(argv[1]))
+    opts = parse(argv)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if opts.parent and os.getppid() != opts.parent:
+        return REFUSED  # openheim ended before we started
+    if opts.probe:
+        import json
+
+        sys.stdout.write(json.dumps(restrict(opts, opts.tmp)) + "\n")
+        return 0
+    return _finish(run_restricted(opts))
+
+
+# --- fork server ----------------------------------------------------------------------------------
+# Starting Python costs ~10 ms; openheim keeps one unrestricted, single-threaded server per process instead.
+# For each command it sends a SOCK_SEQPACKET socket over the control socket; the server forks a child for it,
+# which reads {"argv", "cwd", "env"} with the command's stdin/stdout/stderr, starts its own session, answers
+# {"pid"}, restricts itself and runs the command as above, answers {"status"}, and waits for openheim to close
+# the socket before it exits (so its pid stays valid as long as openheim may signal it).
+
+
+def serve(control_fd: int) -> int:
+    import json  # noqa: F401  (imported once here, not in every forked child)
+    import socket
+
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # request children are reaped by the kernel
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
+        except OSError:
+            return 0
+        if not msg:
+            return 0  # openheim closed its end: it has ended
+        if not fds:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            code = 1
+            try:
+                code = _serve_one(fds[0])
+            finally:
+                os._exit(code)
+        os.close(fds[0])
+
+
+def _serve_one(conn_fd: int) -> int:
+    import json
+    import socket
+
+    conn = socket.socket(fileno=conn_fd)
+    msg, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    request = json.loads(msg)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.setsid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # the server ended (openheim did): stop and clean up
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    conn.send(json.dumps({"pid": os.getpid()}).encode())
+    try:
+        status = run_restricted(parse(request["argv"]))
+    except SystemExit as e:  # bad options
+        os.write(2, f"{e}\n".encode())
+        status = 2 << 8
+    conn.send(json.dumps({"status": status}).encode())
+    conn.recv(1)  # until openheim closes the socket
+    return 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ from openheim.tools.process import (
 )
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from openheim.sandbox.server import Served
+
+    Process: TypeAlias = "subprocess.Popen[bytes] | Served"
     from openheim.core.turn_context import CancelToken, TurnContext
 
 TIMEOUT = 120.0
@@ -64,9 +69,13 @@ class Outcome:
     cancelled: bool = False
 
 
-def _pidfd(pid: int) -> int | None:
+def _pidfd(proc: Process) -> int | None:
+    """An fd that becomes readable when the process ends (a sandboxed command's answer socket, else a pidfd)."""
+    exit_fd = getattr(proc, "exit_fd", None)
+    if exit_fd is not None:
+        return os.dup(exit_fd)
     try:
-        return os.pidfd_open(pid)
+        return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
         return None
 
@@ -98,7 +107,7 @@ def _read_ready(sel: selectors.BaseSelector, timeout: float, streams: dict) -> b
     return exited
 
 
-def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes]]:
+def _pipes(proc: Process) -> tuple[IO[bytes], IO[bytes]]:
     """The shell's stdout and stderr (it is always started with both piped)."""
     assert proc.stdout is not None and proc.stderr is not None
     return proc.stdout, proc.stderr
@@ -108,7 +117,7 @@ def _pipes_open(sel: selectors.BaseSelector) -> bool:
     return any(key.data != "exit" for key in sel.get_map().values())
 
 
-def _pump(proc: subprocess.Popen, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
+def _pump(proc: Process, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
           pidfd: int | None) -> None:
     """Read both pipes until the shell exits, time runs out or the turn is cancelled."""
     stdout, stderr = _pipes(proc)
@@ -126,7 +135,7 @@ def _pump(proc: subprocess.Popen, out: Outcome, sel: selectors.BaseSelector, dea
             return
 
 
-def _drain(sel: selectors.BaseSelector, proc: subprocess.Popen, out: Outcome) -> None:
+def _drain(sel: selectors.BaseSelector, proc: Process, out: Outcome) -> None:
     """After the group is killed, take what is still buffered in the pipes (bounded in time)."""
     stdout, stderr = _pipes(proc)
     streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
@@ -135,7 +144,7 @@ def _drain(sel: selectors.BaseSelector, proc: subprocess.Popen, out: Outcome) ->
         _read_ready(sel, until - time.monotonic(), streams)
 
 
-def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelector:
+def _selector(proc: Process, pidfd: int | None) -> selectors.BaseSelector:
     sel = selectors.DefaultSelector()
     for pipe in _pipes(proc):
         os.set_blocking(pipe.fileno(), False)
@@ -145,7 +154,7 @@ def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelect
     return sel
 
 
-def _stop_helper(proc: subprocess.Popen) -> None:
+def _stop_helper(proc: Process) -> None:
     """Ask the sandbox helper to kill every descendant (it is their subreaper) and wait a little for it."""
     if proc.poll() is not None:
         return
@@ -156,17 +165,17 @@ def _stop_helper(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelToken, helper: bool = False) -> Outcome:
+def run_group(proc: Process, timeout: float, cap: int, cancel: CancelToken, helper: bool = False) -> Outcome:
     """Supervise a started process group to the end; the group is always killed and reaped.
 
     ``helper``: the process is the sandbox helper, which kills the command's other descendants (also those
     in new sessions) when it gets SIGTERM; it is stopped that way before the group is killed."""
     out = Outcome(Capped(cap), Capped(cap))
     pgid = proc.pid
-    register_group(pgid)
+    register_group(pgid, helper)
     stop = (lambda: proc.terminate()) if helper else (lambda: kill_group(pgid))
     remove = cancel.on_cancel(stop)
-    pidfd = _pidfd(proc.pid)
+    pidfd = _pidfd(proc)
     sel = _selector(proc, pidfd)
     deadline = time.monotonic() + timeout
     try:
@@ -186,7 +195,7 @@ def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelTo
     return out
 
 
-def _finish(proc: subprocess.Popen, sel: selectors.BaseSelector, pidfd: int | None, out: Outcome) -> None:
+def _finish(proc: Process, sel: selectors.BaseSelector, pidfd: int | None, out: Outcome) -> None:
     sel.close()
     if pidfd is not None:
         os.close(pidfd)
@@ -255,15 +264,25 @@ class ExecuteCommandTool(BaseTool):
             except ToolExecutionError as e:
                 raise _explained(e, self.sandbox, ctx.work_dir, e.message) from None
         with _private_tmp(self.sandbox) as tmp:
-            argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir, tmp, os.getpid())
-            try:
-                proc = subprocess.Popen(argv, cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                        env=child_env(ctx.secret_env_vars))
-            except OSError as e:
-                raise ToolExecutionError(f"Failed to execute command: {e}") from None
+            proc = self._start(command, ctx, tmp)
             out = run_group(proc, self.timeout, self.cap, ctx.cancel, helper=self.sandbox.active)
         return sandboxed_outcome(out, self.timeout, self.sandbox, ctx.work_dir)
+
+
+    def _start(self, command: str, ctx: TurnContext, tmp: str | None) -> Process:
+        """``sh -c command`` in the session cwd, as its own process group; through the sandbox's fork server
+        when the sandbox is on."""
+        env = child_env(ctx.secret_env_vars)
+        try:
+            if self.sandbox.active:
+                from openheim.sandbox.server import spawn
+
+                options = self.sandbox.helper_options(ctx.work_dir, tmp)
+                return spawn([*options, "--", "sh", "-c", command], ctx.effective_cwd, env)
+            return subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+        except OSError as e:
+            raise ToolExecutionError(f"Failed to execute command: {e}") from None
 
 
 @contextlib.contextmanager

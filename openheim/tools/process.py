@@ -14,17 +14,21 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _groups: set[int] = set()
+_helpers: set[int] = set()  # groups led by a sandbox helper (it cleans up after SIGTERM)
 
 
-def register_group(pgid: int) -> None:
+def register_group(pgid: int, helper: bool = False) -> None:
     """Remember a running process group so kill_all can reach it."""
     with _lock:
         _groups.add(pgid)
+        if helper:
+            _helpers.add(pgid)
 
 
 def unregister_group(pgid: int) -> None:
     with _lock:
         _groups.discard(pgid)
+        _helpers.discard(pgid)
 
 
 def running_groups() -> list[int]:
@@ -46,15 +50,17 @@ STOP_GRACE = 0.3  # seconds a sandbox helper gets to kill what its command left 
 def kill_all() -> None:
     """Kill every running tool process group (for the CLI's SIGTERM/SIGHUP handler).
 
-    SIGTERM first: a sandbox helper (each group's leader) then kills its command's descendants, also
-    those that left the group with setsid, before the group is SIGKILLed."""
+    A sandbox helper (the leader of its group) gets SIGTERM first: it then kills its command's descendants,
+    also those that left the group with setsid, before the groups are SIGKILLed."""
     groups = running_groups()
-    for pgid in groups:
+    with _lock:
+        helpers = sorted(_helpers)
+    for pid in helpers:
         try:
-            os.kill(pgid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-    if groups:
+    if helpers:
         import time
 
         time.sleep(STOP_GRACE)
