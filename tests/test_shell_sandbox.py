@@ -103,8 +103,8 @@ def test_writes_inside_the_root_and_the_private_tmp_work(srv, isolated_home, tre
 
 def test_read_only_refuses_writes_in_the_root_too(srv, isolated_home, tree):
     configure(isolated_home, srv)
-    results, _ = run_commands(srv, tree["work"], ["touch inside.txt", "touch $TMPDIR/x && echo tmp-ok", "cat /etc/hostname"],
-                              "--sandbox", "read-only")
+    commands = ["touch inside.txt", "touch $TMPDIR/x && echo tmp-ok", "cat /etc/hostname"]
+    results, _ = run_commands(srv, tree["work"], commands, "--sandbox", "read-only")
     assert "sandbox (read-only) refused writing" in results[0]
     assert results[1] == "tmp-ok\n"
     assert "Command failed" not in results[2]

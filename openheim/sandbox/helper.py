@@ -16,10 +16,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import _signal as signal  # not signal: its enum import costs milliseconds per command
 import struct
 import sys
 import time
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every command
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # not signal: its enum import costs milliseconds per command
 
 REFUSED = 125  # --required and the kernel cannot enforce the mode: nothing was run
 
@@ -329,18 +334,21 @@ def restrict(opts: Options, tmp: str) -> dict:
                     "protected": False, "tcp": False, "udp": False, "scoped": False, "seccomp": False,
                     "not_enforced": []}
     writable = ([tmp] if tmp else []) + (opts.writable if opts.mode == "workspace-write" else [])
-    steps = [("protected", lambda: protect_read_only(opts.protect) if opts.mode == "workspace-write" else None),
-             ("filesystem", lambda: apply_landlock(writable, opts.network)),
-             ("seccomp", lambda: apply_seccomp(opts.network))]
-    for key, step in steps:
-        try:
-            result = step()
-        except Unenforced as e:
-            report["not_enforced"].append(str(e))
-            continue
-        report[key] = True
-        if isinstance(result, dict):
-            report.update(result)
+    try:
+        if opts.mode == "workspace-write":
+            protect_read_only(opts.protect)
+        report["protected"] = True
+    except Unenforced as e:
+        report["not_enforced"].append(str(e))
+    try:
+        report.update(apply_landlock(writable, opts.network), filesystem=True)
+    except Unenforced as e:
+        report["not_enforced"].append(str(e))
+    try:
+        apply_seccomp(opts.network)
+        report["seccomp"] = True
+    except Unenforced as e:
+        report["not_enforced"].append(str(e))
     report["udp"] = report["seccomp"] and not opts.network
     report["tcp"] = report["tcp"] or report["udp"]
     return report

@@ -24,9 +24,8 @@ def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Re
                  WebFetchTool(resolver)):
         registry.register(tool)
     if allow_shell:
-        from openheim.tools.execute_command import ExecuteCommandTool
-
         from openheim.sandbox.support import announce
+        from openheim.tools.execute_command import ExecuteCommandTool
 
         sandbox = sandbox or Sandbox()
         announce(sandbox)
