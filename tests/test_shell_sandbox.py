@@ -208,6 +208,13 @@ def test_off_says_so_once_and_runs_unconfined(srv, isolated_home, tree):
     assert done.stderr.count("sandbox is off") == 1
 
 
+def test_the_cli_offers_exactly_the_configs_modes():
+    from openheim.commands.sandbox import SANDBOX_MODES as cli_modes
+    from openheim.config.schema import SANDBOX_MODES
+
+    assert cli_modes == SANDBOX_MODES
+
+
 def test_doctor_reports_what_the_kernel_enforces(isolated_home, srv):
     configure(isolated_home, srv)
     done = openheim("doctor", "--json")

@@ -6,9 +6,9 @@ from typing import TypeVar
 
 import click
 
-from openheim.config.schema import SANDBOX_MODES
-
 F = TypeVar("F", bound=Callable[..., object])
+# config.schema.SANDBOX_MODES, spelled out: importing the config package here would slow every CLI start
+SANDBOX_MODES = ("read-only", "workspace-write", "off")
 
 
 def sandbox_options(f: F) -> F:
