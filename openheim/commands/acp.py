@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-<<<<<<< HEAD
 from openheim.commands.sandbox import chosen, sandbox_options
-=======
 from openheim.core.signals import SignalRoute, exit_code
->>>>>>> main
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient

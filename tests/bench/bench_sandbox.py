@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
-from common import table  # noqa: E402
+from common import table
 
-from openheim.core.turn_context import TurnContext  # noqa: E402
-from openheim.sandbox.policy import Sandbox  # noqa: E402
-from openheim.tools.execute_command import ExecuteCommandTool  # noqa: E402
+from openheim.core.turn_context import TurnContext
+from openheim.sandbox.policy import Sandbox
+from openheim.tools.execute_command import ExecuteCommandTool
 
 COMMANDS = 100
 TARGET_MS = 15.0
