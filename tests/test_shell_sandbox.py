@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 from openheim.sandbox import helper
+from openheim.sandbox.policy import Sandbox
 
 pytestmark = pytest.mark.skipif(helper.landlock_abi() < 1, reason="the kernel has no Landlock (CI requires it)")
 
@@ -206,6 +209,61 @@ def test_off_says_so_once_and_runs_unconfined(srv, isolated_home, tree):
     assert results == [""]
     assert (tree["outside"] / "made-when-off").exists()
     assert done.stderr.count("sandbox is off") == 1
+
+
+def test_an_mcp_stdio_server_that_opts_in_runs_inside_the_sandbox(srv, isolated_home, tree):
+    from mcp_helpers import toml_server
+
+    write_config(isolated_home, srv.base_url, extra=toml_server("boxed", extra='sandbox = "workspace-write"')
+                 + toml_server("free"))
+    calls = [("boxed", tree["work"] / "in.txt"), ("boxed", tree["outside"] / "boxed.txt"),
+             ("free", tree["outside"] / "free.txt")]
+    srv.enqueue(Reply(tool_calls=[ToolCall(f"{name}__write", {"path": str(path), "text": "x"}, id=f"c{i}")
+                                  for i, (name, path) in enumerate(calls)]), Reply(text="done"))
+    done = openheim("run", "go", cwd=tree["work"])
+    assert done.returncode == 0, done.stderr
+    results = {m["tool_call_id"]: m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "tool"}
+    assert [results[f"c{i}"] for i in range(3)] == ["wrote", "refused: Permission denied", "wrote"]
+    assert not (tree["outside"] / "boxed.txt").exists() and (tree["outside"] / "free.txt").exists()
+
+
+def test_required_refuses_to_run_what_the_kernel_cannot_confine(tree):
+    """Nested: inside a sandbox, a second helper cannot make its read-only bind mounts (mount and unshare are
+    refused), so with --required it runs nothing and says why."""
+    from openheim.sandbox.policy import REFUSED_EXIT
+
+    work = str(tree["work"].resolve())
+    inner = Sandbox(required=True).wrap(["touch", f"{work}/ran"], work)
+    outer = Sandbox().wrap(inner, work)
+    done = subprocess.run(outer, cwd=work, capture_output=True, text=True, timeout=30)
+    assert done.returncode == REFUSED_EXIT, done.stderr
+    assert "required but not enforced: read-only .git/.openheim" in done.stderr
+    assert not (tree["work"] / "ran").exists()
+
+
+REQUIRED_TOOL = """
+import sys
+from pathlib import Path
+from openheim.core.turn_context import TurnContext
+from openheim.errors import ToolExecutionError
+from openheim.sandbox.policy import Sandbox
+from openheim.tools.execute_command import ExecuteCommandTool
+root = Path.cwd()
+try:
+    ExecuteCommandTool(sandbox=Sandbox(required=True)).execute({"command": "touch ran"}, TurnContext(work_dir=root))
+except ToolExecutionError as e:
+    print(e.message)
+"""
+
+
+def test_required_gives_the_model_a_clear_tool_result(tree):
+    work = str(tree["work"].resolve())
+    outer = Sandbox().wrap([sys.executable, "-c", REQUIRED_TOOL], work)
+    done = subprocess.run(outer, cwd=work, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.stdout.startswith("Command refused: the sandbox (workspace-write) is required but not enforced: "
+                                  "read-only .git/.openheim"), (done.stdout, done.stderr)
+    assert "nothing was run" in done.stdout and not (tree["work"] / "ran").exists()
 
 
 def test_the_cli_offers_exactly_the_configs_modes():
