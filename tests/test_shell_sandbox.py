@@ -92,6 +92,19 @@ def test_every_evasion_is_refused_by_the_kernel_and_nothing_outside_changes(srv,
     assert ".git and .openheim stay read-only" in results[EVASIONS.index(EVASIONS[15])]
 
 
+def test_a_subagents_commands_run_in_the_same_sandbox(srv, isolated_home, tree):
+    configure(isolated_home, srv)
+    target = tree["outside"] / "from-subagent"
+    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You run commands.", "task": "go"})]),
+                Reply(tool_calls=[ToolCall("execute_command", {"command": f"touch {target}"})]),
+                Reply(text="the subagent is done"), Reply(text="done"))
+    done = openheim("run", "go", cwd=tree["work"])
+    assert done.returncode == 0, done.stderr
+    subagent_result = [m["content"] for m in srv.requests[2].body["messages"] if m["role"] == "tool"][0]
+    assert "sandbox (workspace-write) refused writing" in subagent_result
+    assert not target.exists()
+
+
 def test_writes_inside_the_root_and_the_private_tmp_work(srv, isolated_home, tree):
     configure(isolated_home, srv)
     results, _ = run_commands(srv, tree["work"], [
