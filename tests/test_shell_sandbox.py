@@ -162,6 +162,31 @@ def test_nothing_a_command_leaves_behind_survives_it(srv, isolated_home, tree):
     assert not [p for p in pids if alive(p)], results
 
 
+@pytest.mark.parametrize("stop", ["timeout", "cancel"])
+def test_a_timeout_or_cancel_kills_the_command_and_what_it_moved_out_of_its_group(tree, stop):
+    import threading
+
+    from openheim.core.turn_context import CancelToken, TurnContext
+    from openheim.errors import ToolExecutionError
+    from openheim.tools.execute_command import ExecuteCommandTool
+
+    work = tree["work"]
+    ctx = TurnContext(cancel=CancelToken(), work_dir=work.resolve(), cwd=work.resolve())
+    tool = ExecuteCommandTool(timeout=1.0 if stop == "timeout" else 30.0, sandbox=Sandbox())
+    if stop == "cancel":
+        threading.Timer(1.0, ctx.cancel.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(ToolExecutionError) as info:
+        tool.execute({"command": "setsid sleep 300 & echo $! > p; sleep 300"}, ctx)
+    assert ("timed out" if stop == "timeout" else "cancelled") in info.value.message
+    assert time.monotonic() - started < 5
+    pid = int((work / "p").read_text())
+    deadline = time.monotonic() + 3
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
 def test_the_provider_key_is_not_in_any_ancestors_environment(srv, isolated_home, tree):
     key = f"sk-sandbox-{os.getpid()}-{time.time_ns()}"
     path = write_config(isolated_home, srv.base_url, extra="allow_shell = true\n",
