@@ -30,7 +30,7 @@ class Handlers:
     """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
 
     def __init__(self, client: OpenheimClient | LazyClient, conn: Connection, allow_mcp_commands: bool = True) -> None:
-        self.runtime = client if isinstance(client, LazyClient) else LazyClient.ready(client)
+        self.lazy_client = client if isinstance(client, LazyClient) else LazyClient.ready(client)
         self.conn = conn
         self.allow_mcp_commands = allow_mcp_commands  # False: a client's stdio MCP servers are refused
         self.features = ClientFeatures()
@@ -49,13 +49,13 @@ class Handlers:
     @property
     def client(self) -> OpenheimClient:
         """The runtime, built on first need (Unavailable when it cannot be: no config, no API key, ...)."""
-        return self.runtime.get()
+        return self.lazy_client.get()
 
     # --- handshake ---------------------------------------------------------------------
 
     def initialize(self, request_id: Any, params: dict) -> dict:
         """Any requested protocolVersion gets 1, the only version spoken here."""
-        from openheim import __version__
+        from openheim.version import __version__
 
         read, write, terminal = client_capabilities(params.get("clientCapabilities"))
         self.features = ClientFeatures(read, write, terminal)
@@ -211,12 +211,12 @@ class Handlers:
             run = self.runs.get(session_id)
         if run is not None:
             run.cancel()
-        elif self.runtime.built is not None:
-            self.runtime.built.cancel(session_id)
+        elif self.lazy_client.built is not None:
+            self.lazy_client.built.cancel(session_id)
 
     def let_go_all(self) -> None:
         """The connection ended: the sessions it showed may be evicted again once idle."""
-        built = self.runtime.built
+        built = self.lazy_client.built
         held, self.held = self.held, set()
         if built is not None:
             for session_id in held:

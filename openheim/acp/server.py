@@ -9,8 +9,9 @@ import json
 import logging
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.connection import MAX_LINE_BYTES, Connection, Sink, Writer, read_lines
 from openheim.acp.handlers import DEFERRED, Handlers
