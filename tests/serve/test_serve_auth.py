@@ -127,7 +127,14 @@ def test_a_non_loopback_address_needs_a_token():
     assert (opts.host, opts.port, opts.token, opts.cors_origins) == ("::", 9000, "t", ("https://a.example",))
     assert resolve_options(named, "127.0.0.1", 1, "flag", environ={"MY_TOKEN": "t"}).token == "flag"
     loopback = resolve_options(config, None, None, None, environ={})
-    assert (loopback.host, loopback.port, loopback.token) == ("127.0.0.1", 1217, None)
+    assert (loopback.host, loopback.port, loopback.token_generated) == ("127.0.0.1", 1217, True)
+    assert len(loopback.token) >= 40 and loopback.token != resolve_options(config, None, None, None, environ={}).token
+    bare = resolve_options(config, None, None, None, environ={}, no_token=True)
+    assert bare.token is None and not bare.token_generated
+    with pytest.raises(ConfigError, match="needs a token"):
+        resolve_options(config, "0.0.0.0", None, None, environ={}, no_token=True)
+    with pytest.raises(ConfigError, match="contradicts"):
+        resolve_options(config, None, None, "t", environ={}, no_token=True)
 
 
 def test_serve_section_is_validated():
