@@ -83,14 +83,11 @@ def serve_command(ctx: click.Context, host: str | None, port: int | None, token:
     """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
     from openheim.client import OpenheimClient
     from openheim.config.load import load_config
-    from openheim.config.secrecy import remember_secrets
 
     config_path = (ctx.obj or {}).get("config_path")
     config = load_config(config_path)
     options = resolve_options(config.serve, host, port, token, no_token=no_token)
     os.environ.pop(config.serve.token_env, None)  # no tool, shell or MCP server started from here inherits it
-    if options.token is not None:
-        remember_secrets(options.token)  # never in a log line
     builder = OpenheimClient.builder().config_path(config_path)
     if config.work_dir is None:  # as the reference: every session and the fs channel share the start directory
         builder.work_dir(Path.cwd())

@@ -229,7 +229,11 @@ class OpenheimServer:
     """The HTTP + WebSocket server; ``start()`` binds and serves on a background thread."""
 
     def __init__(self, client: OpenheimClient, options: ServeOptions) -> None:
+        from openheim.config.secrecy import remember_secrets
+
         self.client, self.options = client, options
+        if options.token:
+            remember_secrets(options.token)  # never in a log line
         self.root = Path(client.work_dir or os.getcwd())
         self.watches = WatchHub(options.watch_interval)  # one poller per watched tree, for every socket
         self.peers: set[Peer] = set()
