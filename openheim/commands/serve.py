@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim.config.loopback import is_loopback
+from openheim.core.signals import SignalRoute, exit_code
 from openheim.serve.server import DEFAULT_HOST, DEFAULT_PORT, OpenheimServer, ServeOptions, resolve_options
 
 if TYPE_CHECKING:
@@ -38,14 +38,13 @@ def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path |
     server = OpenheimServer(client, options).start()
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: object) -> None:
+    def on_signal(signum: int) -> None:
         if stop.is_set():  # a second Ctrl-C: stop waiting for the graceful shutdown
             kill_all()
-            os._exit(128 + signum)
+            os._exit(exit_code(signum))
         stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    route = SignalRoute(on_signal)
     if options.token is None:
         where, auth = server.url, "no token: any local user or process may connect"
     elif token_file is not None:  # a generated token: the URL carries it, and the file keeps it
@@ -65,6 +64,7 @@ def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path |
     click.echo("openheim serve: shutting down", err=True)
     server.shutdown()
     kill_all()
+    route.restore()
     return 0
 
 

@@ -100,7 +100,7 @@ def test_deletes_and_writes_never_escape_while_a_directory_is_swapped_for_a_link
     assert swapper.swaps > 20
     assert_untouched(tree)
     kinds = {r["type"] for r in got}
-    assert "delete_success" in kinds and "write_success" in kinds and "error" in kinds  # the race was real
+    assert "error" in kinds and kinds & {"delete_success", "write_success"}  # the race was real: some went through
 
 
 def test_a_link_shipped_in_the_tree_and_renamed_by_a_second_socket_leads_nowhere(srv, project, tree):
