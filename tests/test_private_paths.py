@@ -25,3 +25,16 @@ def test_file_tools_never_reach_a_data_dir_inside_the_work_dir(isolated_home, tm
     assert "needle from the project" in text and "needle from the data dir" not in text
     assert text.count("inside openheim's data directory") == 3
     assert not (data / "config.toml").exists()
+
+
+def test_a_session_rooted_inside_the_data_dir_chose_to_work_there(isolated_home):
+    inside = isolated_home / "skills-work"
+    inside.mkdir()
+    (inside / "draft.md").write_text("a draft")
+    write_config(isolated_home, "http://127.0.0.1:9/v1")
+    llm = ScriptedLlm([tool_reply(("read_file", {"path": "draft.md"}), ("read_file", {"path": "../config.toml"})),
+                       text_reply("done")])
+    client = OpenheimClient.builder().llm_factory(lambda cfg: llm).work_dir(inside).build()
+    client.new_session(inside).prompt("read it")
+    text = " ".join(str(getattr(b, "content", b)) for m in llm.sent[-1] if m.role == "tool" for b in m.content)
+    assert "a draft" in text and "outside the work directory" in text

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from openheim.errors import OpenheimError
-from openheim.tools.sandbox import is_private, open_dir, open_file, validate_entry, validate_path
+from openheim.tools.sandbox import canonical_root, is_private, open_dir, open_file, validate_entry, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class FsChannel:
         except OSError as e:
             raise FsError(f"Failed to list: {_why(e)}") from None
         entries: list[dict] = []
-        walk(fd, str(path), recursive, lambda item: _collect(entries, item))
+        walk(fd, str(path), recursive, lambda item: _collect(entries, item), canonical_root(self.root))
         entries.sort(key=lambda e: e["path"])
         return {"type": "file_list", "path": text, "entries": entries}
 
@@ -212,16 +212,17 @@ class FsChannel:
 # --- the operations, each through descriptors -----------------------------------------------
 
 
-def walk(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool]) -> bool:
+def walk(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool],
+         root: str) -> bool:
     """Call ``visit((path, name, lstat))`` for each entry under directory descriptor ``fd`` (closed here),
     descending (with ``recursive``) only through real subdirectories opened with O_NOFOLLOW, never into a
-    private one. ``visit`` returns False to stop; so does walk."""
+    private one (seen from sandbox ``root``). ``visit`` returns False to stop; so does walk."""
     pending = [(fd, path)]
     try:
         while pending:
             fd, path = pending.pop()
             try:
-                if not _visit_dir(fd, path, recursive, visit, pending):
+                if not _visit_dir(fd, path, recursive, visit, pending, root):
                     return False
             finally:
                 os.close(fd)
@@ -232,7 +233,7 @@ def walk(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, o
 
 
 def _visit_dir(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool],
-               pending: list[tuple[int, str]]) -> bool:
+               pending: list[tuple[int, str]], root: str) -> bool:
     try:
         with os.scandir(fd) as it:
             entries = list(it)
@@ -246,7 +247,7 @@ def _visit_dir(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, 
         child = os.path.join(path, entry.name)
         if not visit((child, entry.name, info)):
             return False
-        if recursive and stat.S_ISDIR(info.st_mode) and not is_private(child):
+        if recursive and stat.S_ISDIR(info.st_mode) and not is_private(child, root):
             try:
                 pending.append((os.open(entry.name, _SUBDIR, dir_fd=fd), child))
             except OSError:
@@ -345,11 +346,12 @@ def _size(limit: int) -> str:
 # --- watching: one poller per tree, shared by every socket watching it ------------------------------
 
 
-def snapshot(root: str) -> tuple[dict[str, tuple], bool]:
+def snapshot(root: str, top: str | None = None) -> tuple[dict[str, tuple], bool]:
     """(path → (is_dir, size, mtime_ns)) for the tree under ``root`` and whether it was cut at MAX_ENTRIES.
 
     The tree is opened as the fs requests open theirs: a root that is no longer a directory inside the
-    work dir (e.g. swapped for a symlink) is an empty tree, and no link below it is followed.
+    work dir (e.g. swapped for a symlink) is an empty tree, and no link below it is followed. ``top`` is the
+    sandbox root (default ``root``), for what is private below it.
     """
     seen: dict[str, tuple] = {}
     try:
@@ -363,7 +365,7 @@ def snapshot(root: str) -> tuple[dict[str, tuple], bool]:
         seen[path] = (is_dir, 0 if is_dir else info.st_size, info.st_mtime_ns)
         return len(seen) < MAX_ENTRIES
 
-    complete = walk(fd, root, True, add)
+    complete = walk(fd, root, True, add, top or root)
     return seen, not complete
 
 

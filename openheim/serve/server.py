@@ -360,7 +360,8 @@ class OpenheimServer:
         out.send({"channel": "fs", "data": {"type": "connected", "message": "Connected to Openheim"}})
         try:
             for frame in frames(peer.ws):
-                self._route(frame, inbox, fs, out)
+                if frame is not None:  # (no limit given: every frame is one)
+                    self._route(frame, inbox, fs, out)
         finally:
             inbox.put(_END)
             fs.close()
@@ -372,17 +373,18 @@ class OpenheimServer:
         A frame larger than an ACP message may only be an fs request; anything else that large is refused
         unparsed."""
         big = len(frame) > self.options.max_message_bytes
-        if big and not FS_ENVELOPE.match(frame[:64] if isinstance(frame, str) else frame[:64].decode("utf-8", "replace")):
+        head = frame[:64] if isinstance(frame, str) else frame[:64].decode("utf-8", "replace")
+        if big and not FS_ENVELOPE.match(head):
             problem: str | None = (f"Invalid message: larger than {self.options.max_message_bytes} bytes "
                                    "(only an fs write may be larger)")
             envelope = None
         else:
             envelope, problem = parse_envelope(frame)
-        channel = envelope.get("channel") if isinstance(envelope, dict) else None
+        channel, data = (envelope.get("channel"), envelope.get("data")) if isinstance(envelope, dict) else (None, None)
         if channel == "agent" and not big:
-            inbox.put(Parsed(envelope.get("data")))
+            inbox.put(Parsed(data))
         elif channel == "fs":
-            fs.handle(envelope.get("data"))
+            fs.handle(data)
         else:
             if problem is None:
                 problem = "Invalid message: expected {\"channel\": \"agent\" | \"fs\", \"data\": ...}"

@@ -24,30 +24,33 @@ _state: dict[str, Any] = {}  # "call": the bound syscall, or None once it proved
 def _syscall() -> Any:
     if "call" in _state:
         return _state["call"]
-    call = None
-    if sys.platform.startswith("linux"):
-        import ctypes
+    _state["call"] = _bind() if sys.platform.startswith("linux") else None
+    return _state["call"]
 
-        class OpenHow(ctypes.Structure):
-            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
+def _bind() -> Any:
+    """The openat2 system call through libc's syscall(), or None where the kernel refuses it."""
+    import ctypes
 
-        def call(dir_fd: int, path: bytes, flags: int, mode: int, resolve: int) -> int:
-            how = OpenHow(flags, mode, resolve)
-            fd = libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
-                              ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
-            if fd < 0:
-                code = ctypes.get_errno()
-                raise OSError(code, os.strerror(code), os.fsdecode(path))
-            return int(fd)
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
-        try:  # probe once: "/" always resolves; ENOSYS/EPERM mean no openat2 here
-            os.close(call(AT_FDCWD, b"/", os.O_DIRECTORY | os.O_RDONLY | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS))
-        except OSError:
-            call = None
-    _state["call"] = call
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def call(dir_fd: int, path: bytes, flags: int, mode: int, resolve: int) -> int:
+        how = OpenHow(flags, mode, resolve)
+        fd = libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
+                          ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        if fd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), os.fsdecode(path))
+        return int(fd)
+
+    try:  # probe once: "/" always resolves; ENOSYS/EPERM mean no openat2 here
+        os.close(call(AT_FDCWD, b"/", os.O_DIRECTORY | os.O_RDONLY | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS))
+    except OSError:
+        return None
     return call
 
 

@@ -127,7 +127,7 @@ def validate_path(requested: str | os.PathLike, work_dir: str | os.PathLike,
     root = canonical_root(work_dir)
     norm = normalize(req, _base(root, cwd))
     real = _contain(req, norm, root)
-    _refuse_private(req, real)
+    _refuse_private(req, real, root)
     return Path(real)
 
 
@@ -149,7 +149,7 @@ def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
         raise ToolExecutionError(f"path '{_shown(req)}' is the work directory itself")
     if not is_inside(result, root):
         raise _outside(req, root)
-    _refuse_private(req, result)
+    _refuse_private(req, result, root)
     if any(is_inside(private, result) for private in _private):
         raise ToolExecutionError(f"path '{_shown(req)}' holds openheim's data directory; it cannot be moved or "
                                  "deleted through a file tool")
@@ -172,14 +172,15 @@ def keep_private(path: str | os.PathLike) -> None:
     _private.add(os.path.realpath(text))
 
 
-def is_private(path: str | os.PathLike) -> bool:
-    """Whether ``path`` (absolute) is a private path or lies below one."""
-    text = os.fspath(path)
-    return any(is_inside(text, private) for private in _private)
+def is_private(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path`` (absolute, canonical) is a private path or lies below one, for a session rooted at
+    ``root`` (canonical). A root inside a private path is a choice to work there: nothing below it is hidden."""
+    text, top = os.fspath(path), os.fspath(root)
+    return any(is_inside(text, private) and not is_inside(top, private) for private in _private)
 
 
-def _refuse_private(requested: str, real: str) -> None:
-    if is_private(real):
+def _refuse_private(requested: str, real: str, root: str) -> None:
+    if is_private(real, root):
         raise ToolExecutionError(f"path '{_shown(requested)}' is inside openheim's data directory, which file "
                                  "tools never reach; choose a path in the project")
 

@@ -113,7 +113,7 @@ def iter_files(root: str) -> Iterator[str]:
             if levels and is_ignored(levels, path, is_dir):
                 continue
             if is_dir:
-                if is_private(path):  # openheim's data dir: never searched, whatever the root
+                if is_private(path, root):  # openheim's data dir: never searched from a root above it
                     continue
                 sub = _open_subdir(fd, entry.name)
                 if sub is not None:

@@ -293,7 +293,7 @@ def test_session_cwd_with_a_nul_byte_or_that_does_not_exist_is_invalid_params(sr
             response, _ = client.call("session/new", {"cwd": cwd, "mcpServers": []})
             assert response["error"]["code"] == -32602 and words in response["error"]["message"], response
         client.close()
-        code, err = served.stop()
+        _, err = served.stop()
     assert "Traceback" not in err
 
 
