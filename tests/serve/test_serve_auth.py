@@ -143,9 +143,17 @@ def test_serve_section_is_validated():
     config = parse_config({**base, "serve": {"port": 8080, "cors_origins": ["https://a.example/"]}})
     assert config.serve.port == 8080 and config.serve.cors_origins == ["https://a.example"]
     assert config.serve.token_env == "OPENHEIM_SERVE_TOKEN"
+    assert not config.serve.allow_client_mcp_commands and config.serve.max_message_bytes == 8 * 1024 * 1024
+    tuned = parse_config({**base, "serve": {"allow_client_mcp_commands": True, "max_message_bytes": 65536,
+                                            "max_file_bytes": 1 << 20}}).serve
+    assert (tuned.allow_client_mcp_commands, tuned.max_message_bytes, tuned.max_file_bytes) == (True, 65536, 1 << 20)
+    options = resolve_options(tuned, None, 0, "t", environ={})
+    assert (options.allow_client_mcp_commands, options.max_message_bytes, options.max_frame_bytes) == (
+        True, 65536, (1 << 20) + 64 * 1024)
     for bad, message in (({"port": 70000}, "at most 65535"), ({"cors_origins": ["*"]}, "no wildcard"),
                          ({"cors_origins": ["https://a.example/path"]}, "must be an origin"),
-                         ({"host": 1}, "must be a string")):
+                         ({"host": 1}, "must be a string"), ({"max_message_bytes": 10}, "at least 1024"),
+                         ({"allow_client_mcp_commands": "yes"}, "true or false")):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, "serve": bad})
 
