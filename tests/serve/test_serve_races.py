@@ -334,10 +334,10 @@ def test_many_sockets_watching_one_tree_share_one_scan(srv, big_tree):
 
         sockets = [watcher()]
         time.sleep(1.1)
-        one = busy(served.proc.pid, 3)
+        one = busy(served.proc.pid, 2)
         sockets += [watcher() for _ in range(29)]
         time.sleep(1.1)
-        thirty = busy(served.proc.pid, 3)
+        thirty = busy(served.proc.pid, 2)
         (project / "tree" / "d0" / "new").touch()
         for client in sockets:  # every socket still hears about changes
             event = client.fs.get(timeout=5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import time
 import urllib.error
@@ -49,6 +50,7 @@ def test_a_client_cannot_run_host_commands_through_mcp_servers(srv, project, tmp
         assert client.new_session(project, mcpServers=[http])  # http entries stay allowed
         client.close()
         time.sleep(0.3)
+        served.stop(signal.SIGKILL)  # (a graceful stop would wait for the unreachable http server)
     assert not marker.exists()
 
 
@@ -64,6 +66,7 @@ def test_the_server_owner_may_allow_client_mcp_commands(srv, project, isolated_h
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         client.close()
+        served.stop(signal.SIGKILL)
     assert marker.exists()
 
 
