@@ -169,7 +169,8 @@ def test_without_openat2_the_walk_holds_the_same_race(project, tree, monkeypatch
             channel.handle({"action": "write", "path": f"d/new{i}.txt", "content": "x"})
     assert swapper.swaps > 20
     assert_untouched(tree)
-    assert {r["type"] for r in sent} >= {"delete_success", "error"}
+    kinds = {r["type"] for r in sent}
+    assert "error" in kinds and kinds & {"delete_success", "write_success"}  # the race was real: some went through
 
 
 # --- 6. one frame must not hold everyone -----------------------------------------------------------------
