@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from openheim.runtime.turn import Turn
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
-MAX_LIVE_SESSIONS = 512
+MAX_LIVE_SESSIONS = 2048  # twice serve's socket cap: every connected client has room for a session
 
 
 @dataclass(eq=False)
