@@ -98,6 +98,9 @@ class ServeConfig:
     port: int | None = None
     token_env: str = "OPENHEIM_SERVE_TOKEN"
     cors_origins: list[str] = field(default_factory=list)
+    allow_client_mcp_commands: bool = False  # may a client's session/new start stdio MCP servers (host commands)?
+    max_message_bytes: int = 8 * 1024 * 1024  # an ACP frame larger than this is refused unparsed
+    max_file_bytes: int = 16 * 1024 * 1024  # the largest file the fs channel reads or writes
 
 
 @dataclass
@@ -308,7 +311,8 @@ def parse_memory(d: dict) -> MemoryConfig:
 def parse_serve(d: dict) -> ServeConfig:
     from urllib.parse import urlsplit
 
-    _warn_unknown(d, {"host", "port", "token_env", "cors_origins"}, "serve")
+    _warn_unknown(d, {"host", "port", "token_env", "cors_origins", "allow_client_mcp_commands", "max_message_bytes",
+                      "max_file_bytes"}, "serve")
     port = _get_int(d, "port", "serve", minimum=0)
     if port is not None and port > 65535:
         raise ConfigError(f"'serve.port' must be at most 65535, got {port}")
@@ -319,7 +323,11 @@ def parse_serve(d: dict) -> ServeConfig:
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
             raise ConfigError(f"'serve.cors_origins' entry '{origin}' must be an origin like https://example.com "
                               "(scheme, host and optional port; no path, no wildcard)")
-    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins])
+    sizes = {key: _get_int(d, key, "serve", minimum=1024, maximum=1 << 30)
+             for key in ("max_message_bytes", "max_file_bytes")}
+    allow_commands = _get_bool(d, "allow_client_mcp_commands", "serve")
+    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins],
+                       allow_commands, **{k: v for k, v in sizes.items() if v is not None})
 
 
 def sandbox_mode(value: str, where: str) -> str:

@@ -90,6 +90,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
         default_provider=opts.get("provider"),
         default_model=opts.get("model"),
     )
+    _keep_private(settings.data_dir, config.path)
     _record_and_replay(config, opts)
     _keep_secrets_from_children(settings.secret_env_vars | {config.serve.token_env})
     config.mcp_servers = _mcp_servers(config, opts)
@@ -101,6 +102,16 @@ def build_state(opts: dict, tools: list[ToolHandler],
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
         state.mcp.start(list(config.mcp_servers.values()))
     return state
+
+
+def _keep_private(data_dir: Path, config_file: Path | None) -> None:
+    """The data dir (config, keys, every project's history) and the config file are never reachable
+    through a file tool or the fs channel, whatever the sandbox root."""
+    from openheim.tools.sandbox import keep_private
+
+    keep_private(data_dir)
+    if config_file is not None:
+        keep_private(config_file)
 
 
 def _record_and_replay(config: Config, opts: dict) -> None:

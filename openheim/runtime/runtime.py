@@ -21,6 +21,7 @@ from openheim.errors import (
     OpenheimError,
     ParseError,
     SessionBusy,
+    TooManySessions,
     file_error,
 )
 from openheim.runtime.mcp_wiring import McpWiring
@@ -129,14 +130,27 @@ class Runtime:
 
     def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
                     skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig] | None = None) -> SessionState:
+                    mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> SessionState:
+        """A new live session; ``hold``: a connected client shows it, so it is not evicted until let go."""
         self.sandbox_for(cwd)
+        if not self.sessions.has_room():  # before any MCP server of the session starts
+            raise TooManySessions(self.sessions.capacity)
         merged = list(dict.fromkeys([*self.config.default_skills, *skills]))
         if provider is None and model is None:
             provider, model = self.settings.default_provider, self.settings.default_model
         session = SessionState(str(uuid.uuid4()), self.resolve_model(provider, model), cwd, merged)
         self._attach_tools(session, mcp_servers or [])
-        return self.sessions.insert(session)
+        return self._insert(session, hold)
+
+    def _insert(self, session: SessionState, hold: bool) -> SessionState:
+        try:
+            inserted = self.sessions.insert(session, hold)
+        except TooManySessions:
+            session.release()
+            raise
+        if inserted is not session:  # another thread made it live meanwhile: its state wins
+            session.release()
+        return inserted
 
     def session(self, session_id: str) -> SessionState:
         sid = check_session_id(session_id)
@@ -146,9 +160,9 @@ class Runtime:
         return session
 
     def load_session(self, session_id: str, cwd: Path | None = None,
-                     mcp_servers: list[McpServerConfig] | None = None) -> ResumedSession:
+                     mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
-        and different, replace its own servers)."""
+        and different, replace its own servers); ``hold`` as for new_session."""
         sid = check_session_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
@@ -157,18 +171,17 @@ class Runtime:
                 raise SessionBusy(sid)
             if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
                 self._attach_tools(live, mcp_servers)
-            return ResumedSession(live, conv.messages)
+            return ResumedSession(self._insert(live, hold), conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
         mode = self._stored_mode(sid, meta.mode)
         cfg, warning = self._restore_model(meta.provider, meta.model)
         session = SessionState(sid, cfg, session_cwd, list(meta.skills), mode)
+        if not self.sessions.has_room():
+            raise TooManySessions(self.sessions.capacity)
         self._attach_tools(session, mcp_servers or [])
-        inserted = self.sessions.insert(session)
-        if inserted is not session:  # another thread made it live meanwhile: its state wins
-            session.release()
-        return ResumedSession(inserted, conv.messages, warning)
+        return ResumedSession(self._insert(session, hold), conv.messages, warning)
 
     # --- tools and MCP servers ---------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from openheim.core.tool_args import optional_bool, optional_str, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
+from openheim.tools.sandbox import Beneath, is_private, open_dir, open_file, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken, TurnContext
@@ -113,6 +113,8 @@ def iter_files(root: str) -> Iterator[str]:
             if levels and is_ignored(levels, path, is_dir):
                 continue
             if is_dir:
+                if is_private(path, root):  # openheim's data dir: never searched from a root above it
+                    continue
                 sub = _open_subdir(fd, entry.name)
                 if sub is not None:
                     enter(sub, path, levels, repo)
