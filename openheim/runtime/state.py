@@ -349,7 +349,7 @@ class AgentState:
         tools = tools_for_mode(every_tool, session.mode)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
+                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -373,19 +373,21 @@ class AgentState:
         from openheim.config.project_settings import load_project_rules
 
         root, cwd = self.sandbox_for(cwd)
-        return self.config.permissions, load_project_rules(root, cwd), root
+        return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
-    def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-                    capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
-        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+    def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
+              capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any, and the guard on writes to the
+        project's own configuration (config.protected); a bad project file fails the turn here."""
         from openheim.config.project_settings import load_project_rules
-        from openheim.core.permission import RulesGate
+        from openheim.core.permission import ProtectedWritesGate, RulesGate
 
-        user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
-        if not (user or project):
-            return inner
-        project_allows = getattr(fallback, "project_allows_apply", True)
-        return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        user = self.config.permissions
+        project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
+        if user or project:
+            project_allows = getattr(fallback, "project_allows_apply", True)
+            inner = RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        return ProtectedWritesGate(inner, fallback, user, project, str(root), str(cwd))
 
     def tools_for(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default tools_of) plus delegate_task bound to its live model;

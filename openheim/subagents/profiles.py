@@ -126,6 +126,8 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
             data = tomllib.loads(front or "")
         except tomllib.TOMLDecodeError as e:
             raise ProfileError(f"invalid frontmatter: {e}") from None
+        except RecursionError:
+            raise ProfileError("invalid frontmatter: nested too deeply") from None
     elif style == "yaml":
         data = parse_yaml_subset(front or "")
     prompt = body.strip()
