@@ -290,6 +290,14 @@ def _denied_by(rule: Rule, tool: str, parts: list[ShellPart] | None, whole: str 
     return next((s for s in candidates if pattern_matches(rule.pattern, s, tool)), None)
 
 
+def read_denied(rules: RuleSet, relative: str) -> Rule | None:
+    """The deny rule with a path pattern that forbids reading ``relative`` (root-relative) with read_file:
+    tools returning file content some other way (search) honour it too. A rule on every read_file call
+    (no pattern) is not a path deny and is left to the gate."""
+    return next((r for r in rules.deny if r.pattern is not None and tool_matches(r, "read_file")
+                 and pattern_matches(r.pattern, relative, "read_file")), None)
+
+
 def decide(tool: str, args: object, user: RuleSet, project: RuleSet = RuleSet(),
            root: str | None = None, cwd: str | None = None) -> Verdict:
     """Deny (user's or project's) wins; then the user's allows; then the project's allows (with the

@@ -72,6 +72,11 @@ class PermissionGate(Protocol):
         """The tool result the model reads when this gate refused a call."""
         return DENIED_BY_USER
 
+    def hides(self, relative: str) -> bool:
+        """Whether a deny rule forbids reading this root-relative path: tools that return file content
+        other than read_file (search) leave such files out."""
+        return False
+
 
 CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
 
@@ -111,6 +116,12 @@ def check_gate(gate: object) -> PermissionGate:
         raise TypeError(f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
                         "subclass openheim.PermissionGate")
     return gate  # type: ignore[return-value]
+
+
+def hides(gate: object, relative: str) -> bool:
+    """``gate.hides(relative)`` for any gate (one that predates the method hides nothing)."""
+    method = getattr(gate, "hides", None)
+    return bool(method(relative)) if callable(method) else False
 
 
 def needs_permission(gate: PermissionGate, capabilities: ToolCapabilities) -> bool:
@@ -188,6 +199,9 @@ class RememberingGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
 
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
+
     def key(self, req: PermissionRequest) -> str:
         scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
         return approval_key(req.tool_name, req.arguments, scope)
@@ -217,6 +231,9 @@ class SubagentGate(PermissionGate):
 
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from dataclasses import replace
@@ -265,6 +282,11 @@ class RulesGate(PermissionGate):
             return Decision.ALLOW_ONCE
         return self.inner.request(req, cancel)
 
+    def hides(self, relative: str) -> bool:
+        from openheim.config.rules import read_denied
+
+        return read_denied(self.user + self.project, relative) is not None or hides(self.inner, relative)
+
     def denial_message(self, req: PermissionRequest) -> str:
         from openheim.config.rules import DENY
 
@@ -286,6 +308,9 @@ class ProtectedWritesGate(PermissionGate):
     @property
     def gates_read_only(self) -> bool:  # type: ignore[override]
         return self.inner.gates_read_only
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
 
     def _protected(self, req: PermissionRequest) -> str | None:
         from openheim.config.protected import protected_write
