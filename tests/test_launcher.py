@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 OTHER_UID = 65534  # "nobody": another user on every Linux
 
-pytestmark = pytest.mark.skipif(shutil.which("gzip") is None or shutil.which("tar") is None, reason="needs gzip and tar")
+pytestmark = pytest.mark.skipif(shutil.which("gzip") is None or shutil.which("tar") is None,
+                                reason="needs gzip and tar")
 
 FAKE = """#!/bin/sh
 case "$1" in --version) echo "openheim, version 9.9.9" ;; *) echo "ran $0 $*" ;; esac

@@ -13,7 +13,7 @@ from openheim.config.protected import is_protected
 @pytest.fixture
 def srv(isolated_home):
     with FakeLLMServer(wire="openai") as server:
-        write_config(isolated_home, server.base_url, extra=f'allow_shell = false\n')
+        write_config(isolated_home, server.base_url, extra='allow_shell = false\n')
         yield server
 
 

@@ -52,7 +52,8 @@ def load_config(path: str | Path | None = None) -> Config:
     from openheim.config.regular_file import read_regular
 
     try:  # capped, and only a regular file: /dev/zero or a FIFO must not eat memory or hang the start
-        raw = read_regular(p, MAX_CONFIG_BYTES, f"config file {p}")
+        raw = read_regular(p, MAX_CONFIG_BYTES, f"config file {p}",
+                           "point --config (or OPENHEIM_CONFIG) at your config.toml")
     except FileNotFoundError:
         raise ConfigError(f"Config file not found at {p}. Run `openheim init` to create one.") from None
     if len(raw) > MAX_CONFIG_BYTES:

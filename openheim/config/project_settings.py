@@ -127,16 +127,19 @@ def load_project_rules(root: Path, cwd: Path | None, data_dir: Path | None = Non
     return rules
 
 
-def trust_file(data_dir: Path, path: Path) -> str:
-    """Trust a project settings file as it is now (it must parse); returns its SHA-256."""
+def trust_file(data_dir: Path, path: Path) -> tuple[str, RuleSet]:
+    """Trust a project settings file as it is now (its rules must parse); returns its SHA-256 and rules."""
     from openheim.config.schema import parse_permissions
 
     raw = _raw(path)
     table = _parse(path, raw).get("permissions", {})
     if not isinstance(table, dict):
         raise ConfigError(f"'permissions' must be a table ([permissions]) (in {path}); nothing was trusted")
-    parse_permissions(table, str(path))
-    return trust.record(data_dir / TRUST_FILE, path, raw)
+    try:
+        rules = parse_permissions(table, str(path))
+    except ConfigError as e:
+        raise ConfigError(f"{e.message} (in {path}); nothing was trusted") from None
+    return trust.record(data_dir / TRUST_FILE, path, raw), rules
 
 
 def untrust_file(data_dir: Path, path: Path) -> bool:

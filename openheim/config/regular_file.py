@@ -9,9 +9,9 @@ from pathlib import Path
 from openheim.errors import ConfigError
 
 
-def read_regular(path: Path, limit: int, what: str = "") -> bytes:
+def read_regular(path: Path, limit: int, what: str = "", fix: str = "point it at a file") -> bytes:
     """Up to ``limit + 1`` bytes of ``path``; FileNotFoundError when it is missing, a ConfigError when it
-    is not a regular file or cannot be read (``what`` names it in messages, default the path)."""
+    is not a regular file (``fix`` says what to do) or cannot be read (``what`` names it, default the path)."""
     name = what or str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once instead of waiting
@@ -21,7 +21,7 @@ def read_regular(path: Path, limit: int, what: str = "") -> bytes:
         raise ConfigError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{name} is not a regular file; point it at a file")
+            raise ConfigError(f"{name} is not a regular file (a device, FIFO or directory); {fix}")
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
