@@ -213,7 +213,9 @@ def main_argument(tool: str, args: object, root: str | None = None, cwd: str | N
 
 def relative_path(path: str, root: str | None, cwd: str | None) -> str | None:
     """``path`` (relative to ``cwd``) relative to ``root``, normalised with symlinks resolved (so a link is
-    judged by where it leads); ``.`` for the root; None outside it."""
+    judged by where it leads); ``.`` for the root; None outside it or when it holds a NUL byte."""
+    if "\0" in path or "\0" in (root or "") or "\0" in (cwd or ""):
+        return None  # no file has such a name (the tools refuse it with their own message)
     root = os.path.realpath(root or cwd or "/")
     base = os.path.realpath(cwd) if cwd else root
     full = os.path.realpath(os.path.join(base, os.path.expanduser(path)))  # a symlink is judged by its target
