@@ -146,15 +146,25 @@ class SearchFiles:
         self._cut = len(root.rstrip("/")) + 1
 
     def open(self, index: int) -> int | None:
-        """A read descriptor of file ``index``, or None if it cannot be opened."""
+        """A read descriptor of file ``index``, or None if it cannot be opened or is not a regular file of
+        at most MAX_FILE_BYTES (neither engine ever scans a huge or sparse file)."""
         try:
             if self.single:
-                return open_file(self.root, os.O_RDONLY | os.O_NONBLOCK)
-            if self._tree is None:
-                self._tree = Beneath(self.root)
-            return self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
+                fd = open_file(self.root, os.O_RDONLY | os.O_NONBLOCK)
+            else:
+                if self._tree is None:
+                    self._tree = Beneath(self.root)
+                fd = self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
         except (OSError, ValueError, ToolExecutionError):
             return None
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+            os.close(fd)
+            return None
+        return fd
 
     def text(self, index: int, fd: int | None = None) -> str | None:
         """File ``index`` as text (None when binary, not UTF-8, too big or unreadable), read through ``fd`` when the caller has it open."""
