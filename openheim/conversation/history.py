@@ -270,6 +270,21 @@ class HistoryManager:
         body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
         _atomic_write(self.meta_path(conv.id), body.encode("utf-8"))
 
+    def roll_back(self, conv: Conversation, count: int, log_size: int, needs_newline: bool) -> None:
+        """Forget everything after the first ``count`` messages, in memory and on disk (the log is cut back
+        to ``log_size`` bytes, which needs no free space): a turn that could not be saved leaves the log as
+        it was before it. The caller holds the session's lease, so the lines after ``log_size`` are its own."""
+        path = self.log_path(conv.id)
+        with _io("write", path):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                if os.fstat(fd).st_size > log_size:
+                    os.ftruncate(fd, log_size)
+            finally:
+                os.close(fd)
+        del conv.messages[count:]
+        conv.persisted, conv.log_size, conv.log_needs_newline = count, log_size, needs_newline
+
     def append_message(self, conv: Conversation, message: Message) -> None:
         """Append one message to the log as a compact JSON line, written straight through (no user-space buffer).
 

@@ -16,6 +16,7 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    FileAccessError,
     InvalidArgument,
     NotFound,
     OpenheimError,
@@ -453,6 +454,9 @@ class _Recorder:
     def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
+        # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
+        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
+            conv.messages) else None
 
     def record(self, message: Message) -> None:
         """The user's message: on disk before the model is asked (rewriting the log if the append fails),
@@ -490,5 +494,19 @@ class _Recorder:
                 self.failed = False
             else:
                 self.history.save_meta(self.conv)
-        except OSError as e:
+        except (OSError, FileAccessError) as e:  # not HistoryDiverged: lines someone else wrote stay
+            if self.failed:
+                self._roll_back()
+            if isinstance(e, FileAccessError):
+                raise
             raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
+
+    def _roll_back(self) -> None:
+        """The turn could not be saved: take its lines out of the log again (best effort), so the log holds
+        no unanswered prompt and the next turn does not follow one."""
+        if self.before is None:
+            return
+        try:
+            self.history.roll_back(self.conv, *self.before)
+        except (OSError, OpenheimError) as e:
+            log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)
