@@ -89,3 +89,19 @@ def test_a_turn_that_cannot_be_saved_on_a_full_disk_leaves_the_log_as_it_was(tin
         assert again.returncode == 0, again.stderr
     roles = [(m["role"], m["content"]) for m in srv.requests[-1].body["messages"] if m["role"] != "system"]
     assert roles == [("user", "one"), ("assistant", "echo: one"), ("user", "three")]
+
+
+def test_a_stream_of_only_keepalive_comments_times_out(isolated_home, tmp_path):
+    """timeout_secs counts time without content: the comments-only attempt ends after 1 s and is retried."""
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url)
+        config = isolated_home / "config.toml"
+        config.write_text(config.read_text().replace("timeout_secs = 5", "timeout_secs = 1"))
+        srv.enqueue(Reply(raw_sse=[": keepalive\n\n"] * 400, delay=0.1),  # 40 s of comments, no content
+                    Reply(text="answer"))
+        started = time.monotonic()
+        r = openheim("run", "hi", cwd=tmp_path)
+        took = time.monotonic() - started
+    assert r.returncode == 0 and r.stdout == "answer\n", r.stderr
+    [warning] = r.stderr.splitlines()
+    assert "only keep-alive comments for 1 s (timeout_secs)" in warning and took < 15, took
