@@ -128,8 +128,9 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
-        if isinstance(event, events.UsageReport):
-            self.usage = event.usage if self.usage is None else self.usage + event.usage
+        used = events.usage_of(event)
+        if used is not None:
+            self.usage = used if self.usage is None else self.usage + used
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -142,6 +143,8 @@ class Printer:
     def _activity(self, event: StreamEvent) -> None:
         if isinstance(event, events.SubagentEvent):
             inner = event.event
+            if isinstance(inner, events.UsageReport):
+                return
             if isinstance(inner, events.ToolCall):
                 self.err.write(f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} "
                                f"{_preview(inner.arguments)}\n")

@@ -341,7 +341,7 @@ class AgentResult:
     final_response: str | None
     iterations_used: int
     stop_reason: StopReason
-    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
+    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls (a session's: subagents' too)
     context_usage: Usage | None = None  # the last call's usage: what the context holds
     budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
     structured: Any = None  # the answer parsed and validated against the turn's output schema

@@ -364,6 +364,7 @@ class Runtime:
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                result.usage = ctx.usage.total  # the turn's own calls and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
@@ -399,7 +400,8 @@ class Runtime:
         from openheim.tools.delegate import DelegateTool, Delegation
 
         base = base if base is not None else self.base_tools(session)
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base,
+                                self.config.max_parallel_subagents, frozenset(self.models()))
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
