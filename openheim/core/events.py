@@ -8,11 +8,12 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
 
 if TYPE_CHECKING:
+    from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
@@ -120,8 +121,17 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
 
-StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
+@dataclass(frozen=True, slots=True, eq=False)
+class PermissionAsked(_Event):
+    """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
+    (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
+
+    kind: ClassVar[str] = "permission_asked"
+    question: Question
+
+
+StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
 
