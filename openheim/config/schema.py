@@ -318,7 +318,8 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
+             "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
+             "permissions"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:

@@ -353,14 +353,14 @@ class ProtectedWritesGate(PermissionGate):
 
     def _protected(self, req: PermissionRequest) -> str | None:
         from openheim.config.protected import protected_write
-        from openheim.core.tools import parse_arguments
+        from openheim.core.tool_args import parse_arguments
 
         return protected_write(req.tool_name, parse_arguments(req.arguments), self.root, self.cwd)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from openheim.config.protected import naming_rule
         from openheim.config.rules import DENY, decide
-        from openheim.core.tools import parse_arguments
+        from openheim.core.tool_args import parse_arguments
 
         relative = self._protected(req)
         if relative is None:
@@ -377,7 +377,7 @@ class ProtectedWritesGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         from openheim.config.protected import refusal
         from openheim.config.rules import DENY, decide
-        from openheim.core.tools import parse_arguments
+        from openheim.core.tool_args import parse_arguments
 
         relative = self._protected(req)
         if relative is None:
