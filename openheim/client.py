@@ -218,7 +218,7 @@ class SessionHandle:
         root, cwd = self._state.sandbox_for(self.cwd)
         path = None
         for rule in rules:
-            path = save_allow_rule(root, cwd, rule)
+            path = save_allow_rule(root, cwd, rule, self._state.settings.data_dir)
         return path
 
     def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:

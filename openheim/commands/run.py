@@ -129,8 +129,9 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
-        if isinstance(event, events.UsageReport):
-            self.usage = event.usage if self.usage is None else self.usage + event.usage
+        used = events.usage_of(event)
+        if used is not None:
+            self.usage = used if self.usage is None else self.usage + used
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -143,13 +144,16 @@ class Printer:
     def _activity(self, event: StreamEvent) -> None:
         if isinstance(event, events.SubagentEvent):
             inner = event.event
+            if isinstance(inner, events.UsageReport):
+                return
             if isinstance(inner, events.ToolCall):
-                self.err.write(f"  ⚙ [{event.subagent}] {inner.tool_name} {_preview(inner.arguments)}\n")
+                self.err.write(f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} "
+                               f"{_preview(inner.arguments)}\n")
             else:
                 mark = "✗" if inner.is_error else "→"
                 self.err.write(f"    {mark} {_preview(inner.result)}\n")
         elif isinstance(event, events.ToolCall):
-            self.err.write(f"⚙ {event.tool_name} {_preview(event.arguments)}\n")
+            self.err.write(f"⚙ {_preview(event.tool_name)} {_preview(event.arguments)}\n")
         elif isinstance(event, events.ToolResult):
             mark = "✗" if event.is_error else "→"
             self.err.write(f"  {mark} {_preview(event.result)}\n")
@@ -198,7 +202,10 @@ def _notice(result: AgentResult) -> str | None:
 
 
 def _preview(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
+    """One line of at most ``limit`` characters, without terminal control sequences (as the chat shows it)."""
+    from openheim.core.control_chars import one_line
+
+    flat = one_line(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

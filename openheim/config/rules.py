@@ -318,7 +318,9 @@ def main_argument(tool: str, args: object, root: str | None = None, cwd: str | N
 
 def relative_path(path: str, root: str | None, cwd: str | None) -> str | None:
     """``path`` (relative to ``cwd``) relative to ``root``, normalised with symlinks resolved (so a link is
-    judged by where it leads); ``.`` for the root; None outside it."""
+    judged by where it leads); ``.`` for the root; None outside it or when it holds a NUL byte."""
+    if "\0" in path or "\0" in (root or "") or "\0" in (cwd or ""):
+        return None  # no file has such a name (the tools refuse it with their own message)
     root = os.path.realpath(root or cwd or "/")
     base = os.path.realpath(cwd) if cwd else root
     full = os.path.realpath(os.path.join(base, os.path.expanduser(path)))  # a symlink is judged by its target
@@ -394,6 +396,14 @@ def _denied_by(rule: Rule, tool: str, parts: list[ShellPart] | None, whole: str 
     candidates = [form for p in parts or () for form in (p.text, p.raw, *p.also)]
     candidates += [whole] if whole is not None else []
     return next((s for s in candidates if pattern_matches(rule.pattern, s, tool)), None)
+
+
+def read_denied(rules: RuleSet, relative: str) -> Rule | None:
+    """The deny rule with a path pattern that forbids reading ``relative`` (root-relative) with read_file:
+    tools returning file content some other way (search) honour it too. A rule on every read_file call
+    (no pattern) is not a path deny and is left to the gate."""
+    return next((r for r in rules.deny if r.pattern is not None and tool_matches(r, "read_file")
+                 and pattern_matches(r.pattern, relative, "read_file")), None)
 
 
 def decide(tool: str, args: object, user: RuleSet, project: RuleSet = RuleSet(),

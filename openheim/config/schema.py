@@ -113,6 +113,7 @@ class Config:
     max_tokens_total: int | None = None  # a turn's token budget (input + output, every iteration)
     turn_timeout_secs: float | None = None  # a turn's time budget
     max_parallel_tools: int = 8
+    max_parallel_subagents: int = 4  # delegate_task calls of one turn that run at once
     default_skills: list[str] = field(default_factory=list)
     work_dir: Path | None = None
     allow_shell: bool = False
@@ -358,7 +359,8 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions", "sandbox"}
+             "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
+             "permissions", "sandbox"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -380,6 +382,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         max_tokens_total=_get_int(d, "max_tokens_total"),
         turn_timeout_secs=_get_seconds(d, "turn_timeout_secs"),
         max_parallel_tools=_get_int(d, "max_parallel_tools", default=8) or 8,
+        max_parallel_subagents=_get_int(d, "max_parallel_subagents", default=4) or 4,
         default_skills=_get_str_list(d, "default_skills"),
         work_dir=Path(work_dir).expanduser() if work_dir else None,
         allow_shell=_get_bool(d, "allow_shell"),

@@ -16,6 +16,7 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    FileAccessError,
     InvalidArgument,
     NotFound,
     OpenheimError,
@@ -353,7 +354,7 @@ class Runtime:
             gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
-                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
+                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -366,6 +367,7 @@ class Runtime:
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                result.usage = ctx.usage.total  # the turn's own calls and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
@@ -377,19 +379,21 @@ class Runtime:
         from openheim.config.project_settings import load_project_rules
 
         root, cwd = self.sandbox_for(cwd)
-        return self.config.permissions, load_project_rules(root, cwd), root
+        return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
-    def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-                    capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
-        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+    def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
+              capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any, and the guard on writes to the
+        project's own configuration (config.protected); a bad project file fails the turn here."""
         from openheim.config.project_settings import load_project_rules
-        from openheim.core.permission import RulesGate
+        from openheim.core.permission import ProtectedWritesGate, RulesGate
 
-        user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
-        if not (user or project):
-            return inner
-        project_allows = getattr(fallback, "project_allows_apply", True)
-        return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        user = self.config.permissions
+        project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
+        if user or project:
+            project_allows = getattr(fallback, "project_allows_apply", True)
+            inner = RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        return ProtectedWritesGate(inner, fallback, user, project, str(root), str(cwd))
 
     def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
@@ -399,7 +403,8 @@ class Runtime:
         from openheim.tools.delegate import DelegateTool, Delegation
 
         base = base if base is not None else self.base_tools(session)
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base,
+                                self.config.max_parallel_subagents, frozenset(self.models()))
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
@@ -454,6 +459,9 @@ class _Recorder:
     def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
+        # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
+        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
+            conv.messages) else None
 
     def record(self, message: Message) -> None:
         """The user's message: on disk before the model is asked (rewriting the log if the append fails),
@@ -491,5 +499,19 @@ class _Recorder:
                 self.failed = False
             else:
                 self.history.save_meta(self.conv)
-        except OSError as e:
+        except (OSError, FileAccessError) as e:  # not HistoryDiverged: lines someone else wrote stay
+            if self.failed:
+                self._roll_back()
+            if isinstance(e, FileAccessError):
+                raise
             raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
+
+    def _roll_back(self) -> None:
+        """The turn could not be saved: take its lines out of the log again (best effort), so the log holds
+        no unanswered prompt and the next turn does not follow one."""
+        if self.before is None:
+            return
+        try:
+            self.history.roll_back(self.conv, *self.before)
+        except (OSError, OpenheimError) as e:
+            log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)
