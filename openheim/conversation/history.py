@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from openheim.core.models import Message, Usage
 from openheim.errors import (
@@ -275,7 +275,7 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        line = message.to_json().encode("utf-8") + b"\n"
+        line = self._line(message) + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -309,10 +309,16 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(m.to_json().encode("utf-8") + b"\n" for m in conv.messages)
+        body = b"".join(self._line(m) + b"\n" for m in conv.messages)
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
+
+    def _line(self, message: Message) -> bytes:
+        """A message's log line (images stored once, by hash, in ``images/``)."""
+        from openheim.conversation import images
+
+        return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------
 
@@ -338,7 +344,7 @@ class HistoryManager:
             return _LogRead([], 0, False, False)
         except OSError as e:
             raise file_error(e, "read", path) from None
-        return parse_log(data, str(path))
+        return parse_log(data, str(path), self.dir / "images")
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
         """Make sure the file holds exactly our known lines, dropping a torn tail if there is one."""
@@ -358,33 +364,44 @@ class HistoryManager:
 # --- helpers ----------------------------------------------------------------------
 
 
-def parse_log(data: bytes, where: str = "log") -> _LogRead:
+def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line a ParseError."""
+    bad line a ParseError. Image references are read from ``images`` (the directory of stored images)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
+    inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        messages = _parse_all_at_once(lines[:last + 1])
+        messages = _parse_all_at_once(lines[:last + 1], inline)
         if messages is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
+                                       inline=inline)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
 
 
-def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
+def _image_inliner(directory: Path) -> Callable[[Any], Any]:
+    from openheim.conversation import images
+
+    return lambda doc: images.inline(doc, directory)
+
+
+def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None) -> list[Message] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
         docs = json.loads(b"[" + b",".join(present) + b"]")
         if len(docs) != len(present):
             return None
+        if inline is not None:
+            docs = [inline(doc) for doc in docs]
         return [Message.from_dict(doc) for doc in docs]
     except (ValueError, TypeError, AttributeError):
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
+                        inline: Callable[[Any], Any] | None = None) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     last = len(lines) - 1
@@ -392,7 +409,8 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
         if not raw.strip():
             continue
         try:
-            messages.append(Message.from_dict(json.loads(raw)))
+            doc = json.loads(raw)
+            messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
         except (ValueError, TypeError, AttributeError) as e:
             if index != last or not may_be_torn:
                 raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "

@@ -193,7 +193,10 @@ class McpServer:
             self._set("connected", None, tools)
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
-            self._set("closed" if self._closing else "failed", None if self._closing else message)
+            from openheim.mcp.oauth import NEEDS_LOGIN
+
+            state = NEEDS_LOGIN if NEEDS_LOGIN in message else "failed"
+            self._set("closed" if self._closing else state, None if self._closing else message)
             if not self._closing:
                 log.warning("%s", message)
             if isinstance(e, asyncio.CancelledError):
@@ -281,8 +284,11 @@ class McpServer:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        from openheim.mcp.oauth import auth_for
+
         client = httpx2.AsyncClient(headers=dict(self.config.headers) or None,
-                                    timeout=httpx2.Timeout(30.0, read=300.0))
+                                    timeout=httpx2.Timeout(30.0, read=300.0),
+                                    auth=auth_for(self.config, self._log_dir.parent))  # a stored sign-in
         await stack.enter_async_context(client)
         return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
 
@@ -308,6 +314,11 @@ class McpServer:
         if isinstance(leaf, TimeoutError):
             return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
         reason = self._scrub(describe(leaf))
+        if self.config.url:
+            from openheim.mcp.oauth import needs_login_message, wants_login
+
+            if wants_login(error):
+                return f"MCP server '{self.name}' {needs_login_message(self.name)}"
         if phase == "spawn":
             return f"MCP spawn '{self.name}' failed: {reason}"
         if phase == "list":
