@@ -113,6 +113,12 @@ class HistoryDiverged(OpenheimError):
         self.session_id = session_id
 
 
+class PromptBlocked(OpenheimError):
+    """A user_prompt hook refused the prompt; the turn did not run."""
+
+    prefix = "Prompt blocked by a hook: "
+
+
 class FileAccessError(OpenheimError):
     """Reading or writing a file failed: permissions, a full disk, a file where a directory should be, ..."""
 

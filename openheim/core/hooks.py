@@ -21,7 +21,7 @@ from openheim.config.hooks import EVENT_NAMES, HookSpec, hooks_for
 
 if TYPE_CHECKING:
     from openheim.core.models import ToolUseBlock
-    from openheim.core.turn import CancelToken
+    from openheim.core.cancel import CancelToken
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    ConfigError,
     InvalidArgument,
     NotFound,
     OpenheimError,
@@ -338,6 +339,8 @@ class Runtime:
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
+        from openheim.core.spend import Spend
+        from openheim.runtime.hooks import before_prompt, turn_hooks
 
         # Everything that can fail before the model is asked comes before the prompt is stored, so a turn
         # that cannot start leaves no unanswered prompt behind.
@@ -349,13 +352,19 @@ class Runtime:
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
+        _check_cost_budget(session.config)
+        hooks = turn_hooks(self.config, self.settings.data_dir, session.id, root, cwd, self.settings.secret_env_vars)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
                           gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
-                          emit=on_event, sync=sync)
+                          emit=on_event, sync=sync, spend=Spend(session.spent), hooks=hooks)
         if session.fitter is None:
             session.fitter = ContextFitter(session.config.context_window)
         with Lease.acquire(history.history_dir, session.id):
+            if hooks is not None:
+                blocks = before_prompt(hooks, list(blocks), not session.hooked, history.exists(session.id),
+                                       session.cancel)
+                session.hooked = True
             conv = self._conversation_for(session)
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
@@ -366,8 +375,11 @@ class Runtime:
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
+                session.spent = ctx.spend.total
                 recorder.close()
-            return result
+        if hooks is not None and hooks.has("stop"):
+            hooks.stop(result.stop_reason.value, result.final_response)
+        return result
 
     def permission_rules(self, cwd: Path) -> tuple[RuleSet, RuleSet, Path]:
         """(the user's rules, the project's rules for a session in ``cwd``, the sandbox root)."""
@@ -415,6 +427,14 @@ class Runtime:
         conv.meta.mode = session.mode
         session.conversation = conv
         return conv
+
+
+def _check_cost_budget(cfg: AgentConfig) -> None:
+    """A dollar budget needs the model's price: without one the turn does not start."""
+    if cfg.max_cost is not None and cfg.price is None:
+        raise ConfigError(f"a cost budget (--max-cost / [budgets] max_cost) needs the price of "
+                          f"{cfg.provider_name}/{cfg.model}: add [prices.\"{cfg.provider_name}/{cfg.model}\"] with "
+                          "input and output (US dollars per million tokens) to config.toml")
 
 
 class ProfileCache:

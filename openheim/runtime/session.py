@@ -42,6 +42,8 @@ class SessionState:
     tools: SessionTools | None = None  # with MCP servers: the session's tool set; None: the runtime's registry
     mcp_servers: list[McpServerConfig] = field(default_factory=list)  # the session's own servers, as given
     releases: list[Callable[[], object]] = field(default_factory=list)  # run once when the session goes away
+    spent: float = 0.0  # US dollars its turns have spent in this process (priced models, subagents included)
+    hooked: bool = False  # its session_start hooks have run
 
     @property
     def in_flight(self) -> bool:
