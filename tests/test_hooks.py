@@ -184,3 +184,14 @@ def test_project_hooks_wait_for_trust(isolated_home, tmp_path):
         assert r.returncode == 0, r.stderr
     assert not marker.exists()
     assert "has hooks that do not run until you trust it" in r.stderr
+
+
+def test_permissions_explain_shows_the_hook_that_would_decide(isolated_home, tmp_path):
+    extra = hooks_toml({"event": "pre_tool", "matcher": "write_file(src/**)", "command": "guard.sh"})
+    with fake_provider("openai", isolated_home, extra=extra):
+        r = openheim("permissions", "explain", "write_file", '{"path": "src/a.py"}', cwd=tmp_path)
+        other = openheim("permissions", "explain", "write_file", '{"path": "docs/a.md"}', cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "hook: pre_tool write_file(src/**) hook `guard.sh`" in r.stdout
+    assert "(unless a hook above decides)" in r.stdout
+    assert "hook:" not in other.stdout
