@@ -20,7 +20,7 @@ from openheim.errors import EXIT_CODE_HELP
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
-    from openheim.core.models import ImageBlock
+    from openheim.core.models import ContentBlock, ImageBlock
     from openheim.core.structured import OutputSchema
     from openheim.runtime.turn import Turn
 
@@ -64,7 +64,7 @@ def event_json(event: StreamEvent) -> dict:
 def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False) -> dict:
     """The run's result object; ``structured``: the run had an output schema (the key is always there)."""
     cfg = handle.config
-    out = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+    out: dict[str, object] = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
            "model": cfg.model, "provider": cfg.provider_name}
     if result.budget is not None:
@@ -237,7 +237,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
                          "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)
         try:
-            prompt = [TextBlock(opts.prompt), *opts.images] if opts.images else opts.prompt
+            prompt: str | list[ContentBlock] = [TextBlock(opts.prompt), *opts.images] if opts.images else opts.prompt
             turn = handle.start_turn(prompt, output_schema=opts.output_schema)
             try:
                 _print_events(turn, printer)

@@ -88,6 +88,18 @@ def wants_login(error: BaseException) -> bool:
     return False
 
 
+class AuthWatch:
+    """An httpx2 response hook that notes a 401 asking for a bearer token (the SDK reports it only as a generic
+    error), so a failed connection can say "needs login"."""
+
+    def __init__(self) -> None:
+        self.unauthorized = False
+
+    async def __call__(self, response: Any) -> None:
+        if response.status_code == 401 and "bearer" in response.headers.get("www-authenticate", "").lower():
+            self.unauthorized = True
+
+
 # --- token storage ----------------------------------------------------------------------------
 
 
