@@ -10,7 +10,8 @@ from cli_helpers import fake_provider, openheim
 
 from openheim.core.images import MAX_IMAGE_BYTES, looks_like_image_path, sniff
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAA"
+                       "AABJRU5ErkJggg==")
 GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
 PNG_B64 = base64.b64encode(PNG).decode()
 GIF_B64 = base64.b64encode(GIF).decode()

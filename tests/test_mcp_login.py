@@ -22,7 +22,8 @@ SERVER = Path(__file__).resolve().parent / "mcp_oauth_server.py"
 
 @pytest.fixture
 def guarded():
-    """The OAuth-protected server (access tokens live 5 s: openheim refreshes any token that expires within 30 s, so every later connection refreshes)."""
+    """The OAuth-protected server. Its access tokens live 5 s, and openheim refreshes any token that expires
+    within 30 s, so every later connection refreshes."""
     proc = subprocess.Popen([sys.executable, str(SERVER), "--token-lifetime", "5"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     port = int(proc.stdout.readline().split()[1])

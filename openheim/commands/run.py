@@ -354,7 +354,8 @@ class _SignalGuard:
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
-        max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None,
+        output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
         allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""

@@ -13,15 +13,16 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from openheim.config.hooks import EVENT_NAMES, HookSpec, hooks_for
 
 if TYPE_CHECKING:
-    from openheim.core.models import ToolUseBlock
     from openheim.core.cancel import CancelToken
+    from openheim.core.models import ToolUseBlock
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,8 @@ class HookRunner:
 
     def session_start(self, source: str, cancel: CancelToken | None = None) -> str:
         """Run the session_start hooks; the context they add (joined), for the model."""
-        answers = [self._ask(h, "session_start", {"source": source}, cancel) for h in hooks_for(self.hooks, "session_start")]
+        answers = [self._ask(h, "session_start", {"source": source}, cancel)
+                   for h in hooks_for(self.hooks, "session_start")]
         return "\n\n".join(a.context for a in answers if a.context and not a.failed)
 
     def user_prompt(self, prompt: str, cancel: CancelToken | None = None) -> tuple[str | None, str]:

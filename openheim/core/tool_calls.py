@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from openheim.core.events import StreamEvent, ToolCall, ToolResult
-from openheim.core.models import Message, ToolUseBlock
 from openheim.core.hooks import ALLOW, ASK, DENY
+from openheim.core.models import Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, needs_permission, rule_denial
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError

@@ -16,9 +16,10 @@ import queue
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, quote, urlsplit
 
 from openheim.errors import InvalidArgument, OpenheimError
