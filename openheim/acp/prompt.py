@@ -44,6 +44,7 @@ class PromptRun:
         self.blocks, self.extra_skills = blocks, extra_skills
         self.on_done = on_done
         self.answered = False
+        self._answered = threading.Event()
         self._lock = threading.Lock()
         self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
         self.tracker = self.updates.tracker
@@ -124,8 +125,13 @@ class PromptRun:
                 self.conn.respond_error(self.request_id, error_for(error))
             else:
                 self.conn.respond(self.request_id, {"stopReason": reason})
+            self._answered.set()
         if self.on_done is not None:
             self.on_done(self)
+
+    def wait_answered(self, timeout: float) -> bool:
+        """Wait until the prompt has been answered; False if ``timeout`` passed first."""
+        return self._answered.wait(timeout)
 
     def wait(self, timeout: float) -> bool:
         """Wait for the turn's worker to end (after a cancel, on shutdown)."""

@@ -8,7 +8,7 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
 
@@ -131,7 +131,7 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult
 
 
-StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
+StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

@@ -9,9 +9,6 @@ from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken
 
-POLL = 0.25  # seconds between checks that the UI is still there
-
-
 class Ask:
     """One pending question; ``answer`` is set by the UI thread."""
 
@@ -39,9 +36,7 @@ class TuiGate(FailClosedGate):
             self._asks.append(pending)
         remove = cancel.on_cancel(pending.done.set) if cancel is not None else (lambda: None)
         try:
-            while not pending.done.wait(POLL):
-                if self._closed:
-                    break
+            pending.done.wait()  # set by answer(), cancel or close(): nothing to poll
         finally:
             remove()
             self._drop(pending)
@@ -72,6 +67,6 @@ class TuiGate(FailClosedGate):
         """The UI is going away: every waiting and future request is rejected."""
         with self._lock:
             self._closed = True
-            asks = list(self._asks)
+            asks = list(self._asks)  # ask() checks _closed under the lock, so no request is added after this
         for pending in asks:
             pending.done.set()
