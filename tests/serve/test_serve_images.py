@@ -30,7 +30,7 @@ def test_file_picker_and_paste_send_images(browser, isolated_home, project, tmp_
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)  # noqa: E731
+    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)
     (tmp_path / "dot.png").write_bytes(PNG)
     (tmp_path / "notes.txt").write_text("words")
     with FakeLLMServer(wire="openai") as srv:
