@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
 from openheim.acp.connection import encode
-from openheim.acp.permission import AcpGate, ProjectRules
+from openheim.acp.permission import AcpQuestions, ProjectRules
 from openheim.acp.terminal import Terminals
 from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
+from openheim.core.asking import AskTheFrontEnd
+from openheim.core.events import PermissionAsked
 from openheim.core.models import Message
 
 if TYPE_CHECKING:
@@ -49,7 +51,8 @@ class PromptRun:
         self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
         self.tracker = self.updates.tracker
         self.client_io = self._client_io(features)
-        self.gate = AcpGate(conn, self.session_id, self.tracker, ProjectRules(handle))
+        self.gate = AskTheFrontEnd()  # each question arrives as a PermissionAsked event; self.questions answers
+        self.questions = AcpQuestions(conn, self.session_id, self.tracker, ProjectRules(handle))
         self.turn: Turn | None = None
         self.first_turn = not handle.has_history
         self.thread = threading.Thread(target=self._pump, name=f"acp-prompt-{self.session_id[:8]}", daemon=True)
@@ -89,7 +92,10 @@ class PromptRun:
         assert turn is not None
         for batch in turn.batches():
             for event in batch:
-                self.updates(event)
+                if isinstance(event, PermissionAsked):
+                    self.questions.answer(event.question, turn.token)
+                else:
+                    self.updates(event)
         if turn.cancelled:
             self.finish("cancelled", None)
             return

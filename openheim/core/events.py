@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 from openheim.core.models import Message, Usage
 
 if TYPE_CHECKING:
+    from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
@@ -131,7 +132,16 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PermissionAsked(_Event):
+    """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
+    (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
+
+    kind: ClassVar[str] = "permission_asked"
+    question: Question
+
+
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
-               | ContextTrimmed | Finished | MessageAppended | SubagentEvent)
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

@@ -323,6 +323,7 @@ class Runtime:
         """One turn on the Turn's worker thread: lease, prepare, loop, persist (the Turn owns busy and cancel)."""
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
+        from openheim.core.asking import AskTheFrontEnd
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
@@ -338,6 +339,8 @@ class Runtime:
         base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
+        if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
+            gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         _check_cost_budget(session.config)
         hooks = turn_hooks(self.config, self.settings.data_dir, session.id, root, cwd, self.settings.secret_env_vars)

@@ -38,7 +38,7 @@ def run_tui(client: OpenheimClient, skills: list[str], version: str) -> int:
         crash = traceback.format_exc()
         code = 1
     finally:
-        app.gate.close()
+        app.questions.close()
         restore_logs()
         route.restore()
     if crash:
