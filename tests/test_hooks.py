@@ -2,6 +2,7 @@
 context, block a prompt, observe the stop; failures and timeouts are one warning and fail closed for pre_tool."""
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import textwrap
@@ -184,6 +185,18 @@ def test_project_hooks_wait_for_trust(isolated_home, tmp_path):
         assert r.returncode == 0, r.stderr
     assert not marker.exists()
     assert "has hooks that do not run until you trust it" in r.stderr
+    # trusted as it is now (what `openheim permissions trust FILE` records): the hook runs
+    settings = (tmp_path / ".openheim" / "settings.toml").resolve()
+    sha = hashlib.sha256(settings.read_bytes()).hexdigest()
+    (isolated_home / "settings-trust.json").write_text(json.dumps({"files": {str(settings): {"sha256": sha}}}))
+    with fake_provider("openai", isolated_home) as srv:
+        srv.enqueue(Reply(text="hi"), Reply(text="hi"))
+        r = openheim("run", "hello", cwd=tmp_path)
+        assert r.returncode == 0 and marker.exists(), r.stderr
+        marker.unlink()
+        settings.write_text(settings.read_text() + "\n# changed\n")  # a changed file needs trusting again
+        r = openheim("run", "hello", cwd=tmp_path)
+        assert r.returncode == 0 and not marker.exists(), r.stderr
 
 
 def test_permissions_explain_shows_the_hook_that_would_decide(isolated_home, tmp_path):

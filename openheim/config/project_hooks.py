@@ -14,6 +14,7 @@ from openheim.config.project_settings import settings_files
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
+TRUST_STORE = "settings-trust.json"
 _warned: set[tuple[str, str]] = set()
 
 
@@ -38,11 +39,24 @@ def load_project_hooks(root: Path, cwd: Path | None, data_dir: Path | None) -> t
 
 
 def _read_trusted(path: Path, data_dir: Path | None) -> tuple[dict, str, bool]:
-    """(the file's TOML, its SHA-256, whether the user trusts it). This version has no trust store for
-    project settings files yet, so none is trusted: their hooks never run."""
+    """(the file's TOML, its SHA-256, whether the user trusts it: recorded with this content in the project
+    settings trust store, ``{data_dir}/settings-trust.json``, which `openheim permissions trust` writes)."""
     import hashlib
 
     from openheim.config.project_settings import _read
 
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return _read(path), sha, False
+    return _read(path), sha, data_dir is not None and _recorded(data_dir / TRUST_STORE, path, sha)
+
+
+def _recorded(store: Path, path: Path, sha: str) -> bool:
+    """Whether ``store`` ({"files": {real path: {"sha256": ...}}}) trusts ``path`` with content ``sha``."""
+    import json
+    import os
+
+    try:
+        files = json.loads(store.read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    entry = files.get(os.path.realpath(path)) if isinstance(files, dict) else None
+    return isinstance(entry, dict) and entry.get("sha256") == sha

@@ -79,10 +79,10 @@ def _from_json(data: dict) -> HookAnswer:
     legacy = data.get("decision")  # "block" everywhere; "approve" for tool calls
     if decision not in (ALLOW, DENY, ASK):
         decision = {"approve": ALLOW, "block": DENY}.get(legacy) if isinstance(legacy, str) else None
-    reason = specific.get("permissionDecisionReason") or data.get("reason") or data.get("stopReason") or ""
+    reason = specific.get("permissionDecisionReason") or data.get("reason") or ""
     updated = specific.get("updatedInput")
     context = specific.get("additionalContext")
-    blocked = legacy == "block" or decision == DENY or data.get("continue") is False
+    blocked = legacy == "block" or decision == DENY
     return HookAnswer(blocked=blocked, reason=str(reason), decision=decision,
                       context=context if isinstance(context, str) else "",
                       updated_input=updated if isinstance(updated, dict) else None)
