@@ -35,13 +35,17 @@ def test_cost_in_json_and_stream_json(isolated_home, tmp_path):
         r = openheim("run", "-o", "json", "hello", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         cost = (1000 * 3 + 200 * 15 + 4000 * 0.3) / 1e6
+        session = json.loads(r.stdout)["session_id"]
         assert json.loads(r.stdout)["cost"] == pytest.approx(cost)
         srv.enqueue(Reply(text="hi", usage=(1000, 200)))
-        r = openheim("run", "-o", "stream-json", "hello", cwd=tmp_path)
+        r = openheim("run", "-o", "stream-json", "-s", session, "hello", cwd=tmp_path)
         lines = [json.loads(line) for line in r.stdout.splitlines()]
         usage = next(e for e in lines if e["type"] == "usage")
-        assert usage["cost"] == pytest.approx(0.006) and usage["total_cost"] == pytest.approx(0.006)
+        # the call's cost, and the session's running total (kept with the session across runs)
+        assert usage["cost"] == pytest.approx(0.006) and usage["total_cost"] == pytest.approx(cost + 0.006)
         assert lines[-1]["type"] == "result" and lines[-1]["cost"] == pytest.approx(0.006)
+        meta = json.loads((isolated_home / "history" / f"{session}.json").read_text())["meta"]
+        assert meta["cost"] == pytest.approx(cost + 0.006)
 
 
 def test_no_price_no_cost(isolated_home, tmp_path):

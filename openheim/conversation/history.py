@@ -95,6 +95,7 @@ class ConversationMeta:
     cwd: str | None = None
     context_usage: Usage | None = None
     mode: str = "code"
+    cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -116,6 +117,8 @@ class ConversationMeta:
         if self.context_usage is not None:
             d["context_usage"] = self.context_usage.to_dict()
         d["mode"] = self.mode
+        if self.cost is not None:
+            d["cost"] = round(self.cost, 6)
         return d
 
     @classmethod
@@ -132,7 +135,15 @@ class ConversationMeta:
         return cls(id=d["id"], created_at=created, updated_at=d.get("updated_at") or created,
                    model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
                    skills=list(skills), cwd=d.get("cwd"),
-                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code")
+                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
+                   cost=_cost(d.get("cost")))
+
+
+def _cost(value: object) -> float | None:
+    """A stored cost (an unusable one is dropped, not an error: it is only a running total)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(eq=False)

@@ -356,6 +356,9 @@ class Runtime:
                                        cancel)
                 session.hooked = True
             conv = self._conversation_for(session)
+            if conv.meta.cost and not session.spent:  # a resumed session's running total
+                session.spent = conv.meta.cost
+            ctx.spend.before = session.spent
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
@@ -366,6 +369,8 @@ class Runtime:
                     conv.meta.context_usage = result.context_usage
             finally:
                 session.spent = ctx.spend.total
+                if ctx.spend.turn:
+                    conv.meta.cost = session.spent
                 recorder.close()
         if hooks is not None and hooks.has("stop"):
             hooks.stop(result.stop_reason.value, result.final_response)
