@@ -73,11 +73,14 @@ def test_login_with_a_pasted_redirect_then_refresh_and_logout(guarded, isolated_
 
         # a turn uses the server: the token is about to expire, so it is refreshed first (and saved)
         llm.enqueue(Reply(tool_calls=[ToolCall("guarded__whoami", {})]), Reply(text="ok"))
-        r = openheim("run", "who am I", cwd=tmp_path)
+        r = openheim("run", "who am I", cwd=tmp_path, env={"OPENHEIM_LOG": "debug"})
         assert r.returncode == 0, r.stderr
         assert llm.requests[2].body["messages"][-1]["content"] == "signed in"
         assert any("REFRESHED" in line for line in server_lines)
-        assert json.loads(token_file.read_text())["tokens"]["access_token"] != access
+        tokens = json.loads(token_file.read_text())["tokens"]
+        assert tokens["access_token"] != access
+        for secret in (access, tokens["access_token"], tokens["refresh_token"]):  # never logged, even at debug
+            assert secret not in r.stderr + r.stdout
         assert "needs login" not in r.stderr
 
         r = openheim("mcp", "logout", "guarded", cwd=tmp_path)
