@@ -103,6 +103,13 @@ def test_login_errors_are_one_line(guarded, isolated_home, tmp_path):
         assert r.stderr.strip().splitlines()[-1].startswith("Error: signing in to 'guarded' failed: that is not "
                                                             "the address the browser was sent to")
         assert not (isolated_home / "mcp-auth" / "guarded.json").exists()
+        # a project's .mcp.json server signs in once the file is trusted
+        (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": {"type": "http", "url": url}}}))
+        r = openheim("mcp", "login", "proj", cwd=tmp_path)
+        assert r.returncode == 2 and "no MCP server named 'proj'" in r.stderr
+        assert openheim("mcp", "trust", cwd=tmp_path).returncode == 0
+        r = openheim("mcp", "login", "proj", "--timeout", "5", input="nothing\n", cwd=tmp_path)
+        assert r.returncode == 1 and "signing in to 'proj' failed" in r.stderr and "/authorize?" in r.stdout
 
 
 def _env() -> dict:

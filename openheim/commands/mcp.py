@@ -168,9 +168,12 @@ def untrust(ctx: click.Context, file: str | None) -> None:
 
 
 def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
-    """The HTTP server ``name`` (from config.toml or --mcp-config) and the data dir; a one-line error otherwise."""
+    """The HTTP server ``name`` (from config.toml, --mcp-config or a trusted project's .mcp.json) and the data
+    dir; a one-line error otherwise."""
     from openheim.config.load import data_dir, load_config
     from openheim.config.mcp_json import load_mcp_file
+
+    from openheim.mcp.project import read_project
 
     obj = ctx.find_object(dict) or {}
     try:
@@ -178,6 +181,9 @@ def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
         servers = dict(config.mcp_servers)
         if obj.get("mcp_config"):
             servers.update(load_mcp_file(obj["mcp_config"], "mcp-config"))
+        project = read_project(Path(os.path.realpath(config.work_dir or os.getcwd())), data_dir(config))
+        if project is not None and project.trusted:  # a trusted project's .mcp.json
+            servers = {**project.servers, **servers}
     except OpenheimError as e:
         raise _fail(e) from None
     server = servers.get(name)
