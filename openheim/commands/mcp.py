@@ -172,7 +172,6 @@ def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
     dir; a one-line error otherwise."""
     from openheim.config.load import data_dir, load_config
     from openheim.config.mcp_json import load_mcp_file
-
     from openheim.mcp.project import read_project
 
     obj = ctx.find_object(dict) or {}
