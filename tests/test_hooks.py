@@ -208,3 +208,24 @@ def test_permissions_explain_shows_the_hook_that_would_decide(isolated_home, tmp
     assert "hook: pre_tool write_file(src/**) hook `guard.sh`" in r.stdout
     assert "(unless a hook above decides)" in r.stdout
     assert "hook:" not in other.stdout
+
+
+def test_a_stop_hook_can_make_the_model_go_on_once(isolated_home, tmp_path):
+    log = tmp_path / "stops.jsonl"
+    stop = script(tmp_path, "stop.py", f"""
+        with open({str(log)!r}, "a") as f:
+            f.write(json.dumps(call) + "\\n")
+        if not call["stop_hook_active"]:
+            print(json.dumps({{"decision": "block", "reason": "run the tests first"}}))
+    """)
+    with fake_provider("openai", isolated_home, extra=hooks_toml({"event": "stop", "command": stop})) as srv:
+        srv.enqueue(Reply(text="done", usage=(10, 2)), Reply(text="tests pass, done", usage=(20, 3)))
+        r = openheim("run", "-o", "json", "fix it", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["text"] == "tests pass, done" and out["iterations"] == 2
+    assert out["usage"]["input_tokens"] == 30 and out["usage"]["output_tokens"] == 5
+    assert "run the tests first" in srv.requests[1].body["messages"][-1]["content"]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["stop_hook_active"] for c in calls] == [False, True]
+    assert calls[1]["last_assistant_message"] == "tests pass, done"

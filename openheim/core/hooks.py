@@ -215,8 +215,14 @@ class HookRunner:
                 notes.append(note.strip())
         return "\n".join(notes)
 
-    def stop(self, stop_reason: str, final_text: str | None) -> None:
-        """Run the stop hooks (they observe; their answers decide nothing)."""
+    def stop(self, stop_reason: str, final_text: str | None, active: bool = False) -> str | None:
+        """Run the stop hooks. When the turn ended with an answer and ``active`` is False (no hook has made it go
+        on yet), the first that blocks (exit 2, or ``decision: "block"``) returns its reason: the model goes on
+        with it. Otherwise they only observe (None)."""
+        reason: str | None = None
         for hook in hooks_for(self.hooks, "stop"):
-            self._ask(hook, "stop", {"stop_reason": stop_reason, "stop_hook_active": False,
-                                     "last_assistant_message": final_text or ""}, None)
+            answer = self._ask(hook, "stop", {"stop_reason": stop_reason, "stop_hook_active": active,
+                                              "last_assistant_message": final_text or ""}, None)
+            if reason is None and answer.blocked and not answer.failed and not active and stop_reason == "end_turn":
+                reason = answer.reason or f"{hook.describe()} asked to go on"
+        return reason

@@ -6,12 +6,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openheim.core.hooks import HookRunner
-from openheim.core.models import ContentBlock, TextBlock
+from openheim.core.models import AgentResult, ContentBlock, Message, TextBlock
 from openheim.errors import PromptBlocked
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from openheim.config.schema import Config
     from openheim.core.cancel import CancelToken
+
+GO_ON = "A stop hook asks you to go on before you finish: {reason}"
 
 
 def turn_hooks(config: Config, data_dir: Path, session_id: str, root: Path, cwd: Path,
@@ -47,3 +51,18 @@ def before_prompt(runner: HookRunner, blocks: list[ContentBlock], first: bool, r
     if not context:
         return blocks
     return [*blocks, TextBlock("\n\n".join(context))]
+
+
+def after_turn(runner: HookRunner, result: AgentResult, record: Callable[[Message], None],
+               again: Callable[[], AgentResult]) -> AgentResult:
+    """Run the stop hooks. When one blocks the stop of a turn that ended with an answer, its reason goes to the
+    model as a new message and the turn goes on once more (the hooks then see ``stop_hook_active`` true)."""
+    reason = runner.stop(result.stop_reason.value, result.final_response)
+    if reason is None:
+        return result
+    record(Message.user(GO_ON.format(reason=reason)))
+    more = again()
+    runner.stop(more.stop_reason.value, more.final_response, active=True)
+    return AgentResult(more.final_response, result.iterations_used + more.iterations_used, more.stop_reason,
+                       result.usage + more.usage, more.context_usage, more.budget, more.structured,
+                       more.output_error, more.cost)

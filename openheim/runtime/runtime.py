@@ -328,7 +328,7 @@ class Runtime:
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
         from openheim.core.spend import Spend
-        from openheim.runtime.hooks import before_prompt, turn_hooks
+        from openheim.runtime.hooks import after_turn, before_prompt, turn_hooks
 
         # Everything that can fail before the model is asked comes before the prompt is stored, so a turn
         # that cannot start leaves no unanswered prompt behind.
@@ -365,6 +365,14 @@ class Runtime:
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                if hooks is not None and hooks.has("stop"):
+                    def go_on(message: Message) -> None:
+                        recorder.record(message)
+                        on_event(MessageAppended(message))
+
+                    result = after_turn(hooks, result, go_on,
+                                        lambda: run_turn(llm, tools, session.config, conv.messages, ctx, recorder,
+                                                         system, session.fitter, output))
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
@@ -372,8 +380,6 @@ class Runtime:
                 if ctx.spend.turn:
                     conv.meta.cost = session.spent
                 recorder.close()
-        if hooks is not None and hooks.has("stop"):
-            hooks.stop(result.stop_reason.value, result.final_response)
         return result
 
     def permission_rules(self, cwd: Path) -> tuple[RuleSet, RuleSet, Path]:
