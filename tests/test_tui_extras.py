@@ -7,7 +7,7 @@ import re
 
 import pytest
 from cli_helpers import write_config
-from fake_llm import FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Reply, ToolCall
 from test_images_in import GIF, PNG, images_in
 from tmux_pane import TmuxPane, have_tmux, openheim_command, tui_env
 
@@ -39,3 +39,19 @@ def test_images_attach_by_command_and_by_paste_and_cost_is_in_dollars(isolated_h
             pane.line(":cost")
             screen = pane.wait_for("1 model call(s)")
             assert re.search(r"cost\s+\$0\.3150 \(subagents included\)", screen), screen
+
+
+def test_the_chat_stops_a_turn_at_budgets_max_cost(isolated_home, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url, extra=PRICES + "[budgets]\nmax_cost = 0.05\n")
+        # each call: 10k input + 1k output = $0.045; the second one reaches the budget
+        srv.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000))
+                      for _ in range(3)])
+        with TmuxPane(tmp_path, openheim_command(), tui_env(isolated_home), 100, 30, cwd=work) as pane:
+            pane.wait_for("type a message to start")
+            pane.line("look around")
+            screen = pane.wait_for("stopped at the turn's cost budget")
+            assert "$0.0900 spent of $0.05" in screen
+        assert len(srv.requests) == 2

@@ -310,8 +310,9 @@ class App:
         else:
             result = turn.result
             self.context = result.context_usage or self.context
-            if result.stop_reason.notice:
-                self.info(result.stop_reason.notice)
+            notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
+            if notice:
+                self.info(notice)
         self.dirty = True
 
     # --- permission -----------------------------------------------------------------

@@ -6,7 +6,7 @@ import base64
 
 from acp_wire import AcpWire, updates
 from cli_helpers import write_config
-from fake_llm import FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Reply, ToolCall
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAA"
                        "AABJRU5ErkJggg==")
@@ -39,3 +39,19 @@ def test_usage_updates_carry_the_cost_and_images_survive_session_load(isolated_h
             assert images == [{"type": "image", "mimeType": "image/png", "data": data}]
         finally:
             wire.close()
+
+
+def test_budgets_max_cost_stops_an_acp_turn(isolated_home, project):
+    extra = '[prices."fake/fake-model"]\ninput = 3.0\noutput = 15.0\n[budgets]\nmax_cost = 0.05\n'
+    with FakeLLMServer(wire="openai") as server:
+        write_config(isolated_home, server.base_url, extra=extra)
+        server.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000))
+                         for _ in range(3)])
+        wire = AcpWire()
+        try:
+            wire.initialize()
+            response, _ = wire.prompt(wire.new_session(project), "look around")
+            assert response["result"]["stopReason"] == "max_turn_requests"
+        finally:
+            wire.close()
+        assert len(server.requests) == 2
