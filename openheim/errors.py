@@ -242,7 +242,7 @@ Exit codes:
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
-  6    stopped at a budget (--max-tokens-total, --timeout)
+  6    stopped at a budget (--max-tokens-total, --timeout, --max-cost)
   7    the answer did not match --output-schema (after one repair round)
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
 """
