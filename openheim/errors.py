@@ -105,12 +105,27 @@ class SessionBusy(OpenheimError):
         self.session_id = session_id
 
 
+class TooManySessions(OpenheimError):
+    """Every live session is running a turn or held by a connected client, and the map is full."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(f"too many live sessions ({capacity}, each running a turn or open in a connected client); "
+                         "close sessions you no longer use (session/close) or try again later")
+        self.capacity = capacity
+
+
 class HistoryDiverged(OpenheimError):
     """The on-disk log is no longer a prefix of the in-memory conversation."""
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"conversation {session_id} was modified by another process since it was loaded")
         self.session_id = session_id
+
+
+class PromptBlocked(OpenheimError):
+    """A user_prompt hook refused the prompt; the turn did not run."""
+
+    prefix = "Prompt blocked by a hook: "
 
 
 class FileAccessError(OpenheimError):
@@ -236,7 +251,7 @@ Exit codes:
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
-  6    stopped at a budget (--max-tokens-total, --timeout)
+  6    stopped at a budget (--max-tokens-total, --timeout, --max-cost)
   7    the answer did not match --output-schema (after one repair round)
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
 """

@@ -150,7 +150,7 @@ def test_a_stream_of_keep_alives_only_is_a_timeout(srv):
     keep_alives = Reply(raw_sse=[b": ping\n\n"] * 40, delay=0.1)
     srv.enqueue(*[keep_alives] * 4)
     start = time.monotonic()
-    with pytest.raises(TransportError, match=r"only keep-alive comments from 127\.0\.0\.1.* for 0\.5 s"):
+    with pytest.raises(TransportError, match=r"only keep-alive comments for 0\.5 s \(timeout_secs\)"):
         ask(srv, timeout_secs=0.5)
     assert len(srv.requests) == 4 and time.monotonic() - start < 4  # retried like any timeout, then reported
     srv.enqueue(Reply(text="a b c d e f g h", delay=0.15))

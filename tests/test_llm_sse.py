@@ -147,13 +147,14 @@ def _timed(clock: Clock, pieces: list[tuple[float, bytes]]):
 
 
 def test_only_comments_for_longer_than_the_limit_is_quiet():
-    from openheim.core.llm.sse import EventFrames, QuietStream
+    from openheim.core.llm.sse import EventFrames
+    from openheim.errors import TransportError
 
     clock = Clock()
     pieces = [(1.0, b": ping\n\n"), (2.0, b"data: {\"a\":1}\n\n"), (3.0, b": ping\n"), (4.0, b"\n: pi"),
               (4.5, b"ng\n\n"), (5.5, b": ping\n\n")]
-    frames = EventFrames(_timed(clock, pieces), quiet_limit=3.0, clock=clock)
-    with pytest.raises(QuietStream):
+    frames = EventFrames(_timed(clock, pieces), idle_secs=3.0, clock=clock)
+    with pytest.raises(TransportError, match=r"only keep-alive comments for 3 s \(timeout_secs\)"):
         list(frames)
     assert clock.now == 5.5  # 3.5 s after the last content, not before
 
@@ -163,5 +164,5 @@ def test_content_and_partial_lines_keep_a_stream_alive():
 
     clock = Clock()
     pieces = [(2.0, b": ping\n\n"), (4.0, b'data: {"a"'), (6.0, b":1}\n\n"), (8.0, b": ping\n\n")]
-    frames = EventFrames(_timed(clock, pieces), quiet_limit=2.5, clock=clock)
+    frames = EventFrames(_timed(clock, pieces), idle_secs=2.5, clock=clock)
     assert [f.strip() for f in frames] == [b'data: {"a":1}']

@@ -57,12 +57,17 @@ class AcpUpdates:
             self._subagent(event)
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
-            self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
-                       "size": self.context_window, "_meta": {"openheim": {"usage": acp_usage(usage)}}})
+            update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
+                            "size": self.context_window, "_meta": {"openheim": {"usage": acp_usage(usage)}}}
+            if event.total_cost is not None:  # the model has a price: what the session has spent
+                update["cost"] = {"amount": round(event.total_cost, 6), "currency": "USD"}
+            self.send(update)
 
     def _subagent(self, event: events.SubagentEvent) -> None:
         """A delegated agent's tool call: its own tool_call, tied to the parent's call by ``_meta``."""
         inner = event.event
+        if isinstance(inner, events.UsageReport):
+            return  # its tokens are in the prompt response's _meta usage; the context is the parent's
         call_id = subagent_call_id(event.subagent, event.parent_tool_call_id, inner.id)
         if isinstance(inner, events.ToolCall):
             meta = subagent_meta(event.subagent, event.parent_tool_call_id)

@@ -37,6 +37,11 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
         raise ConfigError(f"Provider '{p.name}' has an empty api_base")
     if not (base.startswith(("http://", "https://"))):
         raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' must start with http:// or https://")
+    try:
+        urlsplit(base).port  # noqa: B018  (an unclosed [IPv6 or a bad port raises)
+    except ValueError as e:
+        raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' is not a valid URL ({e}); write it like "
+                          "https://api.example.com/v1") from None
     if "@" in urlsplit(base).netloc and p.name not in _warned_userinfo:
         _warned_userinfo.add(p.name)
         log.warning("provider '%s': the user name and password in api_base are never sent; put the key in "
@@ -67,7 +72,8 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
                        max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking,
-                       record=config.record, replay=config.replay)
+                       record=config.record, replay=config.replay,
+                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
 
 
 def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
@@ -86,7 +92,8 @@ def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens or (max_tokens if isinstance(max_tokens, int) else None),
                        context_window=p.context_window, thinking=bool(header.get("thinking")),
-                       record=config.record, replay=recording)
+                       record=config.record, replay=recording,
+                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
 
 
 def resolve(config: Config, model: str | None = None) -> AgentConfig:

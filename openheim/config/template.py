@@ -16,6 +16,12 @@ max_iterations = 10
 # allow_shell = false                # set true to give the model execute_command
 # mcp_startup_timeout_secs = 10      # how long a turn waits for MCP servers still starting
 
+[sandbox]                            # how the kernel confines shell commands (docs/security.md)
+# mode = "workspace-write"           # read-only | workspace-write | off
+# network = false                    # true: commands may open TCP/UDP sockets
+# writable_roots = []                # extra absolute directories commands may write
+# required = false                   # true: refuse commands when the kernel cannot enforce the mode
+
 [tui]
 # theme_color = "gray"               # white, gray, blue, cyan, magenta, green, yellow, red, pink
 
@@ -60,7 +66,7 @@ env_var = "GEMINI_API_KEY"
 # top_k = 5
 
 # MCP servers (tools appear as server__tool; `openheim mcp` shows their status; a project's
-# .mcp.json is used after `openheim mcp trust`):
+# .mcp.json is used after `openheim mcp trust`; `openheim mcp login NAME` signs in to one that needs OAuth):
 # [mcp_servers.files]
 # command = "npx"
 # args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
@@ -68,6 +74,23 @@ env_var = "GEMINI_API_KEY"
 # [mcp_servers.remote]
 # url = "https://mcp.example.com/mcp"
 # headers = { Authorization = "Bearer ..." }
+
+# What your models cost (US dollars per million tokens; none are shipped: use your price list), and a
+# dollar budget per turn (`openheim run --max-cost USD` for one run):
+# [prices."anthropic/claude-sonnet-4-6"]
+# input = 3.0
+# output = 15.0
+# cache_read = 0.30                  # default: the input price
+# cache_write = 3.75                 # default: the input price
+#
+# [budgets]
+# max_cost = 2.00
+
+# Hooks: your own commands before/after tool calls, on prompts, at session start and stop (docs/hooks.md):
+# [[hooks]]
+# event = "pre_tool"                 # session_start | user_prompt | pre_tool | post_tool | stop
+# matcher = "execute_command(git push *)"
+# command = "~/.openheim/hooks/no-push-to-main.sh"
 
 # `openheim serve` (ACP over WebSocket, a REST API and a web page):
 # [serve]

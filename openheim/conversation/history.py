@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -95,6 +95,7 @@ class ConversationMeta:
     cwd: str | None = None
     context_usage: Usage | None = None
     mode: str = "code"
+    cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -116,6 +117,8 @@ class ConversationMeta:
         if self.context_usage is not None:
             d["context_usage"] = self.context_usage.to_dict()
         d["mode"] = self.mode
+        if self.cost is not None:
+            d["cost"] = round(self.cost, 6)
         return d
 
     @classmethod
@@ -132,7 +135,15 @@ class ConversationMeta:
         return cls(id=d["id"], created_at=created, updated_at=d.get("updated_at") or created,
                    model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
                    skills=list(skills), cwd=d.get("cwd"),
-                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code")
+                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
+                   cost=_cost(d.get("cost")))
+
+
+def _cost(value: object) -> float | None:
+    """A stored cost (an unusable one is dropped, not an error: it is only a running total)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(eq=False)
@@ -158,6 +169,7 @@ class _LogRead:
     size: int  # bytes up to the end of the last good line
     needs_newline: bool
     torn: bool
+    skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
 
 
 class HistoryManager:
@@ -275,6 +287,21 @@ class HistoryManager:
         body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
         _atomic_write(self.meta_path(conv.id), body.encode("utf-8"), durable=durable)
 
+    def roll_back(self, conv: Conversation, count: int, log_size: int, needs_newline: bool) -> None:
+        """Forget everything after the first ``count`` messages, in memory and on disk (the log is cut back
+        to ``log_size`` bytes, which needs no free space): a turn that could not be saved leaves the log as
+        it was before it. The caller holds the session's lease, so the lines after ``log_size`` are its own."""
+        path = self.log_path(conv.id)
+        with _io("write", path):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                if os.fstat(fd).st_size > log_size:
+                    os.ftruncate(fd, log_size)
+            finally:
+                os.close(fd)
+        del conv.messages[count:]
+        conv.persisted, conv.log_size, conv.log_needs_newline = count, log_size, needs_newline
+
     def append_message(self, conv: Conversation, message: Message) -> None:
         """Append one message to the log as a compact JSON line, written straight through (no user-space buffer).
 
@@ -282,7 +309,7 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        line = message.to_json().encode("utf-8") + b"\n"
+        line = self._line(message) + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -312,14 +339,25 @@ class HistoryManager:
         Raises HistoryDiverged when the log on disk is not a prefix of ``conv.messages``.
         """
         path = self.log_path(conv.id)
-        on_disk = self._read_log(path).messages
+        read = self._read_log(path)
+        if read.skipped:
+            raise ParseError(f"line {read.skipped[0]} of {path} is not a message this version can read, and "
+                             "rewriting the log would lose it: upgrade openheim or repair that line (the log was "
+                             "left untouched)")
+        on_disk = read.messages
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(m.to_json().encode("utf-8") + b"\n" for m in conv.messages)
+        body = b"".join(self._line(m) + b"\n" for m in conv.messages)
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
+
+    def _line(self, message: Message) -> bytes:
+        """A message's log line (images stored once, by hash, in ``images/``)."""
+        from openheim.conversation import images
+
+        return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------
 
@@ -345,7 +383,7 @@ class HistoryManager:
             return _LogRead([], 0, False, False)
         except OSError as e:
             raise file_error(e, "read", path) from None
-        return parse_log(data, str(path))
+        return parse_log(data, str(path), self.dir / "images")
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
         """Make sure the file holds exactly our known lines, dropping a torn tail if there is one."""
@@ -365,49 +403,65 @@ class HistoryManager:
 # --- helpers ----------------------------------------------------------------------
 
 
-def parse_log(data: bytes, where: str = "log") -> _LogRead:
+def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line a ParseError."""
+    bad line skipped with a warning (the rest of the session stays usable). Image references are read from
+    ``images`` (the directory of stored images)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
+    inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        messages = _parse_all_at_once(lines[:last + 1])
+        messages = _parse_all_at_once(lines[:last + 1], inline)
         if messages is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
+                                       inline=inline)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
 
 
-def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
+def _image_inliner(directory: Path) -> Callable[[Any], Any]:
+    from openheim.conversation import images
+
+    return lambda doc: images.inline(doc, directory)
+
+
+def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None) -> list[Message] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
         docs = json.loads(b"[" + b",".join(present) + b"]")
         if len(docs) != len(present):
             return None
+        if inline is not None:
+            docs = [inline(doc) for doc in docs]
         return [Message.from_dict(doc) for doc in docs]
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
+                        inline: Callable[[Any], Any] | None = None) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
+    skipped: list[int] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            messages.append(Message.from_dict(json.loads(raw)))
-        except (ValueError, TypeError, AttributeError) as e:
+            doc = json.loads(raw)
+            messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:
-                raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "
-                                 "written by a newer version of openheim or is damaged: upgrade openheim or repair "
-                                 "that line (the log was left untouched)") from None
-            log.warning("dropping a torn last line of %s: %s", where, e)
-            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+                log.warning("skipping line %d of %s: not a message this version can read (%s); it was written by "
+                            "a newer openheim or is damaged (the line is left in the file)", index + 1, where, why)
+                skipped.append(index + 1)
+                continue
+            log.warning("dropping a torn last line of %s: %s", where, why)
+            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped))
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped))
 
 
 def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:
@@ -433,14 +487,17 @@ def _gc_paused() -> Iterator[None]:
 def _is_message(raw: bytes) -> bool:
     try:
         Message.from_dict(json.loads(raw))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return False
     return True
 
 
 def _parse_meta(data: bytes) -> ConversationMeta:
     """The metadata in ``data``; ValueError for anything malformed."""
-    doc = json.loads(data)
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("expected a JSON object")
     try:

@@ -84,6 +84,17 @@ class UsageReport(_Event):
 
     kind: ClassVar[str] = "usage"
     usage: Usage
+    cost: float | None = None  # US dollars of this call (None: the model has no price)
+    total_cost: float | None = None  # US dollars the session has spent so far, subagents included
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without the cost keys when the model has no price (the shape stays as it was)."""
+        out: dict[str, Any] = {"event_type": self.kind, "usage": self.usage.to_dict()}
+        if self.cost is not None:
+            out["cost"] = round(self.cost, 6)
+        if self.total_cost is not None:
+            out["total_cost"] = round(self.total_cost, 6)
+        return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -118,7 +129,7 @@ class SubagentEvent(_Event):
     kind: ClassVar[str] = "subagent"
     subagent: str
     parent_tool_call_id: str
-    event: ToolCall | ToolResult
+    event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -134,3 +145,12 @@ StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingCo
                | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
+
+
+def usage_of(event: StreamEvent) -> Usage | None:
+    """The tokens an event reports: a model call's, or one of a subagent's (part of the same turn)."""
+    if isinstance(event, UsageReport):
+        return event.usage
+    if isinstance(event, SubagentEvent) and isinstance(event.event, UsageReport):
+        return event.event.usage
+    return None

@@ -108,6 +108,15 @@ _BLOCK_TYPES: dict[str, type[ContentBlock]] = {
 }
 
 
+def _field_types() -> dict[str, dict[str, str]]:
+    from dataclasses import fields
+
+    return {kind: {f.name: str(f.type) for f in fields(cls) if f.init} for kind, cls in _BLOCK_TYPES.items()}
+
+
+_FIELD_TYPES = _field_types()  # a block read from a log must have the types its class promises
+
+
 def block_from_dict(d: dict) -> ContentBlock:
     """Rebuild a content block from its JSON shape; unknown types raise ValueError."""
     kind = d.get("type")
@@ -115,10 +124,23 @@ def block_from_dict(d: dict) -> ContentBlock:
     if cls is None:
         raise ValueError(f"unknown content block type {kind!r}")
     fields = {k: v for k, v in d.items() if k != "type"}
+    types = _FIELD_TYPES[str(kind)]  # kind is a str here: it named a block type
+    for name, value in fields.items():
+        expected = types.get(name)
+        if expected is not None and not _has_type(value, expected):
+            raise ValueError(f"bad {kind} block: '{name}' must be {expected}, not {type(value).__name__}")
     try:
         return cls(**fields)
     except TypeError as e:
         raise ValueError(f"bad {kind} block: {e}") from None
+
+
+def _has_type(value: object, expected: str) -> bool:
+    """Whether ``value`` fits a block field's annotation (``str``, ``bool``, ``str | None``)."""
+    if value is None:
+        return expected.endswith("| None")
+    base = expected.removesuffix(" | None")
+    return isinstance(value, bool) if base == "bool" else isinstance(value, str) if base == "str" else True
 
 
 # --- messages ---------------------------------------------------------------
@@ -271,7 +293,7 @@ class StopReason(str, Enum):
     REFUSAL = "refusal"
     CANCELLED = "cancelled"
     NO_CONTENT = "no_content"
-    BUDGET = "budget"  # the turn's token or time budget ran out (``AgentResult.budget`` says which)
+    BUDGET = "budget"  # the turn's token, time or cost budget ran out (``AgentResult.budget`` says which)
     INVALID_OUTPUT = "invalid_output"  # the answer did not match the output schema, even after a repair round
 
     @property
@@ -292,7 +314,8 @@ _STOP_NOTICES = {
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens) or "time" (``used`` seconds elapsed)."""
+    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens), "time" (``used`` seconds elapsed) or
+    "cost" (``used`` US dollars)."""
 
     kind: str
     limit: float
@@ -301,10 +324,15 @@ class Budget:
     def to_dict(self) -> dict:
         if self.kind == "time":
             return {"kind": "time", "limit": self.limit, "elapsed": round(self.used, 2)}
+        if self.kind == "cost":
+            return {"kind": "cost", "limit": self.limit, "used": round(self.used, 6)}
         return {"kind": self.kind, "limit": int(self.limit), "used": int(self.used)}
 
     @property
     def notice(self) -> str:
+        if self.kind == "cost":
+            return (f"stopped at the turn's cost budget: ${self.used:.4f} spent of ${self.limit:g} "
+                    "(--max-cost / [budgets] max_cost)")
         if self.kind == "time":
             return (f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
                     "(--timeout / turn_timeout_secs)")
@@ -319,8 +347,9 @@ class AgentResult:
     final_response: str | None
     iterations_used: int
     stop_reason: StopReason
-    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
+    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls (a session's: subagents' too)
     context_usage: Usage | None = None  # the last call's usage: what the context holds
     budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
     structured: Any = None  # the answer parsed and validated against the turn's output schema
     output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
+    cost: float | None = None  # US dollars the turn spent, subagents included (None: the model has no price)

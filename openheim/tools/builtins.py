@@ -17,6 +17,7 @@ from openheim.tools.specs import ALWAYS, EXECUTE_COMMAND, WEB_FETCH, ToolSpec
 if TYPE_CHECKING:
     from openheim.core.tools import ToolHandler, ToolView, ViewContext
     from openheim.core.turn_context import TurnContext
+    from openheim.sandbox.policy import Sandbox
     from openheim.tools.web_fetch import Resolver
 
 
@@ -46,9 +47,15 @@ class LazyTool(BaseTool):
         return self.implementation().present(args, where)
 
 
-def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None) -> None:
-    """Add read_file, write_file, edit_file, list_dir, search, web_fetch (+ execute_command)."""
+def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None,
+                      sandbox: Sandbox | None = None) -> None:
+    """Add read_file, write_file, edit_file, list_dir, search, web_fetch (+ execute_command, in ``sandbox``)."""
     for spec in ALWAYS:
         registry.register(LazyTool(spec, resolver=resolver) if spec is WEB_FETCH else LazyTool(spec))
     if allow_shell:
-        registry.register(LazyTool(EXECUTE_COMMAND))
+        from openheim.sandbox.policy import Sandbox
+        from openheim.sandbox.support import announce
+
+        sandbox = sandbox or Sandbox()
+        announce(sandbox)
+        registry.register(LazyTool(EXECUTE_COMMAND, sandbox=sandbox))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_object,
@@ -310,7 +311,7 @@ class AnthropicClient:
         self.cfg = cfg
         self.provider_name = cfg.provider_name
         self.model = cfg.model
-        self.url = cfg.api_base.rstrip("/") + "/messages"
+        self.url = join(cfg.api_base, "/messages")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity", "anthropic-version": API_VERSION}
         if cfg.api_key:
@@ -321,4 +322,4 @@ class AnthropicClient:
                cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url, self._http.timeout)
+            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url)

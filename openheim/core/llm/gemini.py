@@ -6,6 +6,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_object,
@@ -273,7 +274,7 @@ class GeminiClient:
         self.provider_name = cfg.provider_name
         self.model = cfg.model
         model = cfg.model.removeprefix("models/")
-        self.url = f"{cfg.api_base.rstrip('/')}/models/{model}:streamGenerateContent?alt=sse"
+        self.url = join(cfg.api_base, f"/models/{model}:streamGenerateContent?alt=sse")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity"}
         if cfg.api_key:
@@ -285,7 +286,7 @@ class GeminiClient:
         body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
-                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url, self._http.timeout)
+                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)
         except HttpError as e:
             if e.retry_after is None:
                 e.retry_after = retry_delay(e.body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_text,
@@ -295,7 +296,7 @@ class OpenAIClient:
         self.session_cache = cfg.kind == "openai"
         self.provider_name = cfg.provider_name
         self.model = cfg.model
-        self.url = cfg.api_base.rstrip("/") + "/chat/completions"
+        self.url = join(cfg.api_base, "/chat/completions")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity"}
         if cfg.api_key:
@@ -319,4 +320,4 @@ class OpenAIClient:
 
     def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, ChatStreamParser(), on_chunk, self.url, self._http.timeout)
+            return read_reply(resp, ChatStreamParser(), on_chunk, self.url)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from openheim.config.secrecy import host_of, redact
 from openheim.core.llm.http import read_body, read_chunks, unreadable_reply
 from openheim.core.llm.shape import mismatch
-from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, QuietStream, parse_json
-from openheim.errors import ApiError, TransportError
+from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
+from openheim.errors import ApiError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -47,11 +47,8 @@ class StreamParser(Protocol):
     def whole(self, reply: Any) -> list[dict[str, Any]]: ...
 
 
-def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk, url: str,
-               quiet_limit: float | None = None) -> Choice:
-    """Feed ``resp``'s body to ``parser``, calling ``on_chunk`` for every fragment to show; the Choice.
-
-    ``quiet_limit`` (timeout_secs): seconds an event stream may send nothing but keep-alive comments."""
+def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk, url: str) -> Choice:
+    """Feed ``resp``'s body to ``parser``, calling ``on_chunk`` for every fragment to show; the Choice."""
     content_type = resp.headers.get("content-type", "")
     chunks = read_chunks(resp)
     first = next(chunks, b"")
@@ -62,16 +59,13 @@ def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk,
     if start in (b"{", b"[") or content_type.lower().startswith("application/json"):
         return _whole(read_body(chain((first,), chunks), MAX_EVENT_BYTES, url), parser, on_chunk, url,
                       content_type)
-    try:
-        return _stream(chain((first,), chunks), parser, on_chunk, url, content_type, quiet_limit)
-    except QuietStream as e:
-        raise TransportError(f"only keep-alive comments from {host_of(url)} for {e.seconds:g} s (timeout_secs); "
-                             "the provider stopped responding") from None
+    return _stream(chain((first,), chunks), parser, on_chunk, url, content_type, resp)
 
 
 def _stream(chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, url: str,
-            content_type: str, quiet_limit: float | None = None) -> Choice:
-    stream = EventStream(chunks, quiet_limit=quiet_limit)
+            content_type: str, resp: object = None) -> Choice:
+    # http sets how long a stream may go without content (timeout_secs); keep-alive comments do not count
+    stream = EventStream(chunks, idle_secs=getattr(resp, "openheim_idle_secs", None))
     parsed = 0
     for _event, data in stream:
         if data[:6] == "[DONE]":

@@ -19,7 +19,7 @@ from typing import Any
 
 import sseclient
 
-from openheim.errors import ParseError
+from openheim.errors import ParseError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -31,29 +31,22 @@ _CR, _LF, _COLON, _D, _E = 13, 10, 58, 100, 101  # b"\r", b"\n", b":", b"d", b"e
 _END = (b"\n",)  # ends a last line that has no line break
 
 
-class QuietStream(Exception):
-    """Nothing but comments (keep-alives) and blank lines arrived for ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"only keep-alive comments for {seconds:g} s")
-        self.seconds = seconds
-
-
 class EventFrames:
     """Complete events from an iterator of byte chunks: one bytes object per event, ending in a blank line.
 
     Once iterated to the end: ``head`` holds the body's first bytes, ``data_lines`` counts ``data:``
     lines and ``other_lines`` the lines that are neither ``data:``, ``event:``, comments nor blank (the
-    lines of an HTML page or a plain-text body are such lines). With ``quiet_limit``, a chunk that
-    arrives more than that many seconds after the last one that held anything but comments and blank
-    lines raises QuietStream (a socket timeout cannot see a server that only sends keep-alives).
+    lines of an HTML page or a plain-text body are such lines). ``idle_secs`` (timeout_secs) counts time
+    without content: a chunk that arrives more than that many seconds after the last one that held anything
+    but comments and blank lines is a retryable TransportError (comments keep the socket busy, so its read
+    timeout never fires on a server that only sends keep-alives).
     """
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
-                 quiet_limit: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 idle_secs: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.chunks = chunks
         self.max_line, self.max_event = max_line, max_event
-        self.quiet_limit, self.clock = quiet_limit or None, clock
+        self.idle_secs, self.clock = idle_secs or None, clock
         self.head = b""
         self.data_lines = 0
         self.other_lines = 0
@@ -64,8 +57,8 @@ class EventFrames:
         carry: list[bytes] = []  # pieces of a line not yet terminated
         carried = 0
         max_event = self.max_event
-        quiet_limit = self.quiet_limit
-        last_content = self.clock() if quiet_limit else 0.0
+        idle_secs = self.idle_secs
+        last_content = self.clock() if idle_secs else 0.0
         seen = False  # a line other than a comment or a blank one, since last_content
         whole_cap = min(self.max_line, max_event)
         for chunk in chain(self.chunks, _END):
@@ -75,7 +68,7 @@ class EventFrames:
                 self.head += chunk[:HEAD_BYTES - len(self.head)]
             if not (carry or event) and len(chunk) <= whole_cap and _one_event(chunk):  # the usual chunk
                 data_lines += 1
-                if quiet_limit:
+                if idle_secs:
                     last_content = self._quiet(last_content, True)
                 yield chunk if chunk.isascii() else _valid_utf8(chunk)
                 continue
@@ -84,7 +77,7 @@ class EventFrames:
                     carry.append(chunk)
                     carried += len(chunk)
                     self._check_line(carried)
-                    if quiet_limit:
+                    if idle_secs:
                         last_content = self._quiet(last_content, carry[0][:1] != b":")
                     continue
                 carry.append(chunk)
@@ -126,7 +119,7 @@ class EventFrames:
                 if size > max_event:
                     raise ParseError(f"a stream event is larger than {max_event >> 20} MiB; "
                                      "openheim does not read events that big")
-            if quiet_limit:
+            if idle_secs:
                 last_content = self._quiet(last_content, seen or (bool(carry) and carry[0][:1] != b":"))
                 seen = False
         self.data_lines, self.other_lines = data_lines, other_lines
@@ -136,12 +129,13 @@ class EventFrames:
             yield _framed(event)
 
     def _quiet(self, last_content: float, content: bool) -> float:
-        """The time content last arrived, now that a chunk did; QuietStream once it is too long ago."""
+        """The time content last arrived, now that a chunk did; a TransportError once it is too long ago."""
         now = self.clock()
         if content:
             return now
-        if self.quiet_limit is not None and now - last_content > self.quiet_limit:
-            raise QuietStream(self.quiet_limit)
+        if self.idle_secs is not None and now - last_content > self.idle_secs:
+            raise TransportError(f"the provider sent only keep-alive comments for {self.idle_secs:g} s "
+                                 "(timeout_secs); it stopped responding")
         return last_content
 
     def _check_line(self, length: int) -> None:
@@ -199,8 +193,8 @@ class EventStream:
     """
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
-                 quiet_limit: float | None = None) -> None:
-        self.frames = EventFrames(chunks, max_line, max_event, quiet_limit)
+                 idle_secs: float | None = None) -> None:
+        self.frames = EventFrames(chunks, max_line, max_event, idle_secs)
 
     @property
     def head(self) -> bytes:
