@@ -43,13 +43,20 @@ def scrub_initial_environ(names: Iterable[str]) -> list[str]:
         return []
     if len(block) > end - start:
         return []
-    import ctypes
-
+    try:  # a process may always write its own memory through /proc/self/mem (no ctypes to import)
+        mem = os.open("/proc/self/mem", os.O_RDWR)
+    except OSError:
+        return []
     scrubbed, offset = [], 0
-    for entry in block.split(b"\0"):
-        name, sep, value = entry.partition(b"=")
-        if sep and name in wanted and value:
-            ctypes.memset(start + offset + len(name) + 1, 0, len(value))
-            scrubbed.append(os.fsdecode(name))
-        offset += len(entry) + 1
+    try:
+        for entry in block.split(b"\0"):
+            name, sep, value = entry.partition(b"=")
+            if sep and name in wanted and value:
+                os.pwrite(mem, bytes(len(value)), start + offset + len(name) + 1)
+                scrubbed.append(os.fsdecode(name))
+            offset += len(entry) + 1
+    except OSError:
+        pass
+    finally:
+        os.close(mem)
     return scrubbed
