@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from openheim.conversation.log_events import CompactionRecord, is_log_event
 from openheim.core.models import Message, Usage
 from openheim.errors import (
     HistoryDiverged,
@@ -142,6 +143,7 @@ class Conversation:
     persisted: int = 0  # messages known to be in the log, in order
     log_size: int = field(default=0, repr=False)  # byte length of those lines on disk
     log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
+    compactions: list[CompactionRecord] = field(default_factory=list)  # in log order
 
     @property
     def id(self) -> str:
@@ -156,6 +158,7 @@ class _LogRead:
     size: int  # bytes up to the end of the last good line
     needs_newline: bool
     torn: bool
+    compactions: list[CompactionRecord] = field(default_factory=list)
 
 
 class HistoryManager:
@@ -221,7 +224,7 @@ class HistoryManager:
         if meta.title is None:
             meta.title = title_from(read.messages)
         return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
-                            log_needs_newline=read.needs_newline)
+                            log_needs_newline=read.needs_newline, compactions=read.compactions)
 
     def list(self, cwd: str | None = None) -> list[ConversationMeta]:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
@@ -275,7 +278,19 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        line = message.to_json().encode("utf-8") + b"\n"
+        self._append_line(conv, message.to_json())
+        conv.persisted += 1
+        text = message.text()
+        if conv.meta.title is None and message.role == "user" and text:
+            conv.meta.title = text[:TITLE_CHARS]
+
+    def append_compaction(self, conv: Conversation, record: CompactionRecord) -> None:
+        """Append a compaction event to the log (it sits after the ``record.at`` messages before it)."""
+        self._append_line(conv, record.to_json())
+        conv.compactions.append(record)
+
+    def _append_line(self, conv: Conversation, text: str) -> None:
+        line = text.encode("utf-8") + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -292,12 +307,8 @@ class HistoryManager:
                     raise
             finally:
                 os.close(fd)
-        conv.persisted += 1
         conv.log_size += len(line)
         conv.log_needs_newline = False
-        text = message.text()
-        if conv.meta.title is None and message.role == "user" and text:
-            conv.meta.title = text[:TITLE_CHARS]
 
     def save_conversation(self, conv: Conversation) -> None:
         """Atomically rewrite the whole log from memory, then the metadata.
@@ -309,7 +320,7 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(m.to_json().encode("utf-8") + b"\n" for m in conv.messages)
+        body = b"".join(line.encode("utf-8") + b"\n" for line in log_lines(conv))
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
@@ -358,6 +369,19 @@ class HistoryManager:
 # --- helpers ----------------------------------------------------------------------
 
 
+def log_lines(conv: Conversation) -> Iterator[str]:
+    """The log's lines in order: messages, with each compaction event after the messages that preceded it."""
+    events = sorted(conv.compactions, key=lambda c: c.at)
+    e = 0
+    for index, message in enumerate(conv.messages):
+        while e < len(events) and events[e].at <= index:
+            yield events[e].to_json()
+            e += 1
+        yield message.to_json()
+    for event in events[e:]:
+        yield event.to_json()
+
+
 def parse_log(data: bytes, where: str = "log") -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
     bad line a ParseError."""
@@ -366,20 +390,29 @@ def parse_log(data: bytes, where: str = "log") -> _LogRead:
     while last >= 0 and not lines[last].strip():
         last -= 1
     with _gc_paused():
-        messages = _parse_all_at_once(lines[:last + 1])
-        if messages is None:
+        parsed = _parse_all_at_once(lines[:last + 1])
+        if parsed is None:
             return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+    return _LogRead(parsed[0], *_good_end(data, lines, last), torn=False, compactions=parsed[1])
 
 
-def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
+def _parse_all_at_once(lines: list[bytes]) -> tuple[list[Message], list[CompactionRecord]] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
         docs = json.loads(b"[" + b",".join(present) + b"]")
         if len(docs) != len(present):
             return None
-        return [Message.from_dict(doc) for doc in docs]
+        if not any(b'"event"' in raw for raw in present):
+            return [Message.from_dict(doc) for doc in docs], []
+        messages: list[Message] = []
+        compactions: list[CompactionRecord] = []
+        for doc in docs:
+            if is_log_event(doc):
+                compactions.append(CompactionRecord.from_dict(doc))
+            else:
+                messages.append(Message.from_dict(doc))
+        return messages, compactions
     except (ValueError, TypeError, AttributeError):
         return None
 
@@ -387,20 +420,25 @@ def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
 def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
+    compactions: list[CompactionRecord] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            messages.append(Message.from_dict(json.loads(raw)))
+            doc = json.loads(raw)
+            if is_log_event(doc):
+                compactions.append(CompactionRecord.from_dict(doc))
+            else:
+                messages.append(Message.from_dict(doc))
         except (ValueError, TypeError, AttributeError) as e:
             if index != last or not may_be_torn:
                 raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "
                                  "written by a newer version of openheim or is damaged: upgrade openheim or repair "
                                  "that line (the log was left untouched)") from None
             log.warning("dropping a torn last line of %s: %s", where, e)
-            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, compactions=compactions)
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False, compactions=compactions)
 
 
 def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:

@@ -120,7 +120,22 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Compaction(_Event):
+    """The conversation so far was summarised: the model now sees ``summary`` in place of the messages before
+    ``keep_from`` (``usage`` is the summary call's); with ``error`` set, it could not be and fitting takes over."""
+
+    kind: ClassVar[str] = "compaction"
+    at: int
+    keep_from: int
+    summary: str
+    model: str | None = None
+    usage: Usage | None = None
+    manual: bool = False
+    error: str | None = None
+
+
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
+                    ContextTrimmed, Finished, MessageAppended, SubagentEvent, Compaction]
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
