@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from openheim.core import events
 from openheim.core.context import ContextFitter, turn_too_large
@@ -25,10 +26,10 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
-    from openheim.core.structured import OutputSchema
     from openheim.core.models import Tool
+    from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
 
 log = logging.getLogger(__name__)
 
