@@ -31,6 +31,7 @@ class LazyGroup(click.Group):
         "acp": "openheim.commands.acp:acp_command",
         "stdio": "openheim.commands.acp:stdio_command",
         "serve": "openheim.commands.serve:serve_command",
+        "undo": "openheim.commands.undo:undo_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -20,9 +20,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openheim.checkpoints.scan import FileStat
+if TYPE_CHECKING:
+    from openheim.checkpoints.scan import FileStat
 
 READ_CHUNK = 1 << 20
 

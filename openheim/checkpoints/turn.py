@@ -5,15 +5,14 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from openheim.checkpoints.scan import TooManyFiles
-from openheim.checkpoints.snapshot import Snapshot, changes_since, take
 from openheim.checkpoints.store import CheckpointStore, TurnRecord
 
 if TYPE_CHECKING:
+    from openheim.checkpoints.snapshot import Snapshot
     from openheim.config.long_sessions import CheckpointConfig
     from openheim.core.models import Tool
     from openheim.core.tools import ToolCapabilities, ToolExecutor, ToolView, ViewContext
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +42,9 @@ class TurnCheckpoint:
             if self.attempted:
                 return
             self.attempted = True
+            from openheim.checkpoints.scan import TooManyFiles  # a turn that changes no file never loads these
+            from openheim.checkpoints.snapshot import take
+
             try:
                 self.snapshot = take(self.store, self.root, self.settings.max_file_bytes, self.settings.max_files,
                                      self.skip)
@@ -57,6 +59,9 @@ class TurnCheckpoint:
         snapshot = self.snapshot
         if snapshot is None:
             return None
+        from openheim.checkpoints.scan import TooManyFiles
+        from openheim.checkpoints.snapshot import changes_since
+
         try:
             changes = changes_since(snapshot, self.settings.max_file_bytes, self.settings.max_files, self.skip)
         except (TooManyFiles, OSError) as e:

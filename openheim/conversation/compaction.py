@@ -7,8 +7,9 @@ fitting (the oldest messages are left out), so a turn never dead-ends here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from openheim.conversation.log_events import CompactionRecord
 from openheim.core import events
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from openheim.config.long_sessions import CompactionConfig
     from openheim.core.llm.base import LlmClient
     from openheim.core.models import Tool
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.checkpoints.store import CheckpointStore
 
@@ -53,7 +54,7 @@ class LongSessions:
 
     # --- checkpoints and undo -----------------------------------------------------------
 
-    def checkpoint(self, session_id: str, root: Path, at: int) -> TurnCheckpoint | None:
+    def checkpoint(self, session_id: str, root: Path, at: int = 0) -> TurnCheckpoint | None:
         """The turn's checkpoint (taken lazily, before the first tool that may change files), or None when off."""
         from openheim.checkpoints.turn import TurnCheckpoint
 
