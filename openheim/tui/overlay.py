@@ -140,6 +140,9 @@ HELP = """commands:
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
   :cost              tokens used in this session
+  :compact           summarise the conversation now (the full record stays in the log)
+  :undo [N] [yes]    show (with yes: restore) the files the last N turns changed; force: overwrite edits
+  :fork              continue in a copy of this session (the original stays as it is)
 keys:
   Enter send · Ctrl-C cancel the reply (quit when idle) · Ctrl-U clear the line
   ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end
