@@ -42,7 +42,7 @@ def test_thirty_turns_in_a_2k_window_keep_going_and_resume_from_the_summary(isol
             turn = [json.loads(x) for x in p.stdout.splitlines()]
             calls = sum(sum(x["usage"].values()) for x in turn if x["type"] == "usage")
             summary = sum(sum((x["usage"] or {}).values()) for x in turn if x["type"] == "compaction")
-            total = sum([x for x in turn if x["type"] == "result"][0]["usage"].values())
+            total = sum(next(x for x in turn if x["type"] == "result")["usage"].values())
             assert total == calls + summary
         # the summary request carried the dedicated prompt; every request stayed inside the window
         assert len(srv.summary_requests) >= 3

@@ -20,10 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from openheim.checkpoints.scan import FileStat
+from typing import Any
 
 READ_CHUNK = 1 << 20
 
@@ -123,6 +120,9 @@ class CheckpointStore:
             _atomic_write(path, body)
         return checkpoint
 
+    def has_manifest(self, checkpoint: str) -> bool:
+        return (self.dir / "manifests" / f"{checkpoint}.json").is_file()
+
     def load_manifest(self, checkpoint: str) -> dict[str, list]:
         data = json.loads((self.dir / "manifests" / f"{checkpoint}.json").read_bytes())
         return dict(data["files"])
@@ -133,6 +133,7 @@ class CheckpointStore:
         return self.dir / "index" / f"{hashlib.sha256(root.encode()).hexdigest()[:24]}.json"
 
     def load_index(self, root: str) -> dict[str, list]:
+        """The root's stat cache: {path: [size, mtime_ns, ino, sha256, seen_ns, mode]}."""
         path = self.index_path(root)
         try:
             mtime = path.stat().st_mtime
@@ -142,17 +143,27 @@ class CheckpointStore:
         if cached is not None and cached[0] == mtime:
             return cached[1]
         try:
-            index = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+            files = dict(json.loads(path.read_bytes()))
+        except (OSError, ValueError, TypeError):
             return {}
-        index = index if isinstance(index, dict) else {}
-        self._index_cache[root] = (mtime, index)
-        return index
+        self._index_cache[root] = (mtime, files)
+        return files
 
     def save_index(self, root: str, index: dict[str, list]) -> None:
         path = self.index_path(root)
         _atomic_write(path, json.dumps(index, separators=(",", ":")).encode())
         self._index_cache[root] = (path.stat().st_mtime, index)
+
+    def load_fingerprint(self, root: str) -> tuple[str, str, int] | None:
+        """(fingerprint of the root's last scan, its checkpoint, when it was taken in ns), when there is one."""
+        try:
+            mark, checkpoint, taken = self.index_path(root).with_suffix(".last").read_text().split()
+            return mark, checkpoint, int(taken)
+        except (OSError, ValueError):
+            return None
+
+    def save_fingerprint(self, root: str, mark: str, checkpoint: str, taken_ns: int) -> None:
+        _atomic_write(self.index_path(root).with_suffix(".last"), f"{mark} {checkpoint} {taken_ns}\n".encode())
 
     def forget_indexes(self) -> None:
         shutil.rmtree(self.dir / "index", ignore_errors=True)
@@ -195,10 +206,6 @@ class CheckpointStore:
         path = self.session_log(source)
         if path.is_file():
             shutil.copyfile(path, self.session_log(target))
-
-
-def stat_row(st: FileStat, digest: str | None) -> list:
-    return [st.size, st.mtime_ns, st.ino, digest]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
