@@ -29,8 +29,9 @@ class TurnCheckpoint:
     """The checkpoint of one turn; thread-safe (a reply's tool calls may run in parallel)."""
 
     def __init__(self, store: CheckpointStore, settings: CheckpointConfig, session_id: str, root: str, at: int,
-                 skip: frozenset[str] = frozenset()) -> None:
+                 skip: frozenset[str] = frozenset(), too_big: set[str] | None = None) -> None:
         self.store, self.settings = store, settings
+        self.too_big = too_big if too_big is not None else set()  # roots over max_files: not scanned again
         self.session_id, self.root, self.at, self.skip = session_id, root, at, skip
         self.snapshot: Snapshot | None = None
         self.attempted = False
@@ -42,6 +43,8 @@ class TurnCheckpoint:
             if self.attempted:
                 return
             self.attempted = True
+            if self.root in self.too_big:
+                return
             from openheim.checkpoints.scan import TooManyFiles  # a turn that changes no file never loads these
             from openheim.checkpoints.snapshot import take
 
@@ -49,6 +52,7 @@ class TurnCheckpoint:
                 self.snapshot = take(self.store, self.root, self.settings.max_file_bytes, self.settings.max_files,
                                      self.skip)
             except TooManyFiles:
+                self.too_big.add(self.root)
                 log.warning("no checkpoint of %s: it holds more than %d files ([checkpoints] max_files); this "
                             "turn cannot be undone", self.root, self.settings.max_files)
             except OSError as e:

@@ -30,6 +30,7 @@ class LongSessions:
         self.config, self.data_dir, self.history = config, data_dir, history
         self.store = CheckpointStore(data_dir / "checkpoints")
         self._pruned = False
+        self._too_big: set[str] = set()  # roots with more than max_files files, seen by this process
 
     # --- compaction -----------------------------------------------------------------
 
@@ -62,7 +63,8 @@ class LongSessions:
         if not settings.enabled:
             return None
         self._prune_once()
-        return TurnCheckpoint(self.store, settings, session_id, str(root), at, frozenset({str(self.data_dir)}))
+        return TurnCheckpoint(self.store, settings, session_id, str(root), at, frozenset({str(self.data_dir)}),
+                              self._too_big)
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         return self.store.turns(session_id)
