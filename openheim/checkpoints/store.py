@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,7 @@ class CheckpointStore:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self._index_cache: dict[str, tuple[float, dict[str, list]]] = {}
+        self._made: set[Path] = set()  # blob directories known to exist
 
     # --- blobs ---------------------------------------------------------------
 
@@ -90,17 +92,20 @@ class CheckpointStore:
         return self.blob_path(digest).is_file()
 
     def put_file(self, path: str) -> str:
-        """Copy a file into the store (once per content); its SHA-256."""
-        digest = sha256_file(path)
+        """Copy a file into the store (once per content); its SHA-256. The file is read once: what is hashed is
+        what is stored (callers cap the size)."""
+        with open(path, "rb") as f:
+            data = f.read()
+        digest = hashlib.sha256(data).hexdigest()
         target = self.blob_path(digest)
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            os.close(fd)
+            if target.parent not in self._made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(target.parent)
+            tmp = f"{target}.{os.getpid()}-{threading.get_ident()}.tmp"
             try:
-                shutil.copyfile(path, tmp)
-                if sha256_file(tmp) != digest:  # changed while copying: keep nothing half-true
-                    raise OSError(f"{path} changed while it was copied")
+                with open(tmp, "wb") as out:
+                    out.write(data)
                 os.replace(tmp, target)
             except BaseException:
                 _unlink(tmp)
