@@ -75,7 +75,11 @@ class TurnCheckpoint:
             return None
         record = TurnRecord(len(self.store.turns(self.session_id)) + 1, self.at, self.root, snapshot.checkpoint,
                             changes)
-        self.store.append_record(self.session_id, record.to_dict())
+        try:
+            self.store.append_record(self.session_id, record.to_dict())
+        except OSError as e:  # the turn itself went well: it only cannot be undone
+            log.warning("could not record the files this turn changed (%s); it cannot be undone", e)
+            return None
         return record
 
     def wrap(self, inner: ToolExecutor) -> ToolExecutor:

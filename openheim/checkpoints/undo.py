@@ -101,7 +101,7 @@ def plan_undo(store: CheckpointStore, session_id: str, turns: int = 1) -> UndoPl
                 item.action, item.digest, item.restorable = "remove", None, True
             else:
                 if manifest is None:
-                    manifest = store.load_manifest(record.checkpoint)
+                    manifest = _manifest(store, record)
                 row = manifest.get(change.path)
                 item.action, item.digest = "restore", change.before
                 item.mode = row[2] if row else None
@@ -135,6 +135,14 @@ def apply_undo(store: CheckpointStore, plan: UndoPlan, force: bool = False) -> U
                                           "restored": result.restored, "removed": result.removed,
                                           "skipped": result.skipped})
     return result
+
+
+def _manifest(store: CheckpointStore, record: TurnRecord) -> dict[str, list]:
+    try:
+        return store.load_manifest(record.checkpoint)
+    except (OSError, ValueError, KeyError):
+        raise NotFound(f"the checkpoint taken before turn {record.turn} is gone (pruned or damaged); that turn "
+                       "cannot be undone") from None
 
 
 def _changed_since(path: str, kind: str, after: str | None) -> bool:
