@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -96,6 +96,7 @@ class ConversationMeta:
     cwd: str | None = None
     context_usage: Usage | None = None
     mode: str = "code"
+    cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -117,6 +118,8 @@ class ConversationMeta:
         if self.context_usage is not None:
             d["context_usage"] = self.context_usage.to_dict()
         d["mode"] = self.mode
+        if self.cost is not None:
+            d["cost"] = round(self.cost, 6)
         return d
 
     @classmethod
@@ -133,7 +136,15 @@ class ConversationMeta:
         return cls(id=d["id"], created_at=created, updated_at=d.get("updated_at") or created,
                    model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
                    skills=list(skills), cwd=d.get("cwd"),
-                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code")
+                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
+                   cost=_cost(d.get("cost")))
+
+
+def _cost(value: object) -> float | None:
+    """A stored cost (an unusable one is dropped, not an error: it is only a running total)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(eq=False)
@@ -296,7 +307,7 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        self._append_line(conv, message.to_json())
+        self._append_line(conv, self._line(message))
         conv.persisted += 1
         text = message.text()
         if conv.meta.title is None and message.role == "user" and text:
@@ -304,11 +315,11 @@ class HistoryManager:
 
     def append_compaction(self, conv: Conversation, record: CompactionRecord) -> None:
         """Append a compaction event to the log (it sits after the ``record.at`` messages before it)."""
-        self._append_line(conv, record.to_json())
+        self._append_line(conv, record.to_json().encode("utf-8"))
         conv.compactions.append(record)
 
-    def _append_line(self, conv: Conversation, text: str) -> None:
-        line = text.encode("utf-8") + b"\n"
+    def _append_line(self, conv: Conversation, text: bytes) -> None:
+        line = text + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -343,10 +354,28 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(line.encode("utf-8") + b"\n" for line in log_lines(conv))
+        body = b"".join(line + b"\n" for line in self._log_lines(conv))
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
+
+    def _log_lines(self, conv: Conversation) -> Iterator[bytes]:
+        """The log's lines in order: messages, each compaction event after the messages that preceded it."""
+        events = sorted(conv.compactions, key=lambda c: c.at)
+        e = 0
+        for index, message in enumerate(conv.messages):
+            while e < len(events) and events[e].at <= index:
+                yield events[e].to_json().encode("utf-8")
+                e += 1
+            yield self._line(message)
+        for event in events[e:]:
+            yield event.to_json().encode("utf-8")
+
+    def _line(self, message: Message) -> bytes:
+        """A message's log line (images stored once, by hash, in ``images/``)."""
+        from openheim.conversation import images
+
+        return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------
 
@@ -372,7 +401,7 @@ class HistoryManager:
             return _LogRead([], 0, False, False)
         except OSError as e:
             raise file_error(e, "read", path) from None
-        return parse_log(data, str(path))
+        return parse_log(data, str(path), self.dir / "images")
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
         """Make sure the file holds exactly our known lines, dropping a torn tail if there is one."""
@@ -392,40 +421,39 @@ class HistoryManager:
 # --- helpers ----------------------------------------------------------------------
 
 
-def log_lines(conv: Conversation) -> Iterator[str]:
-    """The log's lines in order: messages, with each compaction event after the messages that preceded it."""
-    events = sorted(conv.compactions, key=lambda c: c.at)
-    e = 0
-    for index, message in enumerate(conv.messages):
-        while e < len(events) and events[e].at <= index:
-            yield events[e].to_json()
-            e += 1
-        yield message.to_json()
-    for event in events[e:]:
-        yield event.to_json()
-
-
-def parse_log(data: bytes, where: str = "log") -> _LogRead:
+def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line skipped with a warning (the rest of the session stays usable)."""
+    bad line skipped with a warning (the rest of the session stays usable). Image references are read from
+    ``images`` (the directory of stored images)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
+    inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        parsed = _parse_all_at_once(lines[:last + 1])
+        parsed = _parse_all_at_once(lines[:last + 1], inline)
         if parsed is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
+                                       inline=inline)
     return _LogRead(parsed[0], *_good_end(data, lines, last), torn=False, compactions=parsed[1])
 
 
-def _parse_all_at_once(lines: list[bytes]) -> tuple[list[Message], list[CompactionRecord]] | None:
+def _image_inliner(directory: Path) -> Callable[[Any], Any]:
+    from openheim.conversation import images
+
+    return lambda doc: images.inline(doc, directory)
+
+
+def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None
+                       ) -> tuple[list[Message], list[CompactionRecord]] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
         docs = json.loads(b"[" + b",".join(present) + b"]")
         if len(docs) != len(present):
             return None
+        if inline is not None:
+            docs = [doc if is_log_event(doc) else inline(doc) for doc in docs]
         if not any(b'"event"' in raw for raw in present):
             return [Message.from_dict(doc) for doc in docs], []
         messages: list[Message] = []
@@ -440,7 +468,8 @@ def _parse_all_at_once(lines: list[bytes]) -> tuple[list[Message], list[Compacti
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
+                        inline: Callable[[Any], Any] | None = None) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     compactions: list[CompactionRecord] = []
@@ -454,7 +483,7 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
             if is_log_event(doc):
                 compactions.append(CompactionRecord.from_dict(doc))
             else:
-                messages.append(Message.from_dict(doc))
+                messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
         except (ValueError, TypeError, AttributeError, RecursionError) as e:
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:

@@ -140,7 +140,8 @@ HELP = """commands:
   :skills            installed skills
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
-  :cost              tokens used in this session
+  :cost              tokens (and dollars, with [prices]) used in this session
+  :image PATH        attach an image to your next message (or paste an image file's path)
   :compact           summarise the conversation now (the full record stays in the log)
   :undo [N] [yes]    show (with yes: restore) the files the last N turns changed; force: overwrite edits
   :fork              continue in a copy of this session (the original stays as it is)
