@@ -11,9 +11,9 @@ from cli_helpers import write_config
 from long_helpers import SUMMARY, SummarisingServer, changing_turn, seed_tree, tree
 
 acp = pytest.importorskip("acp")
-from acp import text_block  # noqa: E402
-from acp.schema import WriteTextFileResponse  # noqa: E402
-from test_acp_client import CAPS, FakeEditor, run  # noqa: E402
+from acp import text_block
+from acp.schema import WriteTextFileResponse
+from test_acp_client import CAPS, FakeEditor, run
 
 
 class SavingEditor(FakeEditor):
