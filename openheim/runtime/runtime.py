@@ -426,7 +426,7 @@ class Runtime:
             if session.in_flight:
                 raise SessionBusy(session.id)
         history = self.conversations.history
-        with Lease.acquire(history.history_dir, session.id):  # a turn starting meanwhile waits for the log
+        with Lease.acquire(history.history_dir, session.id):  # a turn started meanwhile gets SessionLocked
             conv = self._conversation_for(session)
             if not conv.messages:
                 raise InvalidArgument("nothing to compact: the session has no messages yet")
