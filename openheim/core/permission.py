@@ -391,7 +391,7 @@ def rule_denial(gate: PermissionGate, req: PermissionRequest) -> str | None:
     refuses it: a hook's "allow" skips the gate's question but never a deny rule."""
     from openheim.config.rules import DENY
 
-    while isinstance(gate, SubagentGate):
+    while isinstance(gate, (SubagentGate, ProtectedWritesGate)):
         gate = gate.inner
     if isinstance(gate, RulesGate):
         verdict = gate.verdict(req)
