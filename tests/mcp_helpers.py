@@ -23,9 +23,9 @@ def stdio_server(tag: str | None = None, **extra: object) -> dict:
     return {"command": PYTHON, "args": args, **extra}
 
 
-def toml_server(name: str, tag: str | None = None, extra: str = "") -> str:
-    args = ", ".join(f'"{a}"' for a in [SERVER] + (["--tag", tag] if tag else []))
-    return f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = [{args}]\n{extra}\n'
+def toml_server(name: str, tag: str | None = None, extra: str = "", args: tuple[str, ...] = ()) -> str:
+    args_text = ", ".join(f'"{a}"' for a in [SERVER, *args] + (["--tag", tag] if tag else []))
+    return f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = [{args_text}]\n{extra}\n'
 
 
 def pids_with(tag: str) -> list[int]:

@@ -3,6 +3,7 @@
     python tests/mcp_server.py                  # stdio
     python tests/mcp_server.py --http           # streamable HTTP on 127.0.0.1, prints "PORT <n>" first
     python tests/mcp_server.py --name other     # the server's name (serverInfo)
+    python tests/mcp_server.py --delay 3        # starts serving after 3 s
 
 Tools: echo, fail (isError), sleep, picture (image + text), resources (embedded text, blob, link),
 crash (the process exits mid-call), env (one variable of the server's environment), note_stderr
@@ -131,7 +132,9 @@ def main() -> None:
     parser.add_argument("--name", default="fake")
     parser.add_argument("--port", type=int, default=0, help="with --http: the port (default: any free one)")
     parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving (a slow start)")
     opts = parser.parse_args()
+    time.sleep(opts.delay)
     server = build(opts.name)
     if opts.http:
         serve_http(server, opts.port)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -16,18 +18,22 @@ if TYPE_CHECKING:
     from openheim.mcp.status import McpServerStatus
     from openheim.mcp.tool import McpTool
 
+log = logging.getLogger(__name__)
+
 
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
     def __init__(self, configs: list[McpServerConfig], bridge: Bridge | NoBridge, log_dir: Path,
-                 startup_timeout: float) -> None:
+                 startup_timeout: float, data_dir: Path | None = None) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
         # a group without configs is the only one given a NoBridge, so every server gets a real Bridge
-        self.servers = [McpServer(c, cast("Bridge", bridge), log_dir, self._changed) for c in configs]
+        self.servers = [McpServer(c, cast("Bridge", bridge), log_dir, self._changed, data_dir, startup_timeout)
+                        for c in configs]
         self.closed = False
+        self._announced: set[str] = set()  # servers whose wait (or give-up) was already announced
 
     def start(self) -> ServerGroup:
         for server in self.servers:
@@ -42,22 +48,44 @@ class ServerGroup:
             self.version += 1
             self._cond.notify_all()
 
-    def wait_ready(self, cancel: CancelToken | None = None, until: float | None = None) -> None:
+    def wait_ready(self, cancel: CancelToken | None = None, until: float | None = None,
+                   include_known: bool = True, notify: Callable[[str], None] | None = None) -> None:
         """Wait while some server is still starting and within its allowance: ``until`` (a monotonic
-        time) if given, else its own start time plus ``startup_timeout``. A cancel ends the wait."""
+        time) if given, else its own start time plus ``startup_timeout``. A cancel ends the wait.
+        Without ``include_known``, servers whose last tool list is remembered are not waited for (their
+        tools are offered meanwhile); ``notify`` gets the one-line notices of a wait and of a give-up."""
+        waiting = [s for s in self.servers if (include_known or not s.known) and not s.settled.is_set()]
+        if not waiting:
+            return
+        self._announce([s.name for s in waiting], "starting MCP servers: {}", notify)
         remove = cancel.on_cancel(self._changed) if cancel is not None else (lambda: None)
         try:
             with self._cond:
                 while not (cancel is not None and cancel.cancelled):
                     now = time.monotonic()
                     limits = [until if until is not None else s.started_at + self.startup_timeout
-                              for s in self.servers if not s.settled.is_set()]
+                              for s in waiting if not s.settled.is_set()]
                     live = [limit for limit in limits if limit > now]
                     if not live:
-                        return
+                        break
                     self._cond.wait(min(live) - now)
         finally:
             remove()
+        if until is None and not (cancel is not None and cancel.cancelled):
+            for server in waiting:
+                if not server.settled.is_set():
+                    server.gave_up()
+                    self._announce([server.name], f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; "
+                                   "going on without its tools", notify, key="late:")
+
+    def _announce(self, names: list[str], template: str, notify: Callable[[str], None] | None,
+                  key: str = "") -> None:
+        """Say ``template`` about the servers not yet announced (once each per group)."""
+        with self._cond:
+            fresh = [n for n in names if key + n not in self._announced]
+            self._announced.update(key + n for n in fresh)
+        if fresh:
+            (notify or log.warning)(template.format(", ".join(fresh)))
 
     def handlers(self) -> list[McpTool]:
         return [tool for server in self.servers for tool in list(server.tools)]

@@ -70,7 +70,8 @@ class McpHub:
                          cfg.name, cfg.source)
                 continue
             kept.append(cfg)
-        group = ServerGroup(kept, self.bridge() if kept else NoBridge(), self.log_dir, self.startup_timeout)
+        group = ServerGroup(kept, self.bridge() if kept else NoBridge(), self.log_dir, self.startup_timeout,
+                            self.data_dir)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the MCP hub is closed")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
+from openheim.mcp import known
 from openheim.mcp.bridge import SPAWNED, kill_group
 from openheim.mcp.content import result_text
 from openheim.mcp.status import McpServerStatus
@@ -85,16 +86,21 @@ class McpServer:
     """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
 
     def __init__(self, config: McpServerConfig, bridge: Bridge, log_dir: Path,
-                 on_change: Callable[[], None] = lambda: None) -> None:
+                 on_change: Callable[[], None] = lambda: None, data_dir: Path | None = None,
+                 startup_timeout: float = 10.0) -> None:
         self.config = config
         self.name = config.name
         self._bridge = bridge
         self._log_dir = log_dir
+        self._data_dir = data_dir
         self._on_change = on_change
+        self.startup_timeout = startup_timeout
         self._lock = threading.Lock()
         self.state = "starting"
         self.error: str | None = None
-        self.tools: list[McpTool] = []
+        remembered = known.recall(data_dir, config) if data_dir is not None else None
+        self.known = remembered is not None  # its last tool list is offered while it starts
+        self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
         self.started_at = time.monotonic()
         self.settled = threading.Event()  # the first connect ended, either way
         # touched on the loop thread only
@@ -108,6 +114,7 @@ class McpServer:
         self._failed_until = 0.0
         self._failure = ""
         self._pids: set[int] = set()
+        self._specs: list[dict] = []
 
     # --- lifecycle (sync side) -----------------------------------------------------------
 
@@ -132,8 +139,36 @@ class McpServer:
 
     # --- calls (sync side) ------------------------------------------------------------------
 
+    def wait_started(self, cancel: CancelToken | None = None) -> None:
+        """A call to a remembered tool of a server still starting waits for it (up to the startup timeout);
+        ToolExecutionError when it is not up then, failed, or no longer offers the tool."""
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.settled.is_set() and not (cancel is not None and cancel.cancelled):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolExecutionError(f"MCP server '{self.name}' not ready after {self.startup_timeout:g} s; "
+                                         "try the tool again later")
+            self.settled.wait(min(left, 0.05))
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled("MCP tool call cancelled")
+        with self._lock:
+            state, error = self.state, self.error
+        if state == "failed":
+            raise ToolExecutionError(error or f"MCP server '{self.name}' failed to start")
+
+    def gave_up(self) -> None:
+        """A turn stopped waiting for this never-seen server: remember it (with no tools), so the next
+        session offers nothing from it at first but does not wait for it either."""
+        if self._data_dir is not None and not self.known and not self.settled.is_set():
+            known.remember(self._data_dir, self.config, [])
+
     def call(self, tool: str, arguments: dict, cancel: CancelToken | None = None) -> str:
         """Run ``tool``; the result's text, or ToolExecutionError (isError results, failures, the deadline)."""
+        self.wait_started(cancel)
+        with self._lock:
+            offered = any(t.tool_name == tool for t in self.tools)
+        if not offered:
+            raise ToolExecutionError(f"MCP server '{self.name}' no longer offers the tool '{tool}'")
         limit = self.config.tool_timeout_secs
         future = self._bridge.submit(self._call(tool, arguments, float(limit)))
         remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
@@ -191,9 +226,11 @@ class McpServer:
             if self._closing:
                 raise CallFailed("closed while starting")
             self._set("connected", None, tools)
+            if self._data_dir is not None:
+                known.remember(self._data_dir, self.config, self._specs)
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
-            self._set("closed" if self._closing else "failed", None if self._closing else message)
+            self._set("closed" if self._closing else "failed", None if self._closing else message, [])
             if not self._closing:
                 log.warning("%s", message)
             if isinstance(e, asyncio.CancelledError):
@@ -210,7 +247,7 @@ class McpServer:
         self._ready, self._stop, self._broken = ready, stop, False
         self._owner = asyncio.ensure_future(self._own(ready, stop))
         session, specs = await ready
-        self._session = session
+        self._session, self._specs = session, specs
         return self._handlers(specs)
 
     def _handlers(self, specs: list[dict]) -> list[McpTool]:

@@ -3,6 +3,7 @@ its project's trusted ``.mcp.json``, its own), the ready servers' tools listed a
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openheim.core.tools import LayeredExecutor, ToolRegistry
@@ -29,10 +30,13 @@ class SessionTools:
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, ...], ToolExecutor] | None = None
 
-    def for_turn(self, cancel: CancelToken | None = None) -> ToolExecutor:
-        """Wait (bounded, cancellable) for servers still starting, then a fixed tool set for one turn."""
+    def for_turn(self, cancel: CancelToken | None = None,
+                 notify: Callable[[str], None] | None = None) -> ToolExecutor:
+        """Wait (bounded, cancellable, announced through ``notify``) for servers still starting whose tools
+        were never seen; servers with a remembered tool list are not waited for. Then a fixed tool set
+        for one turn."""
         for group in self.groups:
-            group.wait_ready(cancel)
+            group.wait_ready(cancel, include_known=False, notify=notify)
         return self.current()
 
     def current(self) -> ToolExecutor:
