@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from openheim.mcp.server import CLOSE_LIMIT, McpServer
 
@@ -24,21 +24,27 @@ log = logging.getLogger(__name__)
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
-    def __init__(self, configs: list[McpServerConfig], bridge: Bridge | NoBridge, log_dir: Path,
+    def __init__(self, configs: list[McpServerConfig], bridge: Callable[[], Bridge], log_dir: Path,
                  startup_timeout: float, data_dir: Path | None = None) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
-        # a group without configs is the only one given a NoBridge, so every server gets a real Bridge
-        self.servers = [McpServer(c, cast("Bridge", bridge), log_dir, self._changed, data_dir, startup_timeout)
-                        for c in configs]
+        self.servers = [McpServer(c, bridge, log_dir, self._changed, data_dir, startup_timeout) for c in configs]
         self.closed = False
         self._announced: set[str] = set()  # servers whose wait (or give-up) was already announced
 
-    def start(self) -> ServerGroup:
+    def start(self, defer_known: bool = False) -> ServerGroup:
+        """Start the servers; with ``defer_known``, those whose tool list is remembered wait for ``kick``
+        (their remembered tools are offered meanwhile, and a call to one starts its server)."""
+        for server in self.servers:
+            if not (defer_known and server.known):
+                server.start()
+        return self
+
+    def kick(self) -> None:
+        """Start the servers that are not started yet."""
         for server in self.servers:
             server.start()
-        return self
 
     def names(self) -> set[str]:
         return {s.name for s in self.servers}
@@ -54,6 +60,8 @@ class ServerGroup:
         time) if given, else its own start time plus ``startup_timeout``. A cancel ends the wait.
         Without ``include_known``, servers whose last tool list is remembered are not waited for (their
         tools are offered meanwhile); ``notify`` gets the one-line notices of a wait and of a give-up."""
+        if include_known:
+            self.kick()
         waiting = [s for s in self.servers if (include_known or not s.known) and not s.settled.is_set()]
         if not waiting:
             return
@@ -111,9 +119,3 @@ def finish(futures: list[concurrent.futures.Future], servers: list[McpServer], t
     if pending:
         for server in servers:
             server.kill_leftovers()
-
-
-class NoBridge:
-    """Stands in for the bridge of a group with no servers, so an empty group never starts a thread."""
-
-    import_error = None

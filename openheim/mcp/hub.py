@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.mcp.group import NoBridge, ServerGroup, finish
+from openheim.mcp.group import ServerGroup, finish
 from openheim.mcp.server import CLOSE_LIMIT
 
 if TYPE_CHECKING:
@@ -61,8 +61,10 @@ class McpHub:
                 self._bridge = Bridge()
             return self._bridge
 
-    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset()) -> ServerGroup:
-        """A started group of ``configs``, leaving out names already ``taken`` (configured names win)."""
+    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset(),
+              defer_known: bool = True) -> ServerGroup:
+        """A started group of ``configs``, leaving out names already ``taken`` (configured names win);
+        servers with a remembered tool list start on ``ServerGroup.kick`` unless not ``defer_known``."""
         kept = []
         for cfg in configs:
             if cfg.name in taken:
@@ -70,13 +72,12 @@ class McpHub:
                          cfg.name, cfg.source)
                 continue
             kept.append(cfg)
-        group = ServerGroup(kept, self.bridge() if kept else NoBridge(), self.log_dir, self.startup_timeout,
-                            self.data_dir)
+        group = ServerGroup(kept, self.bridge, self.log_dir, self.startup_timeout, self.data_dir)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the MCP hub is closed")
             self._groups.append(group)
-        return group.start()
+        return group.start(defer_known)
 
     def configured_names(self) -> set[str]:
         return self.configured.names() if self.configured else set()
@@ -136,18 +137,23 @@ class McpHub:
             self.configured.wait_ready(until=until)
         return self.configured.statuses()
 
-    def close(self, timeout: float = CLOSE_LIMIT) -> None:
-        """Stop every server of every group (each process ends) and the bridge thread; idempotent."""
+    def close(self, timeout: float = CLOSE_LIMIT, wait: bool = True) -> None:
+        """Stop every server of every group (in parallel; each process ends) and the bridge thread; idempotent.
+        Without ``wait`` (a process about to exit), the closes start and this returns at once: the servers see
+        their stdin close when the process ends, and a detached watchdog kills what is left of them later."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             groups, bridge = list(self._groups), self._bridge
+        servers = [s for g in groups for s in g.servers]
         futures: list[concurrent.futures.Future] = []
         for group in groups:
             futures.extend(group.close_async())
+        if not wait:
+            reap_later([pid for s in servers for pid in s.pids()])
+            return
         started = time.monotonic()
-        servers = [s for g in groups for s in g.servers]
         try:
             finish(futures, servers, timeout)
         except BaseException:  # a second Ctrl-C while waiting: no time for manners, but no orphans either
@@ -156,3 +162,22 @@ class McpHub:
             raise
         if bridge is not None:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
+
+
+REAP_AFTER = 4  # seconds: past the SDK's own shutdown (stdin EOF, 2 s, SIGTERM, 2 s, SIGKILL)
+
+
+def reap_later(pids: list[int]) -> None:
+    """A detached watchdog that SIGKILLs the servers' process groups after REAP_AFTER seconds (those that
+    exited by then are gone; their groups are empty)."""
+    if not pids:
+        return
+    import subprocess
+
+    groups = " ".join(f"-{int(pid)}" for pid in pids)
+    try:
+        subprocess.Popen(["/bin/sh", "-c", f"sleep {REAP_AFTER}; kill -KILL -- {groups} 2>/dev/null"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError:
+        pass  # no shell to wait with: the servers still see their stdin close when this process ends

@@ -85,12 +85,12 @@ def log_path(log_dir: Path, name: str) -> Path:
 class McpServer:
     """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
 
-    def __init__(self, config: McpServerConfig, bridge: Bridge, log_dir: Path,
+    def __init__(self, config: McpServerConfig, bridge: Callable[[], Bridge], log_dir: Path,
                  on_change: Callable[[], None] = lambda: None, data_dir: Path | None = None,
                  startup_timeout: float = 10.0) -> None:
         self.config = config
         self.name = config.name
-        self._bridge = bridge
+        self._bridge_of = bridge  # the hub's bridge, made (and the SDK imported) when the first server starts
         self._log_dir = log_dir
         self._data_dir = data_dir
         self._on_change = on_change
@@ -102,6 +102,7 @@ class McpServer:
         self.known = remembered is not None  # its last tool list is offered while it starts
         self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
         self.started_at = time.monotonic()
+        self.started = False
         self.settled = threading.Event()  # the first connect ended, either way
         # touched on the loop thread only
         self._session: Any = None
@@ -119,12 +120,31 @@ class McpServer:
     # --- lifecycle (sync side) -----------------------------------------------------------
 
     def start(self) -> None:
-        self.started_at = time.monotonic()
+        """Connect in the background (once)."""
+        with self._lock:
+            if self.started or self.state == "closed":
+                return
+            self.started, self.started_at = True, time.monotonic()
+        self._bridge = self._bridge_of()
         self._bridge.submit(self._first_connect())
 
     def close_async(self) -> concurrent.futures.Future:
         """Stop the server (its owner leaves the SDK contexts, which ends the process); returns at once."""
+        with self._lock:
+            never_started = not self.started
+            if never_started:
+                self.state, self.tools = "closed", []
+        if never_started:
+            self.settled.set()
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(None)
+            return done
         return self._bridge.submit(self._close())
+
+    def pids(self) -> list[int]:
+        """The server processes (each leads its own process group) that are running now."""
+        with self._lock:
+            return list(self._pids)
 
     def kill_leftovers(self) -> None:
         """Last resort after a close that did not finish: SIGKILL the server's process group."""
@@ -142,6 +162,7 @@ class McpServer:
     def wait_started(self, cancel: CancelToken | None = None) -> None:
         """A call to a remembered tool of a server still starting waits for it (up to the startup timeout);
         ToolExecutionError when it is not up then, failed, or no longer offers the tool."""
+        self.start()
         deadline = time.monotonic() + self.startup_timeout
         while not self.settled.is_set() and not (cancel is not None and cancel.cancelled):
             left = deadline - time.monotonic()
@@ -159,7 +180,7 @@ class McpServer:
     def gave_up(self) -> None:
         """A turn stopped waiting for this never-seen server: remember it (with no tools), so the next
         session offers nothing from it at first but does not wait for it either."""
-        if self._data_dir is not None and not self.known and not self.settled.is_set():
+        if self._data_dir is not None and self.started and not self.known and not self.settled.is_set():
             known.remember(self._data_dir, self.config, [])
 
     def call(self, tool: str, arguments: dict, cancel: CancelToken | None = None) -> str:

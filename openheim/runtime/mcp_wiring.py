@@ -102,6 +102,7 @@ class McpWiring:
         finally:
             hub.release(group)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop every server; without ``wait`` only start stopping them (for a process about to exit)."""
         if self.hub is not None:
-            self.hub.close()
+            self.hub.close(wait=wait)

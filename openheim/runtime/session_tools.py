@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from openheim.mcp.group import ServerGroup
     from openheim.mcp.status import McpServerStatus
 
+KICK_AFTER = 0.25  # seconds after a turn's tools are fixed: its first model request has been sent by then
+
 
 class SessionTools:
     """A ToolExecutor whose MCP part follows the servers as they come up (cached per change)."""
@@ -29,6 +31,7 @@ class SessionTools:
         self.groups = groups
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, ...], ToolExecutor] | None = None
+        self._kicker: threading.Timer | None = None
 
     def for_turn(self, cancel: CancelToken | None = None,
                  notify: Callable[[str], None] | None = None) -> ToolExecutor:
@@ -37,7 +40,23 @@ class SessionTools:
         for one turn."""
         for group in self.groups:
             group.wait_ready(cancel, include_known=False, notify=notify)
+        self._kick_soon()
         return self.current()
+
+    def _kick_soon(self) -> None:
+        """Servers with a remembered tool list start once the turn's first request is on its way: their
+        start (the SDK import above all) would otherwise compete with it for the interpreter."""
+        with self._lock:
+            if self._kicker is not None:
+                return
+            self._kicker = threading.Timer(KICK_AFTER, self.kick)
+            self._kicker.daemon = True
+        self._kicker.start()
+
+    def kick(self) -> None:
+        """Start every server not started yet."""
+        for group in self.groups:
+            group.kick()
 
     def current(self) -> ToolExecutor:
         versions = tuple(g.version for g in self.groups)
