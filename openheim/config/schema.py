@@ -103,6 +103,7 @@ class Config:
     theme_color: str | None = None
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     mcp_startup_timeout_secs: int = 10  # how long a turn waits for MCP servers that are still starting
+    mcp_max_message_mib: int = 8  # a bigger message from an MCP server is refused
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
@@ -315,7 +316,8 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
+             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "mcp_max_message_mib", "memory",
+             "theme_color",
              "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
 
 
@@ -345,6 +347,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
         mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
+        mcp_max_message_mib=_int(_get_int(d, "mcp_max_message_mib", default=8, minimum=1)),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
 from openheim.mcp.server import CLOSE_LIMIT, McpServer
 
 if TYPE_CHECKING:
@@ -25,11 +26,12 @@ class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
     def __init__(self, configs: list[McpServerConfig], bridge: Callable[[], Bridge], log_dir: Path,
-                 startup_timeout: float, data_dir: Path | None = None) -> None:
+                 startup_timeout: float, data_dir: Path | None = None, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
-        self.servers = [McpServer(c, bridge, log_dir, self._changed, data_dir, startup_timeout) for c in configs]
+        self.servers = [McpServer(c, bridge, log_dir, self._changed, data_dir, startup_timeout, max_message)
+                        for c in configs]
         self.closed = False
         self._announced: set[str] = set()  # servers whose wait (or give-up) was already announced
 
@@ -115,7 +117,7 @@ class ServerGroup:
 
 def finish(futures: list[concurrent.futures.Future], servers: list[McpServer], timeout: float) -> None:
     """Wait for closes; SIGKILL the process groups of servers that did not finish in time."""
-    done, pending = concurrent.futures.wait(futures, timeout=timeout)
+    _, pending = concurrent.futures.wait(futures, timeout=timeout)
     if pending:
         for server in servers:
             server.kill_leftovers()

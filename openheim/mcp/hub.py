@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
 from openheim.mcp.group import ServerGroup, finish
 from openheim.mcp.server import CLOSE_LIMIT
 
@@ -32,8 +33,10 @@ class _Shared:
 
 
 class McpHub:
-    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float) -> None:
+    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float,
+                 max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.data_dir = data_dir
+        self.max_message = max_message
         self.log_dir = data_dir / "logs"
         self.startup_timeout = startup_timeout
         self._configs = list(configured)
@@ -72,7 +75,7 @@ class McpHub:
                          cfg.name, cfg.source)
                 continue
             kept.append(cfg)
-        group = ServerGroup(kept, self.bridge, self.log_dir, self.startup_timeout, self.data_dir)
+        group = ServerGroup(kept, self.bridge, self.log_dir, self.startup_timeout, self.data_dir, self.max_message)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the MCP hub is closed")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,14 +19,18 @@ from typing import TYPE_CHECKING, Any
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
 from openheim.mcp import known
-from openheim.mcp.bridge import SPAWNED, kill_group
+from openheim.mcp.bridge import kill_group
 from openheim.mcp.content import result_text
+from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
+from openheim.mcp.server_log import log_path
 from openheim.mcp.status import McpServerStatus
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
+    from openheim.mcp.server_log import ServerLog
+    from openheim.mcp.stdio import Link
     from openheim.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
@@ -36,10 +39,8 @@ CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its 
 FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
 CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
 MAX_TOOL_PAGES = 100
-LOG_ROTATE_BYTES = 1 << 20
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
-_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class CallFailed(Exception):
@@ -79,16 +80,12 @@ def transport_lost(error: BaseException) -> bool:
     return isinstance(leaf, (OSError, EOFError)) or type(leaf).__module__.startswith(("httpx2", "httpcore2", "anyio"))
 
 
-def log_path(log_dir: Path, name: str) -> Path:
-    return log_dir / f"mcp-{_UNSAFE_FILE_CHARS.sub('_', name)}.log"
-
-
 class McpServer:
     """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
 
     def __init__(self, config: McpServerConfig, bridge: Callable[[], Bridge], log_dir: Path,
                  on_change: Callable[[], None] = lambda: None, data_dir: Path | None = None,
-                 startup_timeout: float = 10.0) -> None:
+                 startup_timeout: float = 10.0, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.config = config
         self.name = config.name
         self._bridge_of = bridge  # the hub's bridge, made (and the SDK imported) when the first server starts
@@ -96,6 +93,7 @@ class McpServer:
         self._data_dir = data_dir
         self._on_change = on_change
         self.startup_timeout = startup_timeout
+        self.max_message = max_message
         self._lock = threading.Lock()
         self.state = "starting"
         self.error: str | None = None
@@ -112,6 +110,7 @@ class McpServer:
         self._ready: asyncio.Future | None = None
         self._reconnecting: asyncio.Future | None = None
         self._broken = False
+        self._link: Link | None = None
         self._closing = False
         self._failed_until = 0.0
         self._failure = ""
@@ -266,7 +265,7 @@ class McpServer:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
         stop = asyncio.Event()
-        self._ready, self._stop, self._broken = ready, stop, False
+        self._ready, self._stop, self._broken, self._link = ready, stop, False, None
         self._owner = asyncio.ensure_future(self._own(ready, stop))
         session, specs = await ready
         self._session, self._specs = session, specs
@@ -292,16 +291,15 @@ class McpServer:
         import anyio
         from mcp import ClientSession
 
-        SPAWNED.set(self._remember_pid)
-        phase, errlog = "spawn", None
+        phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
                 if self.config.url:
                     phase = "connect"
                     streams = await self._enter_http(stack)
                 else:
-                    errlog = self._open_log()
-                    streams = await self._enter_stdio(stack, errlog)
+                    server_log = self._open_log()
+                    streams = await self._enter_stdio(stack, server_log)
                     phase = "connect"
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 with anyio.fail_after(CONNECT_LIMIT):
@@ -318,8 +316,8 @@ class McpServer:
             elif not isinstance(e, asyncio.CancelledError):
                 log.debug("MCP server '%s' ended with %s", self.name, describe(e))
         finally:
-            if errlog is not None:
-                errlog.close()
+            if server_log is not None:
+                server_log.close()
             self.kill_leftovers()  # children the server left behind in its process group
             with self._lock:
                 self._pids.clear()
@@ -328,13 +326,14 @@ class McpServer:
         with self._lock:
             self._pids.add(pid)
 
-    async def _enter_stdio(self, stack: Any, errlog: Any) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+    async def _enter_stdio(self, stack: Any, server_log: ServerLog) -> Any:
+        from openheim.mcp.stdio import Link, stdio_transport
 
-        cfg = self.config
-        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=dict(cfg.env) or None,
-                                       cwd=str(cfg.cwd) if cfg.cwd else None)
-        return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        link = self._link = Link(self.name, self.max_message)
+        streams = await stack.enter_async_context(stdio_transport(self.config, link, server_log))
+        if link.pid is not None:
+            self._remember_pid(link.pid)
+        return streams
 
     async def _enter_http(self, stack: Any) -> Any:
         import httpx2
@@ -345,22 +344,13 @@ class McpServer:
         await stack.enter_async_context(client)
         return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
 
-    def _open_log(self) -> Any:
+    def _open_log(self) -> ServerLog:
         """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
-        path = self.log_file
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
-                path.replace(path.with_suffix(".log.1"))
-            handle = open(path, "a", encoding="utf-8", errors="replace")
-            handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting '{self.name}' ({self.config.command})\n")
-            handle.flush()
-            return handle
-        except OSError as e:
-            log.warning("cannot open %s (%s); MCP server '%s' stderr is discarded", path, e, self.name)
-            import os
+        from openheim.mcp.server_log import ServerLog
 
-            return open(os.devnull, "w")
+        server_log = ServerLog(self.log_file)
+        server_log.note(f"starting '{self.name}' ({self.config.command})")
+        return server_log
 
     def _connect_failure(self, phase: str, error: BaseException) -> str:
         leaf = leaf_error(error)
@@ -376,10 +366,9 @@ class McpServer:
         return f"MCP stdio connect to '{self.name}' failed: {reason} (its stderr is in {self.log_file})"
 
     def _transport_closed(self) -> bool:
-        session = self._session
-        if session is None or self._broken:
+        if self._session is None or self._broken:
             return True
-        return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+        return self._link is not None and self._link.closed
 
     async def _call(self, tool: str, arguments: dict, limit: float) -> dict:
         session = await self._live_session()

@@ -22,10 +22,12 @@ PROJECT_FILE = ".mcp.json"
 
 
 class McpWiring:
-    def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float) -> None:
+    def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float,
+                 max_message: int = 8 << 20) -> None:
         self.registry = registry
         self.data_dir = data_dir
         self.startup_timeout = startup_timeout
+        self.max_message = max_message
         self.hub: McpHub | None = None
         self._lock = threading.Lock()
         self._shared: SessionTools | None = None
@@ -35,14 +37,14 @@ class McpWiring:
         from openheim.mcp.hub import McpHub
 
         with self._lock:
-            self.hub = McpHub(configured, self.data_dir, self.startup_timeout)
+            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message)
 
     def _hub(self) -> McpHub:
         with self._lock:
             if self.hub is None:
                 from openheim.mcp.hub import McpHub
 
-                self.hub = McpHub([], self.data_dir, self.startup_timeout)
+                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message)
             return self.hub
 
     def shared_tools(self) -> SessionTools | None:

@@ -85,7 +85,8 @@ class Runtime:
         self.config = settings.config
         self.registry = registry
         self.long_term_memory = long_term_memory
-        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs)
+        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
+                              settings.config.mcp_max_message_mib << 20)
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()

@@ -96,8 +96,8 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     rows = []
     (none_fb, none_exit), (three_fb, three_exit) = paired(argv["none"], argv["three"], env, home)
     ratio = three_fb / none_fb
-    rows.append(("c) first byte: 3 servers (1 slow, remembered) / none", f"{three_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
-                 "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+    rows.append(("c) first byte: 3 servers (1 slow, remembered) / none",
+                 f"{three_fb * 1000:.0f}/{none_fb * 1000:.0f} ms", "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
     lag = three_exit - none_exit
     rows.append(("d) exit after the answer: 3 servers - none", f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
                  "<= +100 ms", f"{lag * 1000:+.0f}ms", lag <= 0.1))
