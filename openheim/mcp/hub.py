@@ -167,19 +167,20 @@ class McpHub:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
 
 
-REAP_AFTER = 4  # seconds: past the SDK's own shutdown (stdin EOF, 2 s, SIGTERM, 2 s, SIGKILL)
+REAP_AFTER = 2  # seconds a server gets to exit on its stdin's EOF; then SIGTERM, and SIGKILL a second later
 
 
 def reap_later(pids: list[int]) -> None:
-    """A detached watchdog that SIGKILLs the servers' process groups after REAP_AFTER seconds (those that
-    exited by then are gone; their groups are empty)."""
+    """A detached watchdog that ends the servers' process groups the way a close does (EOF, grace, SIGTERM,
+    SIGKILL), after this process is gone (the groups of servers that exited by then are empty)."""
     if not pids:
         return
     import subprocess
 
     groups = " ".join(f"-{int(pid)}" for pid in pids)
+    script = f"sleep {REAP_AFTER}; kill -TERM {groups} 2>/dev/null; sleep 1; kill -KILL {groups} 2>/dev/null"
     try:
-        subprocess.Popen(["/bin/sh", "-c", f"sleep {REAP_AFTER}; kill -KILL -- {groups} 2>/dev/null"],
+        subprocess.Popen(["/bin/sh", "-c", script],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, close_fds=True)
     except OSError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +61,8 @@ def remember(data_dir: Path, config: McpServerConfig, specs: list[dict]) -> None
 
 
 def _save(data_dir: Path, servers: dict[str, dict]) -> None:
+    import tempfile
+
     data_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".mcp-tools.", dir=data_dir)
     try:

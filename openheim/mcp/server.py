@@ -7,7 +7,6 @@ exited), it first reconnects once (a failed reconnect is remembered for 30 s).
 """
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -19,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
 from openheim.mcp import known
-from openheim.mcp.bridge import kill_group
 from openheim.mcp.content import result_text
 from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
 from openheim.mcp.server_log import log_path
 from openheim.mcp.status import McpServerStatus
 
 if TYPE_CHECKING:
+    import asyncio
+
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
@@ -49,6 +49,8 @@ class CallFailed(Exception):
 
 def leaf_error(error: BaseException) -> BaseException:
     """The first real error inside (nested) exception groups, which anyio wraps errors in."""
+    import asyncio
+
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
         error = (inner or list(error.exceptions))[0]
@@ -150,8 +152,11 @@ class McpServer:
         """Last resort after a close that did not finish: SIGKILL the server's process group."""
         with self._lock:
             pids = list(self._pids)
-        for pid in pids:
-            kill_group(pid)
+        if pids:
+            from openheim.mcp.bridge import kill_group
+
+            for pid in pids:
+                kill_group(pid)
 
     @property
     def log_file(self) -> Path:
@@ -240,6 +245,8 @@ class McpServer:
     # --- the loop side ----------------------------------------------------------------------------
 
     async def _first_connect(self) -> None:
+        import asyncio
+
         try:
             if self._bridge.import_error:
                 raise CallFailed(self._bridge.import_error)
@@ -262,6 +269,8 @@ class McpServer:
 
     async def _open(self) -> list[McpTool]:
         """Start an owner task and wait until it is connected; CallFailed with the reason when it is not."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
         stop = asyncio.Event()
@@ -286,6 +295,7 @@ class McpServer:
 
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         """The owner task: enter the transport and session, initialize, list tools, wait for stop."""
+        import asyncio
         from contextlib import AsyncExitStack
 
         import anyio
@@ -393,6 +403,8 @@ class McpServer:
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _live_session(self) -> Any:
+        import asyncio
+
         if self._closing:
             raise CallFailed(f"MCP server '{self.name}' is closed")
         if self._session is not None and not self._transport_closed():
@@ -419,6 +431,8 @@ class McpServer:
         return self._session
 
     async def _shutdown_owner(self) -> None:
+        import asyncio
+
         owner, stop, ready = self._owner, self._stop, self._ready
         self._owner = self._stop = self._ready = self._session = None
         if owner is None:

@@ -264,9 +264,10 @@ class Runtime:
         conv.meta.mode = session.mode
         history.save_meta(conv)
 
-    def close(self, wait: float = 2.0) -> None:
+    def close(self, wait: float = 2.0, wait_for_servers: bool = True) -> None:
         """Cancel every running turn and wait for them briefly, then stop every MCP server (their
-        processes end), forget the live sessions and close the memory database."""
+        processes end; without ``wait_for_servers`` they are only told to, for a process about to exit),
+        forget the live sessions and close the memory database."""
         import time
 
         sessions = self.sessions.all()
@@ -277,7 +278,7 @@ class Runtime:
             if session.turn is not None:
                 session.turn.join(max(0.0, deadline - time.monotonic()))
         self.sessions.release_all()
-        self.mcp.close()
+        self.mcp.close(wait=wait_for_servers)
         if self.long_term_memory is not None:
             self.long_term_memory.close()
 

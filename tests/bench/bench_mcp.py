@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cli_helpers import write_config
 from common import ROOT, compare, env_with_home, openheim_argv, table
-from fake_llm import FakeLLMServer
+from fake_llm import FakeLLMServer, Reply, ToolCall
 
 PY = sys.executable
 SDK_SERVER = str(ROOT / "tests" / "mcp_server.py")
@@ -101,6 +101,17 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     lag = three_exit - none_exit
     rows.append(("d) exit after the answer: 3 servers - none", f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
                  "<= +100 ms", f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    lags = {"none": [], "three": []}
+    for _ in range(7):  # servers running at exit: the model calls a tool first (an MCP one when there are some)
+        for label, call in (("none", ToolCall("list_dir", {"path": "."})),
+                            ("three", ToolCall("fake__echo", {"text": "x"}))):
+            srv.enqueue(Reply(tool_calls=[call]), Reply(text="done"))
+            lags[label].append(timed_run([*argv[label][:-1], "--approve", "all", "use a tool"], env, home)[1])
+    none_exit, three_exit = (statistics.median(lags[k]) for k in ("none", "three"))
+    lag = three_exit - none_exit
+    rows.append(("d) ... after an MCP call (servers up): 3 - none",
+                 f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms", "<= +100 ms",
+                 f"{lag * 1000:+.0f}ms", lag <= 0.1))
     (none_fb, _), (mute_fb, _) = paired(argv["none"], argv["mute"], env, home)
     ratio = mute_fb / none_fb
     rows.append(("e) first byte: a never-answering server / none", f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
