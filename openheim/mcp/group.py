@@ -115,6 +115,31 @@ class ServerGroup:
         finish(self.close_async(), self.servers, timeout)
 
 
+MANY_TOOLS = 128  # more MCP tools than this in one request gets a warning
+BIG_SCHEMA = 64 << 10  # bytes: a tool definition larger than this gets a warning
+
+
+def weight_warning(tools: list[McpTool]) -> str | None:
+    """One line when the MCP tools sent with every request are too many or too big, naming the servers."""
+    import json
+
+    problems = []
+    if len(tools) > MANY_TOOLS:
+        counts: dict[str, int] = {}
+        for tool in tools:
+            counts[tool.server.name] = counts.get(tool.server.name, 0) + 1
+        named = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        problems.append(f"{len(tools)} MCP tools (over {MANY_TOOLS}) are sent with every request: {named}")
+    big = sorted({t.server.name for t in tools
+                  if len(json.dumps([t.description, t.parameters])) > BIG_SCHEMA})
+    if big:
+        problems.append(f"MCP tools over {BIG_SCHEMA >> 10} KiB each are sent with every request, from: "
+                        + ", ".join(big))
+    if not problems:
+        return None
+    return "; ".join(problems) + " (they cost tokens every time; consider fewer servers)"
+
+
 def finish(futures: list[concurrent.futures.Future], servers: list[McpServer], timeout: float) -> None:
     """Wait for closes; SIGKILL the process groups of servers that did not finish in time."""
     _, pending = concurrent.futures.wait(futures, timeout=timeout)

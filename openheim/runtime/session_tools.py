@@ -2,6 +2,7 @@
 its project's trusted ``.mcp.json``, its own), the ready servers' tools listed after the built-ins."""
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.mcp.group import ServerGroup
     from openheim.mcp.status import McpServerStatus
+
+log = logging.getLogger(__name__)
 
 KICK_AFTER = 0.25  # seconds after a turn's tools are fixed: its first model request has been sent by then
 
@@ -64,6 +67,7 @@ class SessionTools:
             if self._cached is not None and self._cached[0] == versions:
                 return self._cached[1]
         handlers = [h for g in self.groups for h in g.handlers()]
+        _warn_once(handlers)
         executor: ToolExecutor = LayeredExecutor(self.registry, ToolRegistry(_unique(handlers))) \
             if handlers else self.registry
         with self._lock:
@@ -92,6 +96,19 @@ class SessionTools:
 
     def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
         return self.current().present(name, args, where)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(handlers: list) -> None:
+    """The warning about too many or too big MCP tools, once per process for each wording."""
+    from openheim.mcp.group import weight_warning
+
+    line = weight_warning(handlers)
+    if line is not None and line not in _warned:
+        _warned.add(line)
+        log.warning("%s", line)
 
 
 def _unique(handlers: list) -> list:
