@@ -112,6 +112,15 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     rows.append(("d) ... after an MCP call (servers up): 3 - none",
                  f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms", "<= +100 ms",
                  f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    slow_only = f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n'
+    write_config(home, srv.base_url, extra=slow_only)
+    (home / "slow.toml").write_text((home / "config.toml").read_text())
+    (home / "config.toml").unlink()
+    status = [*openheim_argv(), "--config", "{}", "mcp", "--tools"]
+    slow, three = compare([a.replace("{}", str(home / "slow.toml")) for a in status],
+                          [a.replace("{}", str(home / "three.toml")) for a in status], env, runs=5, cwd=home)[:2]
+    rows.append(("g) mcp --tools: 3 servers - the slowest alone", f"{three:.2f}-{slow:.2f} s", "<= +0.5 s",
+                 f"{three - slow:+.2f}s", three - slow <= 0.5))
     (none_fb, _), (mute_fb, _) = paired(argv["none"], argv["mute"], env, home)
     ratio = mute_fb / none_fb
     rows.append(("e) first byte: a never-answering server / none", f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
@@ -192,12 +201,48 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     return statistics.median(times)
 
 
+HOSTILE = str(ROOT / "tests" / "mcp_hostile_server.py")
+
+
+def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:
+    """Seconds to refuse a ``mib`` MiB tool result (default limit 8 MiB) and the peak RSS growth (MB) it caused,
+    through the library in this process."""
+    from fake_client import ScriptedLlm
+
+    from openheim.client import OpenheimClient
+    from openheim.core.turn_context import TurnContext
+
+    def peak_mb() -> float:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM"))
+        return int(line.split()[1]) / 1000
+
+    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp / "big")
+              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("big", {"command": PY, "args": [HOSTILE]}).build())
+    with client:
+        assert client.mcp_servers(wait=60)[0].connected
+        tools, ctx = client.state.runtime_tools(), TurnContext()
+        tools.execute("big__echo", '{"text": "warm"}', ctx)
+        before = peak_mb()
+        start = time.perf_counter()
+        try:
+            tools.execute("big__huge", json.dumps({"mib": mib}), ctx)
+            raise RuntimeError("the oversized result was not refused")
+        except Exception as e:  # the tool error the model would read
+            if "was refused" not in str(e):
+                raise
+        took = time.perf_counter() - start
+        return took, peak_mb() - before
+
+
 def main() -> None:
     rows = []
     cpu, rss = import_cost()
     rows.append(("import the MCP client: CPU", f"{cpu * 1000:.0f} ms", "<= 300 ms", f"{cpu / 0.3:.2f}x", cpu <= 0.3))
     rows.append(("import the MCP client: RSS growth", f"{rss:.1f} MiB", "<= 25 MiB", f"{rss / 25:.2f}x", rss <= 25))
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(wire="openai") as srv:
+        took, grew = oversized_result(Path(tmp))
+        rows.append(("f) a 100 MiB result refused: time", f"{took:.2f} s", "<= 2 s", f"{took / 2:.2f}x", took <= 2))
+        rows.append(("f) ... peak RSS growth", f"{grew:.1f} MB", "<= 50 MB", f"{grew / 50:.2f}x", grew <= 50))
         rows += slow_start_rows(Path(tmp), srv)
         rows += startup_rows(Path(tmp), srv)
         for label, script in (("raw stdlib server", RAW_SERVER), ("SDK test server", SDK_SERVER)):
