@@ -85,6 +85,7 @@ class Runtime:
         self.config = settings.config
         self.registry = registry
         self.long_term_memory = long_term_memory
+        self._warned_rules: set[str] = set()  # permission rules already reported as matching no tool
         self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
                               settings.config.mcp_max_message_mib << 20)
         self.conversations = ConversationStore(settings.data_dir)
@@ -352,7 +353,8 @@ class Runtime:
         tools = tools_for_mode(every_tool, session.mode)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
+                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities,
+                                                every_tool.names()),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -379,14 +381,22 @@ class Runtime:
         return self.config.permissions, load_project_rules(root, cwd), root
 
     def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-                    capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
-        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+                    capabilities: Callable[[str], ToolCapabilities], offered: list[str]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here).
+        A rule that matches no offered tool gets a warning line (once)."""
         from openheim.config.project_settings import load_project_rules
+        from openheim.config.rules import unmatched_rules
         from openheim.core.permission import RulesGate
 
         user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
         if not (user or project):
             return inner
+        for rule in unmatched_rules(user + project, offered):
+            key = f"{rule.source}:{rule.text}"
+            if key not in self._warned_rules:
+                self._warned_rules.add(key)
+                log.warning("permission rule '%s'%s matches no tool offered here (MCP tools: mcp__server__tool "
+                            "or server__tool)", rule.text, f" from {rule.source}" if rule.source else "")
         project_allows = getattr(fallback, "project_allows_apply", True)
         return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
 
