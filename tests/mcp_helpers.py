@@ -64,9 +64,10 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
 class HttpServer:
     """The test server over streamable HTTP on 127.0.0.1 (a real uvicorn process)."""
 
-    def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0) -> None:
+    def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0, sse: bool = False) -> None:
         self.tag = tag or new_tag()
-        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port)],
+        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port),
+                                      *(["--sse"] if sse else [])],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline()
@@ -74,7 +75,7 @@ class HttpServer:
             self.stop()
             raise RuntimeError(f"the HTTP test server did not start: {line!r}")
         self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/" + ("sse" if sse else "mcp")
 
     def stop(self) -> None:
         self.proc.terminate()

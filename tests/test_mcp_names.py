@@ -57,3 +57,25 @@ def test_explain_knows_trusted_project_servers_by_either_name(srv, isolated_home
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("proj_x__echo ") and "decision: denied by rule" in r.stdout
         assert "not offered" not in r.stdout
+
+
+def test_an_sse_entry_works_and_an_unusable_entry_is_skipped_with_one_line(srv, isolated_home, tmp_path):
+    """Another client's file as is: an "sse" server (the SDK's SSE server transport, on 127.0.0.1) is used;
+    an entry of an unknown type is left out with one line and the rest of --mcp-config loads."""
+    from mcp_helpers import HttpServer
+
+    write_config(isolated_home, srv.base_url)
+    with HttpServer(name="legacy", sse=True) as server:
+        file = tmp_path / "servers.json"
+        file.write_text(json.dumps({"mcpServers": {
+            "legacy-sse": {"type": "sse", "url": server.url},
+            "odd": {"type": "websocket", "url": "ws://127.0.0.1:9/"}}}))
+        srv.enqueue(Reply(tool_calls=[ToolCall("legacy_sse__echo", {"text": "over sse"})]), Reply(text="done"))
+        r = openheim("--mcp-config", str(file), "run", "--approve", "all", "go", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert tool_contents(srv.requests[-1]) == ["echo: over sse"]
+        skipped = [line for line in r.stderr.splitlines() if "'odd'" in line]
+        assert len(skipped) == 1 and "unknown type 'websocket'" in skipped[0] and "left out" in skipped[0]
+        status = openheim("--mcp-config", str(file), "mcp", "--json", cwd=tmp_path)
+        (entry,) = json.loads(status.stdout)["servers"]
+        assert entry["transport"] == "sse" and entry["state"] == "connected"

@@ -54,10 +54,11 @@ class McpServerConfig:
     tool_timeout_secs: int = 600
     source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
+    sse: bool = False  # with url: the older HTTP+SSE transport instead of streamable HTTP
 
     @property
     def transport(self) -> str:
-        return "http" if self.url else "stdio" if self.command else "unknown"
+        return ("sse" if self.sse else "http") if self.url else "stdio" if self.command else "unknown"
 
     def __repr__(self) -> str:
         return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
@@ -227,7 +228,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     )
 
 
-_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs"}
+_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "transport"}
 
 
 def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
@@ -247,6 +248,11 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
         headers=_get_str_map(d, "headers", section),
         tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
     )
+    transport = _get_str(d, "transport", section)
+    if transport not in (None, "http", "sse"):
+        raise ConfigError(f"MCP server '{name}' has transport '{transport}'; use \"http\" (streamable HTTP) or "
+                          "\"sse\" (the older HTTP+SSE), or leave it out")
+    server.sse = transport == "sse"
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
     if server.url:

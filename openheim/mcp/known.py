@@ -25,7 +25,8 @@ _lock = threading.Lock()
 def entry_key(config: McpServerConfig) -> str:
     """A stable digest of everything that decides which server runs and where."""
     entry = {"name": config.name, "command": config.command, "args": list(config.args), "env": dict(config.env),
-             "url": config.url, "headers": dict(config.headers), "cwd": str(config.cwd) if config.cwd else None}
+             "url": config.url, "sse": config.sse, "headers": dict(config.headers),
+             "cwd": str(config.cwd) if config.cwd else None}
     return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
 
 

@@ -347,12 +347,18 @@ class McpServer:
 
     async def _enter_http(self, stack: Any) -> Any:
         import httpx2
+
+        cfg = self.config
+        if cfg.sse:
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(cfg.url or "", headers=dict(cfg.headers) or None,
+                                                              timeout=30.0, sse_read_timeout=300.0))
         from mcp.client.streamable_http import streamable_http_client
 
-        client = httpx2.AsyncClient(headers=dict(self.config.headers) or None,
-                                    timeout=httpx2.Timeout(30.0, read=300.0))
+        client = httpx2.AsyncClient(headers=dict(cfg.headers) or None, timeout=httpx2.Timeout(30.0, read=300.0))
         await stack.enter_async_context(client)
-        return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
+        return await stack.enter_async_context(streamable_http_client(cfg.url or "", http_client=client))
 
     def _open_log(self) -> ServerLog:
         """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
