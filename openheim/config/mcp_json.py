@@ -46,6 +46,29 @@ def expand_vars(text: str, name: str, env: dict[str, str] | None = None) -> str:
     return _VAR.sub(one, text)
 
 
+def variables_read(entry: object) -> dict[str, list[str]]:
+    """Which ``${VAR}``s an entry reads, by place: ``command``, ``args``, ``url``, ``env NAME``, ``headers NAME``."""
+    if not isinstance(entry, dict):
+        return {}
+    places: dict[str, list[str]] = {}
+
+    def note(place: str, value: object) -> None:
+        names = _VAR.findall(value) if isinstance(value, str) else []
+        if names:
+            places.setdefault(place, []).extend(n for n, _ in names)
+
+    note("command", entry.get("command"))
+    note("url", entry.get("url"))
+    for arg in entry.get("args") or [] if isinstance(entry.get("args"), list) else []:
+        note("args", arg)
+    for table in ("env", "headers"):
+        values = entry.get(table)
+        if isinstance(values, dict):
+            for key, value in values.items():
+                note(f"{table} {key}", value)
+    return places
+
+
 def server_from_entry(name: str, entry: object, where: str) -> McpServerConfig | None:
     """One ``mcpServers`` entry as a server config; None when it is disabled."""
     if not isinstance(entry, dict):

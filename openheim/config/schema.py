@@ -105,6 +105,8 @@ class Config:
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     mcp_startup_timeout_secs: int = 10  # how long a turn waits for MCP servers that are still starting
     mcp_max_message_mib: int = 8  # a bigger message from an MCP server is refused
+    # project .mcp.json servers allowed to read these provider-key variables ({server: [VAR, ...]})
+    mcp_project_key_vars: dict[str, list[str]] = field(default_factory=dict)
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
@@ -231,6 +233,13 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
 _MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "transport"}
 
 
+def _key_vars(value: object) -> dict[str, list[str]]:
+    if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                              for v in value.values()):
+        raise ConfigError("'mcp_project_key_vars' must be a table of server name = [\"VAR\", ...]")
+    return {str(k): list(v) for k, v in value.items()}
+
+
 def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
     """One server's table (or JSON object); ``section`` names it in messages (default ``mcp_servers.NAME``)."""
     section = section or f"mcp_servers.{name}"
@@ -322,7 +331,8 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "mcp_max_message_mib", "memory",
+             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "mcp_max_message_mib",
+             "mcp_project_key_vars", "memory",
              "theme_color",
              "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
 
@@ -354,6 +364,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
         mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
         mcp_max_message_mib=_int(_get_int(d, "mcp_max_message_mib", default=8, minimum=1)),
+        mcp_project_key_vars=_key_vars(d.get("mcp_project_key_vars", {})),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),

@@ -20,7 +20,7 @@ from openheim.mcp.server import CLOSE_LIMIT
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.mcp.bridge import Bridge
-    from openheim.mcp.project import ProjectFile
+    from openheim.mcp.project import KeyPolicy, ProjectFile
     from openheim.mcp.status import McpServerStatus
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,9 @@ class _Shared:
 
 class McpHub:
     def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float,
-                 max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+                 max_message: int = DEFAULT_MAX_MESSAGE, keys: KeyPolicy | None = None) -> None:
         self.data_dir = data_dir
+        self.keys = keys
         self.max_message = max_message
         self.log_dir = data_dir / "logs"
         self.startup_timeout = startup_timeout
@@ -91,7 +92,7 @@ class McpHub:
         """The shared group of ``root``'s trusted ``.mcp.json`` (one more user); else None and the file."""
         from openheim.mcp.project import read_project
 
-        found = read_project(root, self.data_dir)
+        found = read_project(root, self.data_dir, self.keys)
         if found is None:
             return None, None
         for problem in found.problems:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.tools import ToolRegistry
     from openheim.mcp.hub import McpHub
+    from openheim.mcp.project import KeyPolicy
     from openheim.mcp.status import McpServerStatus
     from openheim.runtime.session import SessionState
 
@@ -23,8 +24,9 @@ PROJECT_FILE = ".mcp.json"
 
 class McpWiring:
     def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float,
-                 max_message: int = 8 << 20) -> None:
+                 max_message: int = 8 << 20, keys: KeyPolicy | None = None) -> None:
         self.registry = registry
+        self.keys = keys
         self.data_dir = data_dir
         self.startup_timeout = startup_timeout
         self.max_message = max_message
@@ -37,14 +39,14 @@ class McpWiring:
         from openheim.mcp.hub import McpHub
 
         with self._lock:
-            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message)
+            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message, self.keys)
 
     def _hub(self) -> McpHub:
         with self._lock:
             if self.hub is None:
                 from openheim.mcp.hub import McpHub
 
-                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message)
+                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message, self.keys)
             return self.hub
 
     def shared_tools(self) -> SessionTools | None:

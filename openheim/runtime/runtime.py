@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         ToolRegistry,
         ToolView,
     )
+    from openheim.mcp.project import KeyPolicy
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
 
@@ -87,7 +88,7 @@ class Runtime:
         self.long_term_memory = long_term_memory
         self._warned_rules: set[str] = set()  # permission rules already reported as matching no tool
         self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
-                              settings.config.mcp_max_message_mib << 20)
+                              settings.config.mcp_max_message_mib << 20, _key_policy(settings.config))
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
@@ -502,3 +503,12 @@ class _Recorder:
                 self.history.save_meta(self.conv)
         except OSError as e:
             raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
+
+
+def _key_policy(config: Config) -> KeyPolicy:
+    """Provider key variables a project's MCP servers may not read without the user's leave."""
+    from openheim.mcp.project import KeyPolicy
+
+    key_vars = frozenset(p.env_var for p in config.providers.values() if p.env_var)
+    return KeyPolicy(key_vars, dict(config.mcp_project_key_vars))
+
