@@ -51,7 +51,7 @@ def test_long_names_are_cut_to_64_with_a_stable_hash_of_the_original():
 # --- result text ------------------------------------------------------------------------------
 
 
-def test_result_blocks_become_text_as_the_reference_does():
+def test_result_blocks_become_text_with_their_uris():
     result = {"content": [
         {"type": "text", "text": "one"},
         {"type": "image", "data": "AAAA", "mimeType": "image/png"},
@@ -60,8 +60,9 @@ def test_result_blocks_become_text_as_the_reference_does():
         {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
         {"type": "resource_link", "uri": "file:///c", "name": "c"},
         {"type": "something_new"}]}
-    assert result_text(result) == ("one\n[image: image/png]\n[audio: audio/wav]\nembedded\n"
-                                   "[blob: file:///b (unknown)]\n[resource: file:///c]\n[something_new]")
+    assert result_text(result) == ("one\n[image: image/png]\n[audio: audio/wav]\n[resource file:///a (unknown)]\n"
+                                   "embedded\n[blob: file:///b (unknown); binary content not shown]\n"
+                                   "[resource link c: file:///c (unknown)]\n[something_new]")
 
 
 def test_structured_content_is_used_when_there_are_no_blocks():
