@@ -10,6 +10,10 @@ def main() -> None:
 
         sys.stdout.write(f"openheim, version {__version__}\n")
         return
+    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, standard library only
+        from openheim.sandbox.helper import main as helper
+
+        sys.exit(helper(sys.argv[3:]))
     from openheim.cli import main as cli
 
     cli()

@@ -129,7 +129,8 @@ class SessionHandle:
     def prompt(self, prompt: str | list[ContentBlock], on_event: Callable[[StreamEvent], None] | None = None,
                images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = (),
                output_schema: dict | OutputSchema | None = None) -> AgentResult:
-        """Run one turn to its end; ``on_event`` sees every StreamEvent on the calling thread."""
+        """Shorthand for ``start_turn(...).result``: run one turn to its end; ``on_event`` sees every
+        StreamEvent on the calling thread."""
         turn = self.start_turn(prompt, images=images, extra_skills=extra_skills, output_schema=output_schema)
         for batch in turn.batches():
             if on_event is not None:
@@ -146,11 +147,11 @@ class SessionHandle:
     def stream(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
                extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
                client_io: ClientIo | None = None) -> Turn:
-        """``for event in session.stream("...")``: the turn's events on the calling thread (start_turn's options)."""
+        """Deprecated: the same as ``start_turn`` (kept because earlier versions documented it)."""
         return self.start_turn(prompt, images=images, extra_skills=extra_skills, gate=gate, client_io=client_io)
 
     def cancel(self) -> None:
-        """Cancel the running turn, if any (from any thread)."""
+        """Deprecated: cancel the session's running turn, if any; prefer ``turn.cancel()``."""
         self._state.cancel(self.id)
 
     @property
@@ -217,7 +218,7 @@ class SessionHandle:
         root, cwd = self._state.sandbox_for(self.cwd)
         path = None
         for rule in rules:
-            path = save_allow_rule(root, cwd, rule)
+            path = save_allow_rule(root, cwd, rule, self._state.settings.data_dir)
         return path
 
     def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:
@@ -279,18 +280,25 @@ class OpenheimClient:
 
     def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
                     skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig | dict] | None = None) -> SessionHandle:
+                    mcp_servers: list[McpServerConfig | dict] | None = None, hold: bool = False) -> SessionHandle:
         """A new session rooted at ``cwd``. ``mcp_servers`` are its own (started now, in the background,
-        and stopped when it closes), added to the configured ones."""
+        and stopped when it closes), added to the configured ones. ``hold``: a connected client shows it,
+        so it is never evicted to make room until ``let_go``; when every live session is running or held
+        and the map is full, TooManySessions."""
         configs = mcp_server_configs(mcp_servers)
-        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs)
+        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs, hold)
         return SessionHandle(self, session.id)
 
     def resume_session(self, session_id: str, cwd: str | Path | None = None,
-                       mcp_servers: list[McpServerConfig | dict] | None = None) -> tuple[SessionHandle, LoadedSession]:
+                       mcp_servers: list[McpServerConfig | dict] | None = None,
+                       hold: bool = False) -> tuple[SessionHandle, LoadedSession]:
         configs = mcp_server_configs(mcp_servers) if mcp_servers is not None else None
-        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs)
+        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs, hold)
         return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
+
+    def let_go(self, session_id: str) -> None:
+        """A client that held the session (``hold=True``) no longer shows it; it may be evicted once idle."""
+        self.state.sessions.let_go(session_id)
 
     def session(self, session_id: str) -> SessionHandle:
         """The handle of a live session (NotFound if there is none with that id)."""
@@ -300,6 +308,7 @@ class OpenheimClient:
         return self.state.list_sessions(cwd)
 
     def get_session(self, session_id: str) -> list[Message]:
+        """Deprecated: the messages of ``stored_session(session_id)``."""
         return self.stored_session(session_id)[1]
 
     def stored_session(self, session_id: str) -> tuple[ConversationMeta, list[Message]]:
@@ -313,7 +322,8 @@ class OpenheimClient:
         self.state.delete_session(session_id)
 
     def cancel(self, session_id: str) -> None:
-        """Cancel the turn running on ``session_id``, if any; unknown ids are ignored."""
+        """Deprecated: cancel the turn running on ``session_id``, if any (unknown ids are ignored); prefer
+        ``turn.cancel()``."""
         self.state.cancel(session_id)
 
     def close_session(self, session_id: str) -> None:
@@ -431,6 +441,14 @@ class OpenheimBuilder:
 
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
+
+    def sandbox(self, mode: str | None = None, required: bool | None = None,
+                network: bool | None = None) -> OpenheimBuilder:
+        """Override ``[sandbox]``: ``mode`` read-only | workspace-write | off, ``required`` (refuse commands the
+        kernel cannot confine), ``network``; None keeps the config's value (docs/security.md)."""
+        self._set("sandbox_mode", mode)
+        self._set("sandbox_required", required or None)
+        return self._set("sandbox_network", network)
 
     def allow(self, rule: str, source: str = "builder") -> OpenheimBuilder:
         """Add a permission rule that lets matching calls run without asking: ``read_file``,

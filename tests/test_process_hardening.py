@@ -65,11 +65,14 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
         srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": ATTACK})]), Reply(text="done"))
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(nobody_home),
                "OPENHEIM_HOME": str(nobody_home / ".openheim"), "NO_PROXY": "127.0.0.1", "MOCK_API_KEY": key}
-        r = subprocess.run(prefix + [sys.executable, "-m", "openheim", "run", "go"], cwd=nobody_home / "work",
+        # --sandbox off: the sandbox helper re-runs this Python, which the unprivileged user may not be able to
+        # start here (e.g. it lives under /root); the sandboxed case is tests/test_shell_sandbox.py's
+        r = subprocess.run(prefix + [sys.executable, "-m", "openheim", "run", "go", "--sandbox", "off"],
+                           cwd=nobody_home / "work",
                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         assert srv.requests[0].headers.get("Authorization") == f"Bearer {key}"  # openheim itself had the key
-        result = [m for m in srv.requests[1].body["messages"] if m["role"] == "tool"][0]["content"]
+        result = next(m for m in srv.requests[1].body["messages"] if m["role"] == "tool")["content"]
     assert f"uid={NOBODY}" in result or os.geteuid() != 0
     assert "Permission denied" in result, result
     assert key not in result and "MOCK_API_KEY" not in result

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
 from openheim.acp.connection import encode
-from openheim.acp.permission import AcpGate, ProjectRules
+from openheim.acp.permission import AcpQuestions, ProjectRules
 from openheim.acp.terminal import Terminals
 from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
+from openheim.core.asking import AskTheFrontEnd
+from openheim.core.events import PermissionAsked
 from openheim.core.models import Message
 
 if TYPE_CHECKING:
@@ -44,11 +46,13 @@ class PromptRun:
         self.blocks, self.extra_skills = blocks, extra_skills
         self.on_done = on_done
         self.answered = False
+        self._answered = threading.Event()
         self._lock = threading.Lock()
         self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
         self.tracker = self.updates.tracker
         self.client_io = self._client_io(features)
-        self.gate = AcpGate(conn, self.session_id, self.tracker, ProjectRules(handle))
+        self.gate = AskTheFrontEnd()  # each question arrives as a PermissionAsked event; self.questions answers
+        self.questions = AcpQuestions(conn, self.session_id, self.tracker, ProjectRules(handle))
         self.turn: Turn | None = None
         self.first_turn = not handle.has_history
         self.thread = threading.Thread(target=self._pump, name=f"acp-prompt-{self.session_id[:8]}", daemon=True)
@@ -88,7 +92,10 @@ class PromptRun:
         assert turn is not None
         for batch in turn.batches():
             for event in batch:
-                self.updates(event)
+                if isinstance(event, PermissionAsked):
+                    self.questions.answer(event.question, turn.token)
+                else:
+                    self.updates(event)
         if turn.cancelled:
             self.finish("cancelled", None)
             return
@@ -98,7 +105,7 @@ class PromptRun:
             return
         if self.first_turn:
             self._announce_title()
-        self.finish(stop_reason(turn.result.stop_reason), None)
+        self.finish(stop_reason(turn.result.stop_reason), None, turn.result.usage.to_dict())
 
     def _announce_title(self) -> None:
         """session_info_update after the first exchange, so the client's history shows a title."""
@@ -113,8 +120,9 @@ class PromptRun:
         if self.turn is not None:
             self.turn.cancel()
 
-    def finish(self, reason: str | None, error: BaseException | None) -> None:
-        """Close every open tool call, then answer the prompt exactly once."""
+    def finish(self, reason: str | None, error: BaseException | None, usage: dict | None = None) -> None:
+        """Close every open tool call, then answer the prompt exactly once (with the turn's token usage,
+        its subagents' included, in ``_meta.openheim.usage``)."""
         self.updates.close(INTERRUPTED if self.cancelled else "The turn ended before this tool call finished.")
         with self._lock:
             if self.answered:
@@ -123,9 +131,17 @@ class PromptRun:
             if error is not None:
                 self.conn.respond_error(self.request_id, error_for(error))
             else:
-                self.conn.respond(self.request_id, {"stopReason": reason})
+                answer: dict = {"stopReason": reason}
+                if usage is not None:
+                    answer["_meta"] = {"openheim": {"usage": usage}}
+                self.conn.respond(self.request_id, answer)
+            self._answered.set()
         if self.on_done is not None:
             self.on_done(self)
+
+    def wait_answered(self, timeout: float) -> bool:
+        """Wait until the prompt has been answered; False if ``timeout`` passed first."""
+        return self._answered.wait(timeout)
 
     def wait(self, timeout: float) -> bool:
         """Wait for the turn's worker to end (after a cancel, on shutdown)."""

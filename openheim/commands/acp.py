@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
+from openheim.core.signals import SignalRoute, exit_code
+
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
 
@@ -21,14 +24,16 @@ def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
     return sys.stdin.buffer, out
 
 
-def _on_signal(signum: int, frame: object) -> None:
+def _on_signal(signum: int) -> None:
+    """SIGTERM/SIGHUP: kill the tools' process groups and exit 128+signal (the finally below closes the client)."""
     from openheim.tools.process import kill_all
 
     kill_all()
-    raise SystemExit(128 + signum)
+    raise SystemExit(exit_code(signum))
 
 
-def serve(config_path: str | None, mcp_config: str | None = None) -> int:
+def serve(config_path: str | None, mcp_config: str | None = None, sandbox: tuple[str | None, bool | None] = (None, None)
+          ) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
     from openheim.acp.lazy import LazyClient
@@ -37,31 +42,33 @@ def serve(config_path: str | None, mcp_config: str | None = None) -> int:
     def build() -> OpenheimClient:
         from openheim.client import OpenheimClient
 
-        return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build()
+        return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).sandbox(*sandbox).build()
 
     client = LazyClient(build)
     inp, out = protocol_streams()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+    route = SignalRoute(_on_signal, (signal.SIGTERM, signal.SIGHUP))
     try:
         return serve_stdio(client, inp, out)
     except KeyboardInterrupt:
-        return 130
+        return exit_code(signal.SIGINT)
     finally:
+        route.restore()
         client.close()  # every MCP server the sessions started ends with us
 
 
 @click.command("acp")
+@sandbox_options
 @click.pass_context
-def acp_command(ctx: click.Context) -> None:
+def acp_command(ctx: click.Context, sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Serve the Agent Client Protocol on stdin/stdout for editors (Zed, JetBrains, Neovim, ...)."""
     obj = ctx.obj or {}
-    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config"), chosen(ctx, sandbox_mode, sandbox_required)))
 
 
 @click.command("stdio")
+@sandbox_options
 @click.pass_context
-def stdio_command(ctx: click.Context) -> None:
+def stdio_command(ctx: click.Context, sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Alias of `openheim acp`."""
     obj = ctx.obj or {}
-    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config"), chosen(ctx, sandbox_mode, sandbox_required)))

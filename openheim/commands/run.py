@@ -6,15 +6,16 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
 from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
@@ -128,8 +129,9 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
-        if isinstance(event, events.UsageReport):
-            self.usage = event.usage if self.usage is None else self.usage + event.usage
+        used = events.usage_of(event)
+        if used is not None:
+            self.usage = used if self.usage is None else self.usage + used
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -142,13 +144,16 @@ class Printer:
     def _activity(self, event: StreamEvent) -> None:
         if isinstance(event, events.SubagentEvent):
             inner = event.event
+            if isinstance(inner, events.UsageReport):
+                return
             if isinstance(inner, events.ToolCall):
-                self.err.write(f"  ⚙ [{event.subagent}] {inner.tool_name} {_preview(inner.arguments)}\n")
+                self.err.write(f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} "
+                               f"{_preview(inner.arguments)}\n")
             else:
                 mark = "✗" if inner.is_error else "→"
                 self.err.write(f"    {mark} {_preview(inner.result)}\n")
         elif isinstance(event, events.ToolCall):
-            self.err.write(f"⚙ {event.tool_name} {_preview(event.arguments)}\n")
+            self.err.write(f"⚙ {_preview(event.tool_name)} {_preview(event.arguments)}\n")
         elif isinstance(event, events.ToolResult):
             mark = "✗" if event.is_error else "→"
             self.err.write(f"  {mark} {_preview(event.result)}\n")
@@ -197,7 +202,10 @@ def _notice(result: AgentResult) -> str | None:
 
 
 def _preview(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
+    """One line of at most ``limit`` characters, without terminal control sequences (as the chat shows it)."""
+    from openheim.core.control_chars import one_line
+
+    flat = one_line(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -262,37 +270,28 @@ def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
     finally:
         printer.out.flush()
         # The process ends now: an echo of the key press arriving later must not kill it on its way out.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        ignore(signal.SIGINT)
     return turn.completed and turn.error is None
 
 
-class _CtrlC:
-    """SIGINT as KeyboardInterrupt, except a repeat right after the first: the frozen binary's bootloader
-    forwards the terminal's SIGINT to us, so one key press can arrive twice."""
-
-    def __init__(self) -> None:
-        self.first: float | None = None
-
-    def __call__(self, signum: int, frame: object) -> None:
-        now = time.monotonic()
-        if self.first is None or now - self.first > DOUBLE_INTERRUPT:
-            self.first = self.first or now
-            raise KeyboardInterrupt
-
-
 class _SignalGuard:
-    """SIGTERM/SIGHUP: kill running tool process groups, cancel the turn, exit 128+signal; SIGINT: see _CtrlC."""
+    """While the turn runs: SIGTERM/SIGHUP kill the tools' process groups and cancel the turn (exit
+    128+signal); SIGINT is KeyboardInterrupt, except a repeat right after the first (the frozen binary's
+    bootloader forwards the terminal's SIGINT to us, so one key press can arrive twice)."""
 
     def __init__(self, handle: SessionHandle) -> None:
         self.received = 0
         self._handle = handle
-        self._old: dict[int, signal.Handlers | int | Callable[..., object] | None] = {}
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._old[sig] = signal.signal(sig, self._on_signal)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, _CtrlC())
+        self._first_interrupt: float | None = None
+        self._route = SignalRoute(self._on_signal, keep_custom_sigint=True)
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            now = time.monotonic()
+            if self._first_interrupt is None or now - self._first_interrupt > DOUBLE_INTERRUPT:
+                self._first_interrupt = self._first_interrupt or now
+                raise KeyboardInterrupt
+            return
         from openheim.tools.process import kill_all
 
         self.received = signum
@@ -300,9 +299,7 @@ class _SignalGuard:
         self._handle.cancel()
 
     def restore(self) -> None:
-        for sig, old in self._old.items():
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, old)
+        self._route.restore()
 
 
 # --- the command ---------------------------------------------------------------------------
@@ -338,12 +335,14 @@ class _SignalGuard:
               help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
 @click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
               help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
+@sandbox_options
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), sandbox_mode: str | None = None,
+        sandbox_required: bool | None = None) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -358,7 +357,8 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
                   .turn_timeout_secs(turn_timeout).record(record).replay(replay)
-                  .permissions(allow_rules, deny_rules, "command line").build())
+                  .permissions(allow_rules, deny_rules, "command line")
+                  .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

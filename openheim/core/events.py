@@ -8,11 +8,12 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
 
 if TYPE_CHECKING:
+    from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
@@ -117,10 +118,28 @@ class SubagentEvent(_Event):
     kind: ClassVar[str] = "subagent"
     subagent: str
     parent_tool_call_id: str
-    event: ToolCall | ToolResult
+    event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
 
-StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
+@dataclass(frozen=True, slots=True, eq=False)
+class PermissionAsked(_Event):
+    """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
+    (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
+
+    kind: ClassVar[str] = "permission_asked"
+    question: Question
+
+
+StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
+
+
+def usage_of(event: StreamEvent) -> Usage | None:
+    """The tokens an event reports: a model call's, or one of a subagent's (part of the same turn)."""
+    if isinstance(event, UsageReport):
+        return event.usage
+    if isinstance(event, SubagentEvent) and isinstance(event.event, UsageReport):
+        return event.event.usage
+    return None

@@ -1,8 +1,9 @@
 """PermissionGate: how a front end approves or rejects a tool call before it runs.
 
 Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``), FailClosedGate
-(base for interactive front ends), RememberingGate (per-session *Always decisions around any gate) and
-RulesGate (permission rules from config, flags and the project, in front of all of them).
+(base for interactive front ends), RememberingGate (per-session *Always decisions around any gate),
+RulesGate (permission rules from config, flags and the project, in front of them) and ProtectedWritesGate
+(writes to the project's own configuration need a person, in front of everything).
 """
 from __future__ import annotations
 
@@ -62,12 +63,19 @@ class PermissionGate(Protocol):
     gates_read_only: bool = False  # True: read-only tools are put to the gate too
     # False: a project's allow rules must not let a call past this gate's refusal (``--approve none``)
     project_allows_apply: bool = True
+    # True: ``request`` puts the call to a person (so it may approve writing the project's configuration)
+    asks_a_person: bool = False
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision: ...
 
     def denial_message(self, req: PermissionRequest) -> str:
         """The tool result the model reads when this gate refused a call."""
         return DENIED_BY_USER
+
+    def hides(self, relative: str) -> bool:
+        """Whether a deny rule forbids reading this root-relative path: tools that return file content
+        other than read_file (search) leave such files out."""
+        return False
 
 
 CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
@@ -108,6 +116,12 @@ def check_gate(gate: object) -> PermissionGate:
         raise TypeError(f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
                         "subclass openheim.PermissionGate")
     return gate  # type: ignore[return-value]
+
+
+def hides(gate: object, relative: str) -> bool:
+    """``gate.hides(relative)`` for any gate (one that predates the method hides nothing)."""
+    method = getattr(gate, "hides", None)
+    return bool(method(relative)) if callable(method) else False
 
 
 def needs_permission(gate: PermissionGate, capabilities: ToolCapabilities) -> bool:
@@ -151,6 +165,8 @@ class PolicyGate(PermissionGate):
 class FailClosedGate(PermissionGate):
     """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
 
+    asks_a_person = True
+
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         """Ask the user; None means no answer (UI gone, request dropped)."""
         return None
@@ -164,6 +180,45 @@ class FailClosedGate(PermissionGate):
             log.exception("permission prompt failed; rejecting %s", req.tool_name)
             return Decision.REJECT_ONCE
         return answer if isinstance(answer, Decision) else Decision.REJECT_ONCE
+
+
+class Question:
+    """One permission question put to a person; answered once, from any thread (later answers are ignored)."""
+
+    def __init__(self, request: PermissionRequest) -> None:
+        self.request = request
+        self._done = threading.Event()
+        self._decision: Decision | None = None
+        self._lock = threading.Lock()
+
+    def answer(self, decision: Decision) -> None:
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._decision = decision
+            self._done.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, cancel: CancelToken | None) -> Decision | None:
+        """The answer; None when the turn is cancelled first (the caller rejects)."""
+        remove = cancel.on_cancel(lambda: self.answer(Decision.REJECT_ONCE)) if cancel is not None else None
+        try:
+            self._done.wait()
+        finally:
+            if remove is not None:
+                remove()
+        if cancel is not None and cancel.cancelled:
+            return None
+        return self._decision
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of a PermissionAsked event (the request, not the answer channel)."""
+        r = self.request
+        return {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "arguments": r.arguments,
+                "subagent": r.subagent, "parent_tool_call_id": r.parent_tool_call_id}
 
 
 class RememberingGate(PermissionGate):
@@ -182,6 +237,9 @@ class RememberingGate(PermissionGate):
 
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
 
     def key(self, req: PermissionRequest) -> str:
         scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
@@ -212,6 +270,9 @@ class SubagentGate(PermissionGate):
 
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from dataclasses import replace
@@ -260,8 +321,68 @@ class RulesGate(PermissionGate):
             return Decision.ALLOW_ONCE
         return self.inner.request(req, cancel)
 
+    def hides(self, relative: str) -> bool:
+        from openheim.config.rules import read_denied
+
+        return read_denied(self.user + self.project, relative) is not None or hides(self.inner, relative)
+
     def denial_message(self, req: PermissionRequest) -> str:
         from openheim.config.rules import DENY
 
         verdict = self.verdict(req)
         return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)
+
+
+class ProtectedWritesGate(PermissionGate):
+    """In front of every other gate: a write to the project's own configuration (``.openheim/**``,
+    ``.mcp.json``; see ``config.protected``) is refused by a deny rule, allowed by a user allow rule
+    naming the path, else put to ``person`` afresh (no remembered *Always, no mode, no rule allowing
+    every write, no ``--approve all``) and refused when no person can be asked. Other calls go to ``inner``."""
+
+    def __init__(self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet,
+                 root: str, cwd: str) -> None:
+        self.inner, self.user, self.project, self.root, self.cwd = inner, user, project, root, cwd
+        self.person = person if person is not None and getattr(person, "asks_a_person", False) else None
+
+    @property
+    def gates_read_only(self) -> bool:  # type: ignore[override]
+        return self.inner.gates_read_only
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
+
+    def _protected(self, req: PermissionRequest) -> str | None:
+        from openheim.config.protected import protected_write
+        from openheim.core.tool_args import parse_arguments
+
+        return protected_write(req.tool_name, parse_arguments(req.arguments), self.root, self.cwd)
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        from openheim.config.protected import naming_rule
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        relative = self._protected(req)
+        if relative is None:
+            return self.inner.request(req, cancel)
+        if decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root,
+                  self.cwd).outcome == DENY:
+            return Decision.REJECT_ONCE
+        if naming_rule(self.user, req.tool_name, relative) is not None:
+            return Decision.ALLOW_ONCE
+        if self.person is None:
+            return Decision.REJECT_ONCE
+        return Decision.ALLOW_ONCE if self.person.request(req, cancel).allowed else Decision.REJECT_ONCE
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        from openheim.config.protected import refusal
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        relative = self._protected(req)
+        if relative is None:
+            return self.inner.denial_message(req)
+        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
+        if verdict.outcome == DENY:
+            return rule_denied_message(verdict)
+        return self.person.denial_message(req) if self.person is not None else refusal(relative)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -339,8 +340,10 @@ class McpServer:
     async def _enter_stdio(self, stack: Any, server_log: ServerLog) -> Any:
         from openheim.mcp.stdio import Link, stdio_transport
 
+        cfg = self.config
+        argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
         link = self._link = Link(self.name, self.max_message)
-        streams = await stack.enter_async_context(stdio_transport(self.config, link, server_log))
+        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log))
         if link.pid is not None:
             self._remember_pid(link.pid)
         return streams
@@ -478,3 +481,13 @@ async def _list_tools(session: Any) -> list[dict]:
         if not cursor:
             break
     return specs
+
+
+def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:
+    """A stdio server's command line, run through the sandbox helper when its entry opts in (``sandbox =
+    "read-only"`` or ``"workspace-write"``: writable is its cwd; no network; see docs/security.md)."""
+    if mode == "off":
+        return argv
+    from openheim.sandbox.policy import Sandbox
+
+    return Sandbox(mode=mode).wrap(argv, os.path.realpath(cwd or os.getcwd()))

@@ -92,14 +92,16 @@ def decode(line: bytes | Oversized, link: Link, server_log: ServerLog, valid: Ca
 
 
 @asynccontextmanager
-async def stdio_transport(cfg: McpServerConfig, link: Link, server_log: ServerLog) -> AsyncIterator[tuple]:
-    """(read stream, write stream) of ``SessionMessage``s for ``ClientSession``."""
+async def stdio_transport(cfg: McpServerConfig, argv: list[str], link: Link,
+                          server_log: ServerLog) -> AsyncIterator[tuple]:
+    """(read stream, write stream) of ``SessionMessage``s for ``ClientSession``; ``argv`` runs the server
+    (its command line, possibly wrapped by the sandbox helper)."""
     import anyio
     from mcp.shared.message import SessionMessage
     from mcp_types import jsonrpc_message_adapter
     from pydantic import ValidationError
 
-    process = await anyio.open_process([cfg.command or "", *cfg.args], env=child_env(cfg.env),
+    process = await anyio.open_process(argv, env=child_env(cfg.env),
                                        cwd=str(cfg.cwd) if cfg.cwd else None, start_new_session=True)
     link.pid = process.pid
     read_in, read_out = anyio.create_memory_object_stream[Any](0)

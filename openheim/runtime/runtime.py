@@ -16,11 +16,13 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    FileAccessError,
     InvalidArgument,
     NotFound,
     OpenheimError,
     ParseError,
     SessionBusy,
+    TooManySessions,
     file_error,
 )
 from openheim.runtime.mcp_wiring import McpWiring
@@ -132,14 +134,27 @@ class Runtime:
 
     def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
                     skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig] | None = None) -> SessionState:
+                    mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> SessionState:
+        """A new live session; ``hold``: a connected client shows it, so it is not evicted until let go."""
         self.sandbox_for(cwd)
+        if not self.sessions.has_room():  # before any MCP server of the session starts
+            raise TooManySessions(self.sessions.capacity)
         merged = list(dict.fromkeys([*self.config.default_skills, *skills]))
         if provider is None and model is None:
             provider, model = self.settings.default_provider, self.settings.default_model
         session = SessionState(str(uuid.uuid4()), self.resolve_model(provider, model), cwd, merged)
         self._attach_tools(session, mcp_servers or [])
-        return self.sessions.insert(session)
+        return self._insert(session, hold)
+
+    def _insert(self, session: SessionState, hold: bool) -> SessionState:
+        try:
+            inserted = self.sessions.insert(session, hold)
+        except TooManySessions:
+            session.release()
+            raise
+        if inserted is not session:  # another thread made it live meanwhile: its state wins
+            session.release()
+        return inserted
 
     def session(self, session_id: str) -> SessionState:
         sid = check_session_id(session_id)
@@ -149,9 +164,9 @@ class Runtime:
         return session
 
     def load_session(self, session_id: str, cwd: Path | None = None,
-                     mcp_servers: list[McpServerConfig] | None = None) -> ResumedSession:
+                     mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
-        and different, replace its own servers)."""
+        and different, replace its own servers); ``hold`` as for new_session."""
         sid = check_session_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
@@ -160,18 +175,17 @@ class Runtime:
                 raise SessionBusy(sid)
             if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
                 self._attach_tools(live, mcp_servers)
-            return ResumedSession(live, conv.messages)
+            return ResumedSession(self._insert(live, hold), conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
         mode = self._stored_mode(sid, meta.mode)
         cfg, warning = self._restore_model(meta.provider, meta.model)
         session = SessionState(sid, cfg, session_cwd, list(meta.skills), mode)
+        if not self.sessions.has_room():
+            raise TooManySessions(self.sessions.capacity)
         self._attach_tools(session, mcp_servers or [])
-        inserted = self.sessions.insert(session)
-        if inserted is not session:  # another thread made it live meanwhile: its state wins
-            session.release()
-        return ResumedSession(inserted, conv.messages, warning)
+        return ResumedSession(self._insert(session, hold), conv.messages, warning)
 
     # --- tools and MCP servers ---------------------------------------------------------------
 
@@ -305,7 +319,11 @@ class Runtime:
                 previous = None
 
             def body(on_event: OnEvent, cancel: CancelToken, sync: Callable[[], None]) -> AgentResult:
-                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel, sync, output)
+                try:
+                    return self._run_turn(session, blocks, gate, client_io, on_event, extra_skills, cancel, sync,
+                                          output)
+                finally:
+                    session.touch()
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
@@ -315,30 +333,14 @@ class Runtime:
             session.turn = turn
         return turn.start()
 
-    def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
-               client_io: ClientIo | None = None, on_event: OnEvent | None = None,
-               extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None,
-               sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
-        """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread.
-
-        ``cancel`` lets a front end hold the turn's token before the turn starts, so no cancel is lost.
-        """
-        session = self.session(session_id)
-        if not session.prompt_lock.acquire(blocking=False):
-            raise SessionBusy(session.id)
-        try:
-            session.cancel = cancel or CancelToken()
-            return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills,
-                                    sync, output)
-        finally:
-            session.touch()
-            session.prompt_lock.release()
-
-    def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
-                    client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
-                    sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
+    def _run_turn(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
+                  client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
+                  cancel: CancelToken, sync: Callable[[], None] | None = None,
+                  output: OutputSchema | None = None) -> AgentResult:
+        """One turn on the Turn's worker thread: lease, prepare, loop, persist (the Turn owns busy and cancel)."""
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
+        from openheim.core.asking import AskTheFrontEnd
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
@@ -349,13 +351,14 @@ class Runtime:
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
         # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
-        base = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
+        base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
+        if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
+            gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
-        ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
-                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities,
-                                                every_tool.names()),
+        ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
+                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities, every_tool.names()),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -368,6 +371,7 @@ class Runtime:
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                result.usage = ctx.usage.total  # the turn's own calls and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
             finally:
@@ -379,27 +383,33 @@ class Runtime:
         from openheim.config.project_settings import load_project_rules
 
         root, cwd = self.sandbox_for(cwd)
-        return self.config.permissions, load_project_rules(root, cwd), root
+        return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
-    def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-                    capabilities: Callable[[str], ToolCapabilities], offered: list[str]) -> PermissionGate:
-        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here).
-        A rule that matches no offered tool gets a warning line (once)."""
+    def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
+              capabilities: Callable[[str], ToolCapabilities], offered: list[str]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any, and the guard on writes to the
+        project's own configuration (config.protected); a bad project file fails the turn here. A rule
+        that matches no offered tool gets a warning line (once)."""
         from openheim.config.project_settings import load_project_rules
-        from openheim.config.rules import unmatched_rules
-        from openheim.core.permission import RulesGate
+        from openheim.core.permission import ProtectedWritesGate, RulesGate
 
-        user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
-        if not (user or project):
-            return inner
-        for rule in unmatched_rules(user + project, offered):
+        user = self.config.permissions
+        project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
+        if user or project:
+            self._warn_unmatched(user + project, offered)
+            project_allows = getattr(fallback, "project_allows_apply", True)
+            inner = RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        return ProtectedWritesGate(inner, fallback, user, project, str(root), str(cwd))
+
+    def _warn_unmatched(self, rules: RuleSet, offered: list[str]) -> None:
+        from openheim.config.rules import unmatched_rules
+
+        for rule in unmatched_rules(rules, offered):
             key = f"{rule.source}:{rule.text}"
             if key not in self._warned_rules:
                 self._warned_rules.add(key)
                 log.warning("permission rule '%s'%s matches no tool offered here (MCP tools: mcp__server__tool "
                             "or server__tool)", rule.text, f" from {rule.source}" if rule.source else "")
-        project_allows = getattr(fallback, "project_allows_apply", True)
-        return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
 
     def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
@@ -409,7 +419,8 @@ class Runtime:
         from openheim.tools.delegate import DelegateTool, Delegation
 
         base = base if base is not None else self.base_tools(session)
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base,
+                                self.config.max_parallel_subagents, frozenset(self.models()))
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
@@ -464,6 +475,9 @@ class _Recorder:
     def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
+        # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
+        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
+            conv.messages) else None
 
     def record(self, message: Message) -> None:
         """The user's message: on disk before the model is asked (rewriting the log if the append fails),
@@ -501,8 +515,22 @@ class _Recorder:
                 self.failed = False
             else:
                 self.history.save_meta(self.conv)
-        except OSError as e:
+        except (OSError, FileAccessError) as e:  # not HistoryDiverged: lines someone else wrote stay
+            if self.failed:
+                self._roll_back()
+            if isinstance(e, FileAccessError):
+                raise
             raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
+
+    def _roll_back(self) -> None:
+        """The turn could not be saved: take its lines out of the log again (best effort), so the log holds
+        no unanswered prompt and the next turn does not follow one."""
+        if self.before is None:
+            return
+        try:
+            self.history.roll_back(self.conv, *self.before)
+        except (OSError, OpenheimError) as e:
+            log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)
 
 
 def _key_policy(config: Config) -> KeyPolicy:

@@ -11,6 +11,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openheim.core.control_chars import one_line
+
 log = logging.getLogger(__name__)
 
 MAX_PROFILE_BYTES = 256 * 1024
@@ -101,7 +103,7 @@ def _tools(data: dict) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        value = [v for v in value.split(",")]
+        value = list(value.split(","))
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ProfileError("invalid frontmatter: 'tools' must be a list of tool names or a comma-separated string")
     names = [TOOL_ALIASES.get(v.strip(), v.strip()) for v in value if v.strip()]
@@ -126,14 +128,17 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
             data = tomllib.loads(front or "")
         except tomllib.TOMLDecodeError as e:
             raise ProfileError(f"invalid frontmatter: {e}") from None
+        except RecursionError:
+            raise ProfileError("invalid frontmatter: nested too deeply") from None
     elif style == "yaml":
         data = parse_yaml_subset(front or "")
     prompt = body.strip()
     if not prompt:
         raise ProfileError("the profile has no system prompt (the text after the frontmatter is empty)")
     model = _str_or_none(data, "model")
-    return AgentProfile(name=_str_or_none(data, "name") or name, system_prompt=prompt,
-                        description=_str_or_none(data, "description") or "",
+    # name and description reach the terminal (run -v, the chat) and the model: no control characters
+    return AgentProfile(name=one_line(_str_or_none(data, "name") or "") or one_line(name), system_prompt=prompt,
+                        description=one_line(_str_or_none(data, "description") or ""),
                         model=None if model == "inherit" else model, provider=_str_or_none(data, "provider"),
                         tools=_tools(data), max_iterations=_max_iterations(data), path=path)
 
