@@ -168,7 +168,7 @@ class McpHub:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
 
 
-REAP_AFTER = 2  # seconds a server gets to exit on its stdin's EOF; then SIGTERM, and SIGKILL a second later
+REAP_AFTER = 1  # seconds a server gets to exit on its stdin's EOF; then SIGTERM, and SIGKILL a second later
 
 
 def reap_later(pids: list[int]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,9 +25,9 @@ PROJECT_FILE = ".mcp.json"
 
 class McpWiring:
     def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float,
-                 max_message: int = 8 << 20, keys: KeyPolicy | None = None) -> None:
+                 max_message: int = 8 << 20, keys: Callable[[], KeyPolicy] | None = None) -> None:
         self.registry = registry
-        self.keys = keys
+        self.keys = keys  # made with the hub, so a runtime without MCP servers never imports openheim.mcp
         self.data_dir = data_dir
         self.startup_timeout = startup_timeout
         self.max_message = max_message
@@ -39,14 +40,17 @@ class McpWiring:
         from openheim.mcp.hub import McpHub
 
         with self._lock:
-            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message, self.keys)
+            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message, self._keys())
+
+    def _keys(self) -> KeyPolicy | None:
+        return self.keys() if self.keys is not None else None
 
     def _hub(self) -> McpHub:
         with self._lock:
             if self.hub is None:
                 from openheim.mcp.hub import McpHub
 
-                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message, self.keys)
+                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message, self._keys())
             return self.hub
 
     def shared_tools(self) -> SessionTools | None:

@@ -90,7 +90,7 @@ class Runtime:
         self.long_term_memory = long_term_memory
         self._warned_rules: set[str] = set()  # permission rules already reported as matching no tool
         self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
-                              settings.config.mcp_max_message_mib << 20, _key_policy(settings.config))
+                              settings.config.mcp_max_message_mib << 20, lambda: _key_policy(settings.config))
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
