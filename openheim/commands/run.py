@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
@@ -14,13 +14,14 @@ import click
 
 from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
-from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.core.models import AgentResult, StopReason, TextBlock, Usage
 from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
+    from openheim.core.models import ContentBlock, ImageBlock
     from openheim.core.structured import OutputSchema
     from openheim.runtime.turn import Turn
 
@@ -50,6 +51,7 @@ class RunOptions:
     session: str | None = None
     resume_latest: bool = False
     output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
+    images: list[ImageBlock] = field(default_factory=list)  # -i FILE: images sent after the prompt
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -63,7 +65,7 @@ def event_json(event: StreamEvent) -> dict:
 def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False) -> dict:
     """The run's result object; ``structured``: the run had an output schema (the key is always there)."""
     cfg = handle.config
-    out = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+    out: dict[str, object] = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
            "model": cfg.model, "provider": cfg.provider_name}
     if result.budget is not None:
@@ -72,6 +74,8 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
         out["structured"] = result.structured
     if result.output_error is not None:
         out["output_error"] = result.output_error
+    if result.cost is not None:
+        out["cost"] = round(result.cost, 6)
     return out
 
 
@@ -179,6 +183,10 @@ class Printer:
         notice = _notice(result)
         if notice:
             self.err.write(f"openheim: {notice}\n")
+        if self.verbose and result.cost is not None:
+            from openheim.config.prices import dollars
+
+            self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
 
     def failure(self, error: BaseException) -> None:
         known = dict(self.known)
@@ -237,7 +245,8 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
                          "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)
         try:
-            turn = handle.start_turn(opts.prompt, output_schema=opts.output_schema)
+            prompt: str | list[ContentBlock] = [TextBlock(opts.prompt), *opts.images] if opts.images else opts.prompt
+            turn = handle.start_turn(prompt, output_schema=opts.output_schema)
             try:
                 _print_events(turn, printer)
             except KeyboardInterrupt:
@@ -313,6 +322,10 @@ class _SignalGuard:
               help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
 @click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), metavar="USD",
+              help="Dollar budget of the turn, subagents included, at the model's [prices] entry (exit 6).")
+@click.option("-i", "--image", "images", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Send this image (PNG, JPEG, GIF or WebP, up to 5 MB) with the prompt (repeatable).")
 @click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
               help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
                    "(exit 7 when it still does not match after one repair round).")
@@ -339,7 +352,8 @@ class _SignalGuard:
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
-        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None,
+        output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
         allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), sandbox_mode: str | None = None,
         sandbox_required: bool | None = None) -> None:
@@ -352,10 +366,11 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         if record and replay:
             raise click.UsageError("use either --record or --replay, not both")
         schema = _output_schema(output_schema)
+        blocks = _images(images)
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
+                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total).max_cost(max_cost)
                   .turn_timeout_secs(turn_timeout).record(record).replay(replay)
                   .permissions(allow_rules, deny_rules, "command line")
                   .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
@@ -363,7 +378,7 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema)
+                      output_schema=schema, images=blocks)
     try:
         code = run_prompt(client, opts)
     finally:  # the answer is out: MCP servers stop on their own time, not the user's
@@ -395,6 +410,15 @@ def _output_schema(path: str | None) -> OutputSchema | None:
     from openheim.core.structured import load_output_schema
 
     return load_output_schema(path)
+
+
+def _images(paths: tuple[str, ...]) -> list[ImageBlock]:
+    """The -i files as image blocks, each checked before anything runs (type by content, size capped)."""
+    if not paths:
+        return []
+    from openheim.core.images import load_image
+
+    return [load_image(p) for p in paths]
 
 
 def _prompt_text(prompt: str | None) -> str:

@@ -482,3 +482,8 @@ def unmatched_rules(rules: RuleSet, offered: list[str]) -> list[Rule]:
     known = [*offered, *MAIN_ARGUMENTS]
     return [rule for rule in (*rules.allow, *rules.deny) if not any(tool_matches(rule, name) for name in known)]
 
+
+def rule_names(rule: Rule, tool: str, args: object, root: str | None = None, cwd: str | None = None) -> bool:
+    """Whether ``rule`` names this call the way a deny rule would: its tool, and (with a pattern) the call's
+    main argument or any part of a compound shell command. Hooks' matchers use it."""
+    return _denied_by(rule, tool, _subjects(tool, args, root, cwd), main_argument(tool, args, root, cwd)) is not None

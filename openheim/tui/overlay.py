@@ -140,7 +140,8 @@ HELP = """commands:
   :skills            installed skills
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
-  :cost              tokens used in this session
+  :cost              tokens (and dollars, with [prices]) used in this session
+  :image PATH        attach an image to your next message (or paste an image file's path)
 keys:
   Enter send · Ctrl-C cancel the reply (quit when idle) · Ctrl-U clear the line
   ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end
