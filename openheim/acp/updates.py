@@ -55,6 +55,10 @@ class AcpUpdates:
             self.tracker.closed(event.id, event.result, event.is_error)
         elif isinstance(event, events.SubagentEvent):
             self._subagent(event)
+        elif isinstance(event, events.Compaction):
+            from openheim.acp.long_commands import compaction_update
+
+            self.send(compaction_update(event))
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
