@@ -264,9 +264,11 @@ class OpenheimClient:
     def __init__(self, state: Runtime) -> None:
         self.state = state
 
-    def close(self) -> None:
-        """Cancel running turns, wait for them briefly, and release threads, children and databases."""
-        self.state.close()
+    def close(self, wait_for_servers: bool = True) -> None:
+        """Cancel running turns, wait for them briefly, and release threads, children and databases. A process
+        about to exit passes ``wait_for_servers=False``: MCP servers are told to stop (they see their stdin
+        close as the process ends; leftovers are killed a few seconds later) and it does not wait for them."""
+        self.state.close(wait_for_servers=wait_for_servers)
 
     def __enter__(self) -> OpenheimClient:
         return self

@@ -100,6 +100,7 @@ class RecordedRequest:
     headers: dict
     body: Any
     raw: bytes
+    received_at: float = field(default_factory=time.monotonic)  # when its body was read (time.monotonic)
 
     @property
     def query(self) -> dict[str, list[str]]:

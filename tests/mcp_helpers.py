@@ -23,9 +23,9 @@ def stdio_server(tag: str | None = None, **extra: object) -> dict:
     return {"command": PYTHON, "args": args, **extra}
 
 
-def toml_server(name: str, tag: str | None = None, extra: str = "") -> str:
-    args = ", ".join(f'"{a}"' for a in [SERVER] + (["--tag", tag] if tag else []))
-    return f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = [{args}]\n{extra}\n'
+def toml_server(name: str, tag: str | None = None, extra: str = "", args: tuple[str, ...] = ()) -> str:
+    args_text = ", ".join(f'"{a}"' for a in [SERVER, *args] + (["--tag", tag] if tag else []))
+    return f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = [{args_text}]\n{extra}\n'
 
 
 def pids_with(tag: str) -> list[int]:
@@ -64,9 +64,10 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
 class HttpServer:
     """The test server over streamable HTTP on 127.0.0.1 (a real uvicorn process)."""
 
-    def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0) -> None:
+    def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0, sse: bool = False) -> None:
         self.tag = tag or new_tag()
-        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port)],
+        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port),
+                                      *(["--sse"] if sse else [])],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline()
@@ -74,7 +75,7 @@ class HttpServer:
             self.stop()
             raise RuntimeError(f"the HTTP test server did not start: {line!r}")
         self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/" + ("sse" if sse else "mcp")
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -2,7 +2,9 @@
 
     python tests/mcp_server.py                  # stdio
     python tests/mcp_server.py --http           # streamable HTTP on 127.0.0.1, prints "PORT <n>" first
+    python tests/mcp_server.py --http --sse     # the older HTTP+SSE transport (GET /sse) instead
     python tests/mcp_server.py --name other     # the server's name (serverInfo)
+    python tests/mcp_server.py --delay 3        # starts serving after 3 s
 
 Tools: echo, fail (isError), sleep, picture (image + text), resources (embedded text, blob, link),
 crash (the process exits mid-call), env (one variable of the server's environment), note_stderr
@@ -121,7 +123,7 @@ def build(name: str) -> MCPServer:
     return server
 
 
-def serve_http(server: MCPServer, port: int = 0) -> None:
+def serve_http(server: MCPServer, port: int = 0, sse: bool = False) -> None:
     import anyio
     import uvicorn
 
@@ -130,7 +132,7 @@ def serve_http(server: MCPServer, port: int = 0) -> None:
     sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections queue from now on, so a client may connect as soon as it reads the port
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = server.sse_app(host="127.0.0.1") if sse else server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning")
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
@@ -138,13 +140,16 @@ def serve_http(server: MCPServer, port: int = 0) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
+    parser.add_argument("--sse", action="store_true", help="with --http: the older HTTP+SSE transport (/sse)")
     parser.add_argument("--name", default="fake")
     parser.add_argument("--port", type=int, default=0, help="with --http: the port (default: any free one)")
     parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving (a slow start)")
     opts = parser.parse_args()
+    time.sleep(opts.delay)
     server = build(opts.name)
     if opts.http:
-        serve_http(server, opts.port)
+        serve_http(server, opts.port, opts.sse)
     else:
         server.run()
 

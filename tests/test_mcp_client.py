@@ -83,8 +83,9 @@ def test_tool_results_are_flattened_like_the_reference(shared):
                         ("fake__fail", {"message": "disk on fire"}), ("fake__pid", ""))
     assert results[0] == ("echo: hi", False)
     assert results[1] == ("a red dot\n[image: image/png]", False)
-    assert results[2] == ("the notes say hi\n[blob: file:///data.bin (application/octet-stream)]\n"
-                          "[resource: file:///README.md]", False)
+    assert results[2] == ("[resource file:///notes.txt (text/plain)]\nthe notes say hi\n"
+                          "[blob: file:///data.bin (application/octet-stream); binary content not shown]\n"
+                          "[resource link readme: file:///README.md (unknown)]", False)
     assert results[3][1] is True and "disk on fire" in results[3][0]  # isError -> a tool error
     assert results[4][0].isdigit() and not results[4][1]  # "" arguments mean no arguments
 

@@ -49,7 +49,8 @@ def test_login_with_a_pasted_redirect_then_refresh_and_logout(guarded, isolated_
         assert "needs login: run `openheim mcp login guarded`" in before["error"]
         assert "guarded needs login" in doctor_out
         assert run.returncode == 0, run.stderr
-        notes = [line for line in run.stderr.splitlines() if "guarded" in line]
+        notes = [line for line in run.stderr.splitlines()  # beside the one-line wait notice
+                 if "guarded" in line and "starting MCP servers" not in line]
         assert len(notes) == 1 and "needs login: run `openheim mcp login guarded`" in notes[0], run.stderr
 
         proc = subprocess.Popen([sys.executable, "-m", "openheim", "mcp", "login", "guarded"], cwd=tmp_path,

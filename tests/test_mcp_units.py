@@ -51,7 +51,7 @@ def test_long_names_are_cut_to_64_with_a_stable_hash_of_the_original():
 # --- result text ------------------------------------------------------------------------------
 
 
-def test_result_blocks_become_text_as_the_reference_does():
+def test_result_blocks_become_text_with_their_uris():
     result = {"content": [
         {"type": "text", "text": "one"},
         {"type": "image", "data": "AAAA", "mimeType": "image/png"},
@@ -60,8 +60,9 @@ def test_result_blocks_become_text_as_the_reference_does():
         {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
         {"type": "resource_link", "uri": "file:///c", "name": "c"},
         {"type": "something_new"}]}
-    assert result_text(result) == ("one\n[image: image/png]\n[audio: audio/wav]\nembedded\n"
-                                   "[blob: file:///b (unknown)]\n[resource: file:///c]\n[something_new]")
+    assert result_text(result) == ("one\n[image: image/png]\n[audio: audio/wav]\n[resource file:///a (unknown)]\n"
+                                   "embedded\n[blob: file:///b (unknown); binary content not shown]\n"
+                                   "[resource link c: file:///c (unknown)]\n[something_new]")
 
 
 def test_structured_content_is_used_when_there_are_no_blocks():
@@ -113,12 +114,12 @@ def test_the_mcp_servers_json_of_other_clients_is_read_as_is(monkeypatch):
         "needs": {"command": "srv", "env": {"KEY": "${MISSING_VAR}"}},
         "weird": {"type": "websocket", "url": "wss://x"}}}
     servers, problems = parse_mcp_json(json.dumps(doc), "f.json")
-    assert set(servers) == {"time", "docs", "cursor_style"}
+    assert set(servers) == {"time", "docs", "cursor_style", "old"} and servers["old"].transport == "sse"
     assert servers["time"].env == {"TZ": "UTC"} and servers["time"].args == ["mcp-server-time"]
     assert servers["docs"].headers == {"Authorization": "Bearer t0k"} and servers["docs"].transport == "http"
     assert servers["cursor_style"].transport == "http"
-    assert len(problems) == 3
-    assert any("SSE" in p for p in problems) and any("MISSING_VAR" in p for p in problems)
+    assert len(problems) == 2
+    assert any("MISSING_VAR" in p for p in problems)
     assert any("unknown type 'websocket'" in p for p in problems)
 
 
@@ -129,10 +130,17 @@ def test_a_document_that_is_not_mcp_servers_json_is_an_error(text, match):
         parse_mcp_json(text, "f.json")
 
 
-def test_an_explicit_mcp_config_file_must_be_valid_throughout(tmp_path):
+def test_an_mcp_config_file_leaves_out_an_unusable_entry_with_one_line(tmp_path, caplog):
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"type": "sse", "url": "https://x"}}}))
-    with pytest.raises(ConfigError, match="SSE"):
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"type": "ws", "url": "https://x"},
+                                               "c": {"type": "sse", "url": "https://x/sse"}}}))
+    with caplog.at_level("WARNING"):
+        servers = load_mcp_file(path, "mcp-config")
+    assert [(s.name, s.transport) for s in servers.values()] == [("a", "stdio"), ("c", "sse")]
+    (line,) = [r.message for r in caplog.records]
+    assert "'b'" in line and "unknown type 'ws'" in line and "left out" in line
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
         load_mcp_file(path, "mcp-config")
     path.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}))
     assert load_mcp_file(path, "mcp-config")["a"].source == "mcp-config"
@@ -164,10 +172,10 @@ def test_acp_server_entries_become_configs_and_bad_ones_are_left_out(caplog):
         {"command": "x"}, "junk"]
     with caplog.at_level("WARNING"):
         servers = acp_servers({"mcpServers": entries})
-    assert [(s.name, s.transport) for s in servers] == [("local", "stdio"), ("remote", "http")]
+    assert [(s.name, s.transport) for s in servers] == [("local", "stdio"), ("remote", "http"), ("old", "sse")]
     assert servers[0].env == {"K": "v"} and servers[0].args == ["-v"]
     assert servers[1].headers == {"Authorization": "Bearer x"}
-    assert len([r for r in caplog.records if "from the client is not used" in r.message]) == 5
+    assert len([r for r in caplog.records if "from the client is not used" in r.message]) == 4
     assert acp_servers({}) == [] and acp_servers({"mcpServers": None}) == []
     with pytest.raises(RpcError, match="must be an array"):
         acp_servers({"mcpServers": {"a": 1}})

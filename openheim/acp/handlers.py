@@ -64,7 +64,7 @@ class Handlers:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": True, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": True},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             },
             "authMethods": [],

@@ -1,7 +1,7 @@
 """The ``mcpServers`` array of session/new, load and resume, as server configs for the client.
 
-stdio entries (no ``type``, or ``"stdio"``) and ``"http"`` entries are used; ``"sse"`` is not advertised
-and is left out, as is any malformed entry: each with one warning on stderr, never a failed session.
+stdio entries (no ``type``, or ``"stdio"``), ``"http"`` and ``"sse"`` entries are used; a malformed entry
+is left out: each with one warning on stderr, never a failed session.
 """
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def _table(entry: object) -> dict:
     if kind == "http":
         return {"name": name, "url": entry.get("url"), "headers": _pairs(entry.get("headers"), "headers")}
     if kind == "sse":
-        raise ValueError(f"'{name}' uses SSE, which openheim does not speak (mcpCapabilities.sse is false)")
+        return {"name": name, "url": entry.get("url"), "headers": _pairs(entry.get("headers"), "headers"),
+                "transport": "sse"}
     raise ValueError(f"'{name}' has an unknown type '{kind}'")
 
 

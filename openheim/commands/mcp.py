@@ -139,7 +139,30 @@ def trust(ctx: click.Context, file: str | None) -> None:
     click.echo(f"Trusted {store.real_path(path)} (sha256 {sha[:12]}…). Its servers:")
     for name, entry in entries.items():
         click.echo(f"  {name}: {_describe_entry(entry)}")
-    click.echo("They start in openheim sessions rooted there; if the file changes, trust it again.")
+        for line in _entry_details(entry):
+            click.echo(f"      {line}")
+    click.echo("They start in openheim sessions rooted there; if the file changes, trust it again. The files the "
+               "commands run (scripts, packages they fetch) are not pinned: trust covers this file only.")
+
+
+def _entry_details(entry: object) -> list[str]:
+    """The environment variables and headers an entry sets, and the ${VAR}s of this machine it reads."""
+    from openheim.config.mcp_json import variables_read
+
+    if not isinstance(entry, dict):
+        return []
+    reads = variables_read(entry)
+    lines = []
+    for table in ("env", "headers"):
+        values = entry.get(table)
+        if isinstance(values, dict) and values:
+            named = [f"{key} (reads ${{{', '.join(reads[f'{table} {key}'])}}})" if f"{table} {key}" in reads
+                     else str(key) for key in values]
+            lines.append(f"{table}: {', '.join(named)}")
+    for place in ("command", "args", "url"):
+        if place in reads:
+            lines.append(f"{place} reads: {', '.join('$' + v for v in reads[place])}")
+    return lines
 
 
 def _describe_entry(entry: object) -> str:

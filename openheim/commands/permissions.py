@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict
+from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict, exposed_tool_name
+
+if TYPE_CHECKING:
+    from openheim.client import OpenheimClient
 
 
 @click.group()
@@ -72,14 +76,12 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
     builder = (OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None)
                .mcp_config(ctx.obj.get("mcp_config") if ctx.obj else None)
                .permissions(allow, deny, "command line").check_model(False))
+    tool = exposed_tool_name(tool)  # everything-http__echo, mcp__everything-http__echo: as the model sees it
     with builder.build() as client:
-        if "__" in tool:
-            client.mcp_servers(wait=10)
-        offered = {t.name for t in client.tools()}
+        offered, read_only = _offered(client, tool, Path(cwd) if cwd else Path.cwd())
         if tool not in offered and tool not in MAIN_ARGUMENTS:
             raise InvalidArgument(f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; "
                                    "MCP tools are named server__tool)")
-        read_only = tool in offered and client.tool_capabilities(tool).read_only
         verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
         hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, Path(cwd) if cwd else Path.cwd())
     click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
@@ -91,6 +93,21 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
     if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
         click.echo(f"note: {tool} is not offered by this configuration"
                    + (" (allow_shell = false)" if tool == "execute_command" else ""))
+
+
+def _offered(client: OpenheimClient, tool: str, cwd: Path) -> tuple[set[str], bool]:
+    """The tools a session in ``cwd`` is offered (with its trusted project's MCP servers, waited for up to
+    10 s when ``tool`` is an MCP tool) and whether ``tool`` is read-only."""
+    if "__" not in tool:
+        offered = {t.name for t in client.tools()}
+        return offered, tool in offered and client.tool_capabilities(tool).read_only
+    session = client.new_session(cwd=cwd)
+    try:
+        session.mcp_servers(wait=10)
+        tools = {t.name for t in session.tools()}
+        return tools, tool in tools and session.tool_capabilities(tool).read_only
+    finally:
+        session.close()
 
 
 def _project_files(ctx: click.Context, file: str | None, cwd: str | None) -> tuple[Path, list[Path]]:

@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import click
 
@@ -396,9 +396,28 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
                       output_schema=schema, images=blocks, fork=fork)
-    with client:  # closing stops the MCP servers
+    try:
         code = run_prompt(client, opts)
+    finally:  # the answer is out: MCP servers stop on their own time, not the user's
+        had_servers = bool(client.mcp_servers())
+        client.close(wait_for_servers=False)
+    if had_servers:
+        exit_now(code)
     sys.exit(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit without tearing the interpreter down: with the MCP SDK loaded that alone takes about half a
+    second. Everything is saved and closed by now; the servers see their stdin close as this process ends."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _output_schema(path: str | None) -> OutputSchema | None:

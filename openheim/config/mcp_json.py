@@ -5,14 +5,15 @@
                              "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}}}
 
 ``type`` may be absent (a ``url`` without a ``command`` is then HTTP) or ``stdio``; ``http`` (also
-``streamable-http``/``streamableHttp``) for streamable HTTP; ``sse`` is refused (openheim speaks streamable
-HTTP only). ``"disabled": true`` skips an entry.
+``streamable-http``/``streamableHttp``) for streamable HTTP; ``sse`` for the older HTTP+SSE transport.
+``"disabled": true`` skips an entry.
 ``${VAR}`` and ``${VAR:-default}`` in command, args, env, url and headers are read from the environment.
 Other keys are ignored.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from openheim.config.schema import McpServerConfig, parse_mcp_server
 from openheim.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 _HTTP_TYPES = {"http", "streamable-http", "streamablehttp", "streamable_http"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -43,6 +46,29 @@ def expand_vars(text: str, name: str, env: dict[str, str] | None = None) -> str:
     return _VAR.sub(one, text)
 
 
+def variables_read(entry: object) -> dict[str, list[str]]:
+    """Which ``${VAR}``s an entry reads, by place: ``command``, ``args``, ``url``, ``env NAME``, ``headers NAME``."""
+    if not isinstance(entry, dict):
+        return {}
+    places: dict[str, list[str]] = {}
+
+    def note(place: str, value: object) -> None:
+        names = _VAR.findall(value) if isinstance(value, str) else []
+        if names:
+            places.setdefault(place, []).extend(n for n, _ in names)
+
+    note("command", entry.get("command"))
+    note("url", entry.get("url"))
+    for arg in entry.get("args") or [] if isinstance(entry.get("args"), list) else []:
+        note("args", arg)
+    for table in ("env", "headers"):
+        values = entry.get(table)
+        if isinstance(values, dict):
+            for key, value in values.items():
+                note(f"{table} {key}", value)
+    return places
+
+
 def server_from_entry(name: str, entry: object, where: str) -> McpServerConfig | None:
     """One ``mcpServers`` entry as a server config; None when it is disabled."""
     if not isinstance(entry, dict):
@@ -51,11 +77,8 @@ def server_from_entry(name: str, entry: object, where: str) -> McpServerConfig |
         return None
     default = "http" if entry.get("url") and not entry.get("command") else "stdio"  # Cursor: a bare url
     kind = str(entry.get("type") or default).strip().lower()
-    if kind == "sse":
-        raise ConfigError(f"MCP server '{name}' in {where} uses the SSE transport, which openheim does not speak; "
-                          "use the server's streamable HTTP endpoint (\"type\": \"http\")")
-    if kind not in _HTTP_TYPES and kind != "stdio":
-        raise ConfigError(f"MCP server '{name}' in {where} has an unknown type '{kind}'; use stdio or http")
+    if kind not in _HTTP_TYPES and kind not in ("stdio", "sse"):
+        raise ConfigError(f"MCP server '{name}' in {where} has an unknown type '{kind}'; use stdio, http or sse")
     table: dict = {}
     if kind == "stdio":
         for key in ("command", "args", "env"):
@@ -67,6 +90,8 @@ def server_from_entry(name: str, entry: object, where: str) -> McpServerConfig |
                 table[key] = entry[key]
         if "url" not in table:
             raise ConfigError(f"MCP server '{name}' in {where} has type '{kind}' but no 'url'")
+        if kind == "sse":
+            table["transport"] = "sse"
     if "tool_timeout_secs" in entry:
         table["tool_timeout_secs"] = entry["tool_timeout_secs"]
     table = _expand(table, name)
@@ -121,8 +146,8 @@ def load_mcp_file(path: str | Path, source: str) -> dict[str, McpServerConfig]:
     except UnicodeDecodeError:
         raise ConfigError(f"{p} is not valid UTF-8 text") from None
     servers, problems = parse_mcp_json(text, str(p))
-    if problems:
-        raise ConfigError(problems[0])
+    for problem in problems:  # the rest of the file loads
+        log.warning("%s; that server is left out", problem)
     for server in servers.values():
         server.source = source
     return servers

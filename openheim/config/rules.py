@@ -1,7 +1,8 @@
 """Permission rules as data: parsing ``tool`` / ``tool(pattern)`` and deciding a tool call with them.
 
-Pure functions only (no I/O). A rule names a tool (``read_file``, ``mcp:server__tool``; ``*`` is a
-wildcard in the name) and optionally a pattern on the call's main argument (``MAIN_ARGUMENTS``).
+Pure functions only (no I/O). A rule names a tool (``read_file``; ``mcp__server__tool`` or
+``server__tool``, the server named as configured or as exposed; ``*`` is a wildcard in the name)
+and optionally a pattern on the call's main argument (``MAIN_ARGUMENTS``).
 Deny wins over allow; a call no rule allows falls through to the front end's fallback (``--approve``).
 Shell commands are split on ``;``, ``&``, ``|``, newlines, ``(``/``)``, backticks and ``$(`` (``#`` comments
 dropped), each part matched with quotes removed and ``env``/``VAR=x`` prefixes dropped: an allow covers the
@@ -40,7 +41,7 @@ class Rule:
     """One permission rule: a tool name (may hold ``*``) and an optional pattern."""
 
     text: str  # as written
-    tool: str  # the registry name (``mcp:`` removed); may hold ``*``
+    tool: str  # the registry name (see exposed_tool_name); may hold ``*``
     pattern: str | None
     source: str = ""  # where it was written: a file path, --allow, --deny, builder
 
@@ -62,8 +63,28 @@ def parse_rule(text: object, source: str = "") -> Rule:
             raise RuleError(f"permission rule '{text}' has an empty pattern; write just '{name}' for every call")
     if not _NAME.match(name):
         raise RuleError(f"permission rule '{text}' does not start with a tool name (letters, digits, _ - *; "
-                        "MCP tools as mcp:server__tool)")
-    return Rule(raw, name.removeprefix("mcp:"), pattern, source)
+                        "MCP tools as mcp__server__tool)")
+    return Rule(raw, exposed_tool_name(name), pattern, source)
+
+
+# The server part of an exposed MCP tool name keeps [A-Za-z0-9_] and the tool part [A-Za-z0-9_-], as
+# openheim.mcp.naming writes them; ``*`` stays a wildcard.
+_SERVER_UNSAFE = re.compile(r"[^A-Za-z0-9_*]")
+_TOOL_UNSAFE = re.compile(r"[^A-Za-z0-9_*-]")
+
+
+def exposed_tool_name(name: str) -> str:
+    """A tool name as a user may write it, as the model sees it: ``mcp:server__tool``, ``mcp__server__tool``
+    and ``server__tool`` with the server named as configured (``everything-http__echo``) all become
+    ``everything_http__echo``; built-in names are unchanged."""
+    name = name.removeprefix("mcp:")
+    if name.startswith("mcp__") and "__" in name[5:]:
+        name = name[5:]
+    if "__" not in name:
+        return name
+    server, tool = name.split("__", 1)
+    server, tool = _SERVER_UNSAFE.sub("_", server), _TOOL_UNSAFE.sub("_", tool)
+    return f"_{server}__{tool}" if server[:1].isdigit() else f"{server}__{tool}"
 
 
 @dataclass(frozen=True)
@@ -453,6 +474,13 @@ def _allowed(tool: str, parts: list[ShellPart] | None, rules: tuple[Rule, ...], 
     assert deciding is not None
     what = f"covers every part of '{' ; '.join(shown)}'" if len(parts) > 1 else f"matches '{shown[0]}'"
     return Verdict(outcome, deciding, f"allow rule '{deciding}' ({deciding.source}) {what}", shown)
+
+
+def unmatched_rules(rules: RuleSet, offered: list[str]) -> list[Rule]:
+    """The rules whose tool name matches none of ``offered`` nor any built-in tool (a typo, or an MCP
+    tool named in a way openheim does not expose)."""
+    known = [*offered, *MAIN_ARGUMENTS]
+    return [rule for rule in (*rules.allow, *rules.deny) if not any(tool_matches(rule, name) for name in known)]
 
 
 def rule_names(rule: Rule, tool: str, args: object, root: str | None = None, cwd: str | None = None) -> bool:

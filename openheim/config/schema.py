@@ -64,10 +64,11 @@ class McpServerConfig:
     sandbox: str = "off"  # a stdio server may run sandboxed: read-only | workspace-write | off
     source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
+    sse: bool = False  # with url: the older HTTP+SSE transport instead of streamable HTTP
 
     @property
     def transport(self) -> str:
-        return "http" if self.url else "stdio" if self.command else "unknown"
+        return ("sse" if self.sse else "http") if self.url else "stdio" if self.command else "unknown"
 
     def __repr__(self) -> str:
         return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
@@ -130,6 +131,9 @@ class Config:
     theme_color: str | None = None
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     mcp_startup_timeout_secs: int = 10  # how long a turn waits for MCP servers that are still starting
+    mcp_max_message_mib: int = 8  # a bigger message from an MCP server is refused
+    # project .mcp.json servers allowed to read these provider-key variables ({server: [VAR, ...]})
+    mcp_project_key_vars: dict[str, list[str]] = field(default_factory=dict)
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
@@ -272,7 +276,14 @@ def _get_windows(d: dict, section: str) -> dict[str, int]:
     return dict(table)
 
 
-_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "sandbox"}
+_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "transport", "sandbox"}
+
+
+def _key_vars(value: object) -> dict[str, list[str]]:
+    if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                              for v in value.values()):
+        raise ConfigError("'mcp_project_key_vars' must be a table of server name = [\"VAR\", ...]")
+    return {str(k): list(v) for k, v in value.items()}
 
 
 def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
@@ -293,6 +304,11 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
         tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
         sandbox=sandbox_mode(_get_str(d, "sandbox", section) or "off", f"{section}.sandbox"),
     )
+    transport = _get_str(d, "transport", section)
+    if transport not in (None, "http", "sse"):
+        raise ConfigError(f"MCP server '{name}' has transport '{transport}'; use \"http\" (streamable HTTP) or "
+                          "\"sse\" (the older HTTP+SSE), or leave it out")
+    server.sse = transport == "sse"
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
     if server.url:
@@ -395,7 +411,8 @@ def parse_budgets(d: dict) -> float | None:
 
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
+             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "mcp_max_message_mib",
+             "mcp_project_key_vars", "memory", "theme_color",
              "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
              "permissions", "sandbox", "prices", "budgets", "hooks", "compaction", "checkpoints"}
 
@@ -427,6 +444,8 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         theme_color=theme,
         mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
         mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
+        mcp_max_message_mib=_int(_get_int(d, "mcp_max_message_mib", default=8, minimum=1)),
+        mcp_project_key_vars=_key_vars(d.get("mcp_project_key_vars", {})),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),

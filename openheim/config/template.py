@@ -15,6 +15,7 @@ max_iterations = 10
 # work_dir = "/path/to/project"      # sandbox root for file tools (default: the session's cwd)
 # allow_shell = false                # set true to give the model execute_command
 # mcp_startup_timeout_secs = 10      # how long a turn waits for MCP servers still starting
+# mcp_max_message_mib = 8            # a bigger message from an MCP server is refused
 
 [sandbox]                            # how the kernel confines shell commands (docs/security.md)
 # mode = "workspace-write"           # read-only | workspace-write | off

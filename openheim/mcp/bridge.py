@@ -9,42 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "the MCP client is not available: {e} (install it with: pip install 'mcp>=2.3,<3')"
 
-# The owner task of a stdio server sets this; the spawn hook reports the child's pid to it.
-SPAWNED: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar("openheim_mcp_spawned",
-                                                                                       default=None)
-
 
 def load_sdk() -> None:
-    """Import the client side of the SDK and hook its stdio spawn so owners learn their child's pid."""
+    """Import what the client uses of the SDK: the session and, for stdio, its message types (the HTTP and SSE
+    transports load when such a server starts)."""
     import mcp.client.session
-    import mcp.client.stdio as stdio
-    import mcp.client.streamable_http  # noqa: F401
-
-    create = getattr(stdio, "_create_platform_compatible_process", None)
-    if create is None or getattr(create, "_openheim_hook", False):
-        return
-
-    async def spawn_and_report(*args: Any, **kwargs: Any) -> Any:
-        process = await create(*args, **kwargs)
-        report = SPAWNED.get()
-        if report is not None:
-            report(process.pid)
-        return process
-
-    spawn_and_report._openheim_hook = True  # type: ignore[attr-defined]
-    stdio._create_platform_compatible_process = spawn_and_report
+    import mcp.shared.message  # noqa: F401
 
 
 def kill_group(pid: int) -> None:

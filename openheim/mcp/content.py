@@ -5,7 +5,8 @@ import json
 
 
 def block_text(block: object) -> str:
-    """One content block: text as is; images, audio, blobs and links as a bracketed note."""
+    """One content block: text as is; an embedded text resource as its URI and text; images, audio, blobs
+    and resource links as a bracketed note with their URI and type."""
     if not isinstance(block, dict):
         return ""
     kind = block.get("type")
@@ -15,11 +16,14 @@ def block_text(block: object) -> str:
         return f"[{kind}: {block.get('mimeType') or 'unknown'}]"
     if kind == "resource":
         resource = block.get("resource") or {}
+        uri, mime = resource.get("uri", ""), resource.get("mimeType") or "unknown"
         if "text" in resource:
-            return str(resource.get("text", ""))
-        return f"[blob: {resource.get('uri', '')} ({resource.get('mimeType') or 'unknown'})]"
+            return f"[resource {uri} ({mime})]\n{resource.get('text', '')}"
+        return f"[blob: {uri} ({mime}); binary content not shown]"
     if kind == "resource_link":
-        return f"[resource: {block.get('uri', '')}]"
+        name = block.get("name") or block.get("title")
+        described = f" {name}" if name else ""
+        return f"[resource link{described}: {block.get('uri', '')} ({block.get('mimeType') or 'unknown'})]"
     return f"[{kind}]"
 
 

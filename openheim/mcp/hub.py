@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.mcp.group import NoBridge, ServerGroup, finish
+from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
+from openheim.mcp.group import ServerGroup, finish
 from openheim.mcp.server import CLOSE_LIMIT
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.mcp.bridge import Bridge
-    from openheim.mcp.project import ProjectFile
+    from openheim.mcp.project import KeyPolicy, ProjectFile
     from openheim.mcp.status import McpServerStatus
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,11 @@ class _Shared:
 
 
 class McpHub:
-    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float) -> None:
+    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float,
+                 max_message: int = DEFAULT_MAX_MESSAGE, keys: KeyPolicy | None = None) -> None:
         self.data_dir = data_dir
+        self.keys = keys
+        self.max_message = max_message
         self.log_dir = data_dir / "logs"
         self.startup_timeout = startup_timeout
         self._configs = list(configured)
@@ -61,8 +65,10 @@ class McpHub:
                 self._bridge = Bridge()
             return self._bridge
 
-    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset()) -> ServerGroup:
-        """A started group of ``configs``, leaving out names already ``taken`` (configured names win)."""
+    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset(),
+              defer_known: bool = True) -> ServerGroup:
+        """A started group of ``configs``, leaving out names already ``taken`` (configured names win);
+        servers with a remembered tool list start on ``ServerGroup.kick`` unless not ``defer_known``."""
         kept = []
         for cfg in configs:
             if cfg.name in taken:
@@ -70,12 +76,12 @@ class McpHub:
                          cfg.name, cfg.source)
                 continue
             kept.append(cfg)
-        group = ServerGroup(kept, self.bridge() if kept else NoBridge(), self.log_dir, self.startup_timeout)
+        group = ServerGroup(kept, self.bridge, self.log_dir, self.startup_timeout, self.data_dir, self.max_message)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the MCP hub is closed")
             self._groups.append(group)
-        return group.start()
+        return group.start(defer_known)
 
     def configured_names(self) -> set[str]:
         return self.configured.names() if self.configured else set()
@@ -86,7 +92,7 @@ class McpHub:
         """The shared group of ``root``'s trusted ``.mcp.json`` (one more user); else None and the file."""
         from openheim.mcp.project import read_project
 
-        found = read_project(root, self.data_dir)
+        found = read_project(root, self.data_dir, self.keys)
         if found is None:
             return None, None
         for problem in found.problems:
@@ -135,18 +141,23 @@ class McpHub:
             self.configured.wait_ready(until=until)
         return self.configured.statuses()
 
-    def close(self, timeout: float = CLOSE_LIMIT) -> None:
-        """Stop every server of every group (each process ends) and the bridge thread; idempotent."""
+    def close(self, timeout: float = CLOSE_LIMIT, wait: bool = True) -> None:
+        """Stop every server of every group (in parallel; each process ends) and the bridge thread; idempotent.
+        Without ``wait`` (a process about to exit), the closes start and this returns at once: the servers see
+        their stdin close when the process ends, and a detached watchdog kills what is left of them later."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             groups, bridge = list(self._groups), self._bridge
+        servers = [s for g in groups for s in g.servers]
         futures: list[concurrent.futures.Future] = []
         for group in groups:
             futures.extend(group.close_async())
+        if not wait:
+            reap_later([pid for s in servers for pid in s.pids()])
+            return
         started = time.monotonic()
-        servers = [s for g in groups for s in g.servers]
         try:
             finish(futures, servers, timeout)
         except BaseException:  # a second Ctrl-C while waiting: no time for manners, but no orphans either
@@ -155,3 +166,23 @@ class McpHub:
             raise
         if bridge is not None:
             bridge.stop(max(0.5, timeout - (time.monotonic() - started)))
+
+
+REAP_AFTER = 1  # seconds a server gets to exit on its stdin's EOF; then SIGTERM, and SIGKILL a second later
+
+
+def reap_later(pids: list[int]) -> None:
+    """A detached watchdog that ends the servers' process groups the way a close does (EOF, grace, SIGTERM,
+    SIGKILL), after this process is gone (the groups of servers that exited by then are empty)."""
+    if not pids:
+        return
+    import subprocess
+
+    groups = " ".join(f"-{int(pid)}" for pid in pids)
+    script = f"sleep {REAP_AFTER}; kill -TERM {groups} 2>/dev/null; sleep 1; kill -KILL {groups} 2>/dev/null"
+    try:
+        subprocess.Popen(["/bin/sh", "-c", script],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError:
+        pass  # no shell to wait with: the servers still see their stdin close when this process ends

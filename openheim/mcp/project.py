@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openheim.config.mcp_json import parse_mcp_json
+from openheim.config.mcp_json import parse_mcp_json, variables_read
 from openheim.config.schema import McpServerConfig
 from openheim.errors import ConfigError
 from openheim.mcp import trust
@@ -45,8 +45,26 @@ class ProjectFile:
                 for s in self.servers.values()]
 
 
-def read_project(root: Path, data_dir: Path) -> ProjectFile | None:
-    """The ``.mcp.json`` directly in ``root``, or None when there is none (or it cannot be read)."""
+@dataclass(frozen=True)
+class KeyPolicy:
+    """Which variables hold provider keys (the configured ``env_var``s and any ``*_API_KEY``), and which a
+    project server may read all the same (``mcp_project_key_vars`` in the user's config)."""
+
+    key_vars: frozenset[str] = frozenset()
+    allowed: dict[str, list[str]] = field(default_factory=dict)
+
+    def is_key(self, var: str) -> bool:
+        return var in self.key_vars or var.endswith("_API_KEY")
+
+    def refused(self, name: str, entry: object) -> list[str]:
+        """The key variables ``entry`` (server ``name``) reads without the user's leave."""
+        reads = {v for names in variables_read(entry).values() for v in names}
+        return sorted(v for v in reads if self.is_key(v) and v not in self.allowed.get(name, []))
+
+
+def read_project(root: Path, data_dir: Path, keys: KeyPolicy | None = None) -> ProjectFile | None:
+    """The ``.mcp.json`` directly in ``root``, or None when there is none (or it cannot be read). A server
+    that reads a provider key variable without the user's leave is left out with a problem line."""
     path = root / PROJECT_FILE
     try:
         raw = path.read_bytes()
@@ -66,4 +84,23 @@ def read_project(root: Path, data_dir: Path) -> ProjectFile | None:
         found.problems = [e.message]
     for server in found.servers.values():
         server.source, server.cwd = "project", real.parent
+    if keys is not None and found.servers:
+        _refuse_key_readers(found, raw, keys)
     return found
+
+
+def _refuse_key_readers(found: ProjectFile, raw: bytes, keys: KeyPolicy) -> None:
+    import json
+
+    try:
+        entries = json.loads(raw).get("mcpServers") or {}
+    except (ValueError, AttributeError):
+        return
+    for name in list(found.servers):
+        refused = keys.refused(name, entries.get(name))
+        if refused:
+            del found.servers[name]
+            found.problems.append(
+                f"MCP server '{name}' of {found.path} is not started: it reads {', '.join(refused)}, which holds a "
+                f"provider key; to allow it, add {name} = {json.dumps(refused)} under [mcp_project_key_vars] in "
+                "your config.toml")

@@ -7,11 +7,9 @@ exited), it first reconnects once (a failed reconnect is remembered for 30 s).
 """
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,15 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
-from openheim.mcp.bridge import SPAWNED, kill_group
+from openheim.mcp import known
 from openheim.mcp.content import result_text
+from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
+from openheim.mcp.server_log import log_path
 from openheim.mcp.status import McpServerStatus
 
 if TYPE_CHECKING:
+    import asyncio
+
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
     from openheim.mcp.oauth import AuthWatch
+    from openheim.mcp.server_log import ServerLog
+    from openheim.mcp.stdio import Link
     from openheim.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
@@ -37,10 +41,8 @@ CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its 
 FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
 CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
 MAX_TOOL_PAGES = 100
-LOG_ROTATE_BYTES = 1 << 20
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
-_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class CallFailed(Exception):
@@ -49,6 +51,8 @@ class CallFailed(Exception):
 
 def leaf_error(error: BaseException) -> BaseException:
     """The first real error inside (nested) exception groups, which anyio wraps errors in."""
+    import asyncio
+
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
         error = (inner or list(error.exceptions))[0]
@@ -80,25 +84,28 @@ def transport_lost(error: BaseException) -> bool:
     return isinstance(leaf, (OSError, EOFError)) or type(leaf).__module__.startswith(("httpx2", "httpcore2", "anyio"))
 
 
-def log_path(log_dir: Path, name: str) -> Path:
-    return log_dir / f"mcp-{_UNSAFE_FILE_CHARS.sub('_', name)}.log"
-
-
 class McpServer:
     """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
 
-    def __init__(self, config: McpServerConfig, bridge: Bridge, log_dir: Path,
-                 on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, config: McpServerConfig, bridge: Callable[[], Bridge], log_dir: Path,
+                 on_change: Callable[[], None] = lambda: None, data_dir: Path | None = None,
+                 startup_timeout: float = 10.0, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.config = config
         self.name = config.name
-        self._bridge = bridge
+        self._bridge_of = bridge  # the hub's bridge, made (and the SDK imported) when the first server starts
         self._log_dir = log_dir
+        self._data_dir = data_dir
         self._on_change = on_change
+        self.startup_timeout = startup_timeout
+        self.max_message = max_message
         self._lock = threading.Lock()
         self.state = "starting"
         self.error: str | None = None
-        self.tools: list[McpTool] = []
+        remembered = known.recall(data_dir, config) if data_dir is not None else None
+        self.known = remembered is not None  # its last tool list is offered while it starts
+        self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
         self.started_at = time.monotonic()
+        self.started = False
         self.settled = threading.Event()  # the first connect ended, either way
         # touched on the loop thread only
         self._session: Any = None
@@ -107,28 +114,52 @@ class McpServer:
         self._ready: asyncio.Future | None = None
         self._reconnecting: asyncio.Future | None = None
         self._broken = False
+        self._link: Link | None = None
         self._closing = False
         self._failed_until = 0.0
         self._failure = ""
         self._pids: set[int] = set()
+        self._specs: list[dict] = []
         self._auth_watch: AuthWatch | None = None
 
     # --- lifecycle (sync side) -----------------------------------------------------------
 
     def start(self) -> None:
-        self.started_at = time.monotonic()
+        """Connect in the background (once)."""
+        with self._lock:
+            if self.started or self.state == "closed":
+                return
+            self.started, self.started_at = True, time.monotonic()
+        self._bridge = self._bridge_of()
         self._bridge.submit(self._first_connect())
 
     def close_async(self) -> concurrent.futures.Future:
         """Stop the server (its owner leaves the SDK contexts, which ends the process); returns at once."""
+        with self._lock:
+            never_started = not self.started
+            if never_started:
+                self.state, self.tools = "closed", []
+        if never_started:
+            self.settled.set()
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(None)
+            return done
         return self._bridge.submit(self._close())
+
+    def pids(self) -> list[int]:
+        """The server processes (each leads its own process group) that are running now."""
+        with self._lock:
+            return list(self._pids)
 
     def kill_leftovers(self) -> None:
         """Last resort after a close that did not finish: SIGKILL the server's process group."""
         with self._lock:
             pids = list(self._pids)
-        for pid in pids:
-            kill_group(pid)
+        if pids:
+            from openheim.mcp.bridge import kill_group
+
+            for pid in pids:
+                kill_group(pid)
 
     @property
     def log_file(self) -> Path:
@@ -136,8 +167,37 @@ class McpServer:
 
     # --- calls (sync side) ------------------------------------------------------------------
 
+    def wait_started(self, cancel: CancelToken | None = None) -> None:
+        """A call to a remembered tool of a server still starting waits for it (up to the startup timeout);
+        ToolExecutionError when it is not up then, failed, or no longer offers the tool."""
+        self.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.settled.is_set() and not (cancel is not None and cancel.cancelled):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ToolExecutionError(f"MCP server '{self.name}' not ready after {self.startup_timeout:g} s; "
+                                         "try the tool again later")
+            self.settled.wait(min(left, 0.05))
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled("MCP tool call cancelled")
+        with self._lock:
+            state, error = self.state, self.error
+        if state == "failed":
+            raise ToolExecutionError(error or f"MCP server '{self.name}' failed to start")
+
+    def gave_up(self) -> None:
+        """A turn stopped waiting for this never-seen server: remember it (with no tools), so the next
+        session offers nothing from it at first but does not wait for it either."""
+        if self._data_dir is not None and self.started and not self.known and not self.settled.is_set():
+            known.remember(self._data_dir, self.config, [])
+
     def call(self, tool: str, arguments: dict, cancel: CancelToken | None = None) -> str:
         """Run ``tool``; the result's text, or ToolExecutionError (isError results, failures, the deadline)."""
+        self.wait_started(cancel)
+        with self._lock:
+            offered = any(t.tool_name == tool for t in self.tools)
+        if not offered:
+            raise ToolExecutionError(f"MCP server '{self.name}' no longer offers the tool '{tool}'")
         limit = self.config.tool_timeout_secs
         future = self._bridge.submit(self._call(tool, arguments, float(limit)))
         remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
@@ -188,6 +248,8 @@ class McpServer:
     # --- the loop side ----------------------------------------------------------------------------
 
     async def _first_connect(self) -> None:
+        import asyncio
+
         try:
             if self._bridge.import_error:
                 raise CallFailed(self._bridge.import_error)
@@ -195,12 +257,14 @@ class McpServer:
             if self._closing:
                 raise CallFailed("closed while starting")
             self._set("connected", None, tools)
+            if self._data_dir is not None:
+                known.remember(self._data_dir, self.config, self._specs)
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
             from openheim.mcp.oauth import NEEDS_LOGIN
 
             state = NEEDS_LOGIN if NEEDS_LOGIN in message else "failed"
-            self._set("closed" if self._closing else state, None if self._closing else message)
+            self._set("closed" if self._closing else state, None if self._closing else message, [])
             if not self._closing:
                 log.warning("%s", message)
             if isinstance(e, asyncio.CancelledError):
@@ -211,13 +275,15 @@ class McpServer:
 
     async def _open(self) -> list[McpTool]:
         """Start an owner task and wait until it is connected; CallFailed with the reason when it is not."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
         stop = asyncio.Event()
-        self._ready, self._stop, self._broken = ready, stop, False
+        self._ready, self._stop, self._broken, self._link = ready, stop, False, None
         self._owner = asyncio.ensure_future(self._own(ready, stop))
         session, specs = await ready
-        self._session = session
+        self._session, self._specs = session, specs
         return self._handlers(specs)
 
     def _handlers(self, specs: list[dict]) -> list[McpTool]:
@@ -235,21 +301,21 @@ class McpServer:
 
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         """The owner task: enter the transport and session, initialize, list tools, wait for stop."""
+        import asyncio
         from contextlib import AsyncExitStack
 
         import anyio
         from mcp import ClientSession
 
-        SPAWNED.set(self._remember_pid)
-        phase, errlog = "spawn", None
+        phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
                 if self.config.url:
                     phase = "connect"
                     streams = await self._enter_http(stack)
                 else:
-                    errlog = self._open_log()
-                    streams = await self._enter_stdio(stack, errlog)
+                    server_log = self._open_log()
+                    streams = await self._enter_stdio(stack, server_log)
                     phase = "connect"
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 with anyio.fail_after(CONNECT_LIMIT):
@@ -266,8 +332,8 @@ class McpServer:
             elif not isinstance(e, asyncio.CancelledError):
                 log.debug("MCP server '%s' ended with %s", self.name, describe(e))
         finally:
-            if errlog is not None:
-                errlog.close()
+            if server_log is not None:
+                server_log.close()
             self.kill_leftovers()  # children the server left behind in its process group
             with self._lock:
                 self._pids.clear()
@@ -276,45 +342,44 @@ class McpServer:
         with self._lock:
             self._pids.add(pid)
 
-    async def _enter_stdio(self, stack: Any, errlog: Any) -> Any:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+    async def _enter_stdio(self, stack: Any, server_log: ServerLog) -> Any:
+        from openheim.mcp.stdio import Link, stdio_transport
 
         cfg = self.config
-        command, *args = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
-        params = StdioServerParameters(command=command, args=args, env=dict(cfg.env) or None,
-                                       cwd=str(cfg.cwd) if cfg.cwd else None)
-        return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
+        link = self._link = Link(self.name, self.max_message)
+        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log))
+        if link.pid is not None:
+            self._remember_pid(link.pid)
+        return streams
 
     async def _enter_http(self, stack: Any) -> Any:
         import httpx2
+
+        cfg = self.config
+        if cfg.sse:
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(cfg.url or "", headers=dict(cfg.headers) or None,
+                                                              timeout=30.0, sse_read_timeout=300.0))
         from mcp.client.streamable_http import streamable_http_client
 
         from openheim.mcp.oauth import AuthWatch, auth_for
 
         self._auth_watch = AuthWatch()  # a 401 means "needs login"
-        client = httpx2.AsyncClient(headers=dict(self.config.headers) or None,
-                                    timeout=httpx2.Timeout(30.0, read=300.0),
-                                    auth=auth_for(self.config, self._log_dir.parent),  # a stored sign-in
+        client = httpx2.AsyncClient(headers=dict(cfg.headers) or None, timeout=httpx2.Timeout(30.0, read=300.0),
+                                    auth=auth_for(cfg, self._log_dir.parent),  # a stored sign-in
                                     event_hooks={"response": [self._auth_watch]})
         await stack.enter_async_context(client)
-        return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
+        return await stack.enter_async_context(streamable_http_client(cfg.url or "", http_client=client))
 
-    def _open_log(self) -> Any:
+    def _open_log(self) -> ServerLog:
         """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
-        path = self.log_file
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
-                path.replace(path.with_suffix(".log.1"))
-            handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (kept open for the server)
-            handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting '{self.name}' ({self.config.command})\n")
-            handle.flush()
-            return handle
-        except OSError as e:
-            log.warning("cannot open %s (%s); MCP server '%s' stderr is discarded", path, e, self.name)
-            import os
+        from openheim.mcp.server_log import ServerLog
 
-            return open(os.devnull, "w")
+        server_log = ServerLog(self.log_file)
+        server_log.note(f"starting '{self.name}' ({self.config.command})")
+        return server_log
 
     def _connect_failure(self, phase: str, error: BaseException) -> str:
         leaf = leaf_error(error)
@@ -335,9 +400,11 @@ class McpServer:
         return f"MCP stdio connect to '{self.name}' failed: {reason} (its stderr is in {self.log_file})"
 
     def _transport_closed(self) -> bool:
-        """Known closed: never opened, or a call saw the transport go (the SDK offers no public probe; a
-        server that died between calls is noticed by the next call, which reconnects and sends it again)."""
-        return self._session is None or self._broken
+        """Known closed: never opened, a call saw the transport go, or (stdio) our own transport saw the
+        server's output end."""
+        if self._session is None or self._broken:
+            return True
+        return self._link is not None and self._link.closed
 
     async def _call(self, tool: str, arguments: dict, limit: float) -> dict:
         session = await self._live_session()
@@ -362,6 +429,8 @@ class McpServer:
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _live_session(self) -> Any:
+        import asyncio
+
         if self._closing:
             raise CallFailed(f"MCP server '{self.name}' is closed")
         if self._session is not None and not self._transport_closed():
@@ -388,6 +457,8 @@ class McpServer:
         return self._session
 
     async def _shutdown_owner(self) -> None:
+        import asyncio
+
         owner, stop, ready = self._owner, self._stop, self._ready
         self._owner = self._stop = self._ready = self._session = None
         if owner is None:

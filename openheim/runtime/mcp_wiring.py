@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.tools import ToolRegistry
     from openheim.mcp.hub import McpHub
+    from openheim.mcp.project import KeyPolicy
     from openheim.mcp.status import McpServerStatus
     from openheim.runtime.session import SessionState
 
@@ -22,10 +24,13 @@ PROJECT_FILE = ".mcp.json"
 
 
 class McpWiring:
-    def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float) -> None:
+    def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float,
+                 max_message: int = 8 << 20, keys: Callable[[], KeyPolicy] | None = None) -> None:
         self.registry = registry
+        self.keys = keys  # made with the hub, so a runtime without MCP servers never imports openheim.mcp
         self.data_dir = data_dir
         self.startup_timeout = startup_timeout
+        self.max_message = max_message
         self.hub: McpHub | None = None
         self._lock = threading.Lock()
         self._shared: SessionTools | None = None
@@ -37,7 +42,10 @@ class McpWiring:
 
         deny_inspection()  # before any server process exists: none may read our environment or memory
         with self._lock:
-            self.hub = McpHub(configured, self.data_dir, self.startup_timeout)
+            self.hub = McpHub(configured, self.data_dir, self.startup_timeout, self.max_message, self._keys())
+
+    def _keys(self) -> KeyPolicy | None:
+        return self.keys() if self.keys is not None else None
 
     def _hub(self) -> McpHub:
         with self._lock:
@@ -46,7 +54,7 @@ class McpWiring:
                 from openheim.tools.process import deny_inspection
 
                 deny_inspection()
-                self.hub = McpHub([], self.data_dir, self.startup_timeout)
+                self.hub = McpHub([], self.data_dir, self.startup_timeout, self.max_message, self._keys())
             return self.hub
 
     def shared_tools(self) -> SessionTools | None:
@@ -106,6 +114,7 @@ class McpWiring:
         finally:
             hub.release(group)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop every server; without ``wait`` only start stopping them (for a process about to exit)."""
         if self.hub is not None:
-            self.hub.close()
+            self.hub.close(wait=wait)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         ToolRegistry,
         ToolView,
     )
+    from openheim.mcp.project import KeyPolicy
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.long_sessions import LongSessions
@@ -90,7 +91,9 @@ class Runtime:
         self.config = settings.config
         self.registry = registry
         self.long_term_memory = long_term_memory
-        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs)
+        self._warned_rules: set[str] = set()  # permission rules already reported as matching no tool
+        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
+                              settings.config.mcp_max_message_mib << 20, lambda: _key_policy(settings.config))
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
@@ -290,9 +293,10 @@ class Runtime:
         conv.meta.mode = session.mode
         history.save_meta(conv)
 
-    def close(self, wait: float = 2.0) -> None:
+    def close(self, wait: float = 2.0, wait_for_servers: bool = True) -> None:
         """Cancel every running turn and wait for them briefly, then stop every MCP server (their
-        processes end), forget the live sessions and close the memory database."""
+        processes end; without ``wait_for_servers`` they are only told to, for a process about to exit),
+        forget the live sessions and close the memory database."""
         import time
 
         sessions = self.sessions.all()
@@ -303,7 +307,7 @@ class Runtime:
             if session.turn is not None:
                 session.turn.join(max(0.0, deadline - time.monotonic()))
         self.sessions.release_all()
-        self.mcp.close()
+        self.mcp.close(wait=wait_for_servers)
         if self.long_term_memory is not None:
             self.long_term_memory.close()
 
@@ -374,7 +378,7 @@ class Runtime:
         _check_cost_budget(session.config)
         hooks = turn_hooks(self.config, self.settings.data_dir, session.id, root, cwd, self.settings.secret_env_vars)
         ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
-                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities),
+                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities, every_tool.names()),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync, spend=Spend(session.spent), hooks=hooks)
         if session.fitter is None:
@@ -468,18 +472,30 @@ class Runtime:
         return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
     def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-              capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
+              capabilities: Callable[[str], ToolCapabilities], offered: list[str]) -> PermissionGate:
         """``inner`` behind the permission rules, when there are any, and the guard on writes to the
-        project's own configuration (config.protected); a bad project file fails the turn here."""
+        project's own configuration (config.protected); a bad project file fails the turn here. A rule
+        that matches no offered tool gets a warning line (once)."""
         from openheim.config.project_settings import load_project_rules
         from openheim.core.permission import ProtectedWritesGate, RulesGate
 
         user = self.config.permissions
         project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
         if user or project:
+            self._warn_unmatched(user + project, offered)
             project_allows = getattr(fallback, "project_allows_apply", True)
             inner = RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
         return ProtectedWritesGate(inner, fallback, user, project, str(root), str(cwd))
+
+    def _warn_unmatched(self, rules: RuleSet, offered: list[str]) -> None:
+        from openheim.config.rules import unmatched_rules
+
+        for rule in unmatched_rules(rules, offered):
+            key = f"{rule.source}:{rule.text}"
+            if key not in self._warned_rules:
+                self._warned_rules.add(key)
+                log.warning("permission rule '%s'%s matches no tool offered here (MCP tools: mcp__server__tool "
+                            "or server__tool)", rule.text, f" from {rule.source}" if rule.source else "")
 
     def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
@@ -626,3 +642,12 @@ class _Recorder:
             self.history.roll_back(self.conv, *self.before)
         except (OSError, OpenheimError) as e:
             log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)
+
+
+def _key_policy(config: Config) -> KeyPolicy:
+    """Provider key variables a project's MCP servers may not read without the user's leave."""
+    from openheim.mcp.project import KeyPolicy
+
+    key_vars = frozenset(p.env_var for p in config.providers.values() if p.env_var)
+    return KeyPolicy(key_vars, dict(config.mcp_project_key_vars))
+

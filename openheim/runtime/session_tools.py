@@ -2,7 +2,9 @@
 its project's trusted ``.mcp.json``, its own), the ready servers' tools listed after the built-ins."""
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openheim.core.tools import LayeredExecutor, ToolRegistry
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
     from openheim.mcp.group import ServerGroup
     from openheim.mcp.status import McpServerStatus
 
+log = logging.getLogger(__name__)
+
+KICK_AFTER = 0.25  # seconds after a turn's tools are fixed: its first model request has been sent by then
+
 
 class SessionTools:
     """A ToolExecutor whose MCP part follows the servers as they come up (cached per change)."""
@@ -28,12 +34,32 @@ class SessionTools:
         self.groups = groups
         self._lock = threading.Lock()
         self._cached: tuple[tuple[int, ...], ToolExecutor] | None = None
+        self._kicker: threading.Timer | None = None
 
-    def for_turn(self, cancel: CancelToken | None = None) -> ToolExecutor:
-        """Wait (bounded, cancellable) for servers still starting, then a fixed tool set for one turn."""
+    def for_turn(self, cancel: CancelToken | None = None,
+                 notify: Callable[[str], None] | None = None) -> ToolExecutor:
+        """Wait (bounded, cancellable, announced through ``notify``) for servers still starting whose tools
+        were never seen; servers with a remembered tool list are not waited for. Then a fixed tool set
+        for one turn."""
         for group in self.groups:
-            group.wait_ready(cancel)
+            group.wait_ready(cancel, include_known=False, notify=notify)
+        self._kick_soon()
         return self.current()
+
+    def _kick_soon(self) -> None:
+        """Servers with a remembered tool list start once the turn's first request is on its way: their
+        start (the SDK import above all) would otherwise compete with it for the interpreter."""
+        with self._lock:
+            if self._kicker is not None:
+                return
+            self._kicker = threading.Timer(KICK_AFTER, self.kick)
+            self._kicker.daemon = True
+        self._kicker.start()
+
+    def kick(self) -> None:
+        """Start every server not started yet."""
+        for group in self.groups:
+            group.kick()
 
     def current(self) -> ToolExecutor:
         versions = tuple(g.version for g in self.groups)
@@ -41,6 +67,7 @@ class SessionTools:
             if self._cached is not None and self._cached[0] == versions:
                 return self._cached[1]
         handlers = [h for g in self.groups for h in g.handlers()]
+        _warn_once(handlers)
         executor: ToolExecutor = LayeredExecutor(self.registry, ToolRegistry(_unique(handlers))) \
             if handlers else self.registry
         with self._lock:
@@ -69,6 +96,19 @@ class SessionTools:
 
     def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
         return self.current().present(name, args, where)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(handlers: list) -> None:
+    """The warning about too many or too big MCP tools, once per process for each wording."""
+    from openheim.mcp.group import weight_warning
+
+    line = weight_warning(handlers)
+    if line is not None and line not in _warned:
+        _warned.add(line)
+        log.warning("%s", line)
 
 
 def _unique(handlers: list) -> list:

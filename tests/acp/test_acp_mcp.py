@@ -21,9 +21,9 @@ def offered(request) -> set[str]:
     return {t["function"]["name"] for t in request.body.get("tools", [])}
 
 
-def test_initialize_advertises_http_mcp_but_not_sse(wire):
+def test_initialize_advertises_http_and_sse_mcp(wire):
     caps = wire.initialize()["agentCapabilities"]["mcpCapabilities"]
-    assert caps == {"http": True, "sse": False}
+    assert caps == {"http": True, "sse": True}
 
 
 def test_a_client_supplied_stdio_server_is_used_and_stops_with_the_session(wire, srv, project):
@@ -86,7 +86,7 @@ def test_a_client_supplied_http_server_and_a_bad_entry(wire, srv, project):
         sid = wire.result("session/new", {"cwd": str(project), "mcpServers": [
             {"type": "http", "name": "remote", "url": http.url,
              "headers": [{"name": "Authorization", "value": "Bearer from-the-editor"}]},
-            {"type": "sse", "name": "old", "url": http.url, "headers": []}]})["sessionId"]
+            {"type": "websocket", "name": "old", "url": http.url, "headers": []}]})["sessionId"]
         response, _ = wire.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn"
     assert srv.requests[1].body["messages"][-1]["content"] == "Bearer from-the-editor"

@@ -1,5 +1,11 @@
-"""MCP costs: importing the SDK's client, `openheim run` start-up with zero vs one stdio server, and the
-per-call overhead of an MCP echo tool through the bridge beyond the server's own time.
+"""MCP costs, measured side by side in one run:
+  - importing the MCP client (CPU and RSS growth in a fresh interpreter);
+  - the first streamed byte of `run hi` with 3 servers (one 3 s slow to start), tool lists remembered, vs no MCP;
+  - a server that never answers (remembered as given up on) vs no MCP;
+  - how long the process lingers after the answer, with 3 servers vs no MCP;
+  - `openheim mcp --tools` with 3 servers vs the slowest one alone;
+  - a 100 MiB tool result: time to refuse it and RSS growth;
+  - `openheim run` start-up with zero vs one stdio server, and the per-call overhead through the bridge.
 
 Run: .venv/bin/python tests/bench/bench_mcp.py
 """
@@ -16,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cli_helpers import write_config
 from common import ROOT, compare, env_with_home, openheim_argv, table
-from fake_llm import FakeLLMServer
+from fake_llm import FakeLLMServer, Reply, ToolCall
 
 PY = sys.executable
 SDK_SERVER = str(ROOT / "tests" / "mcp_server.py")
@@ -24,13 +30,102 @@ RAW_SERVER = str(ROOT / "tests" / "bench" / "raw_mcp_server.py")
 CALLS = 400
 
 
-def import_cost(runs: int = 7) -> float:
-    """Median seconds to import the SDK's client modules in a fresh interpreter."""
-    code = ("import time; t = time.perf_counter()\n"
-            "import mcp.client.session, mcp.client.stdio, mcp.client.streamable_http\n"
-            "print(time.perf_counter() - t)")
-    return statistics.median(float(subprocess.run([PY, "-c", code], capture_output=True, text=True,
-                                                  check=True).stdout) for _ in range(runs))
+def import_cost(runs: int = 7) -> tuple[float, float]:
+    """Median CPU seconds and RSS growth (MiB) of loading the MCP client as openheim does, in a fresh interpreter."""
+    code = ("import resource, time\n"
+            "def rss(): return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
+            "r, t = rss(), time.process_time()\n"
+            "from openheim.mcp.bridge import load_sdk; load_sdk()\n"
+            "print(time.process_time() - t, (rss() - r) / 2**20)")
+    out = [subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+           for _ in range(runs)]
+    return statistics.median(float(o[0]) for o in out), statistics.median(float(o[1]) for o in out)
+
+
+def timed_run(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
+    """(seconds from exec to the first stdout byte, seconds from the end of stdout's answer to the exit)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.read(1)
+    first_at = time.perf_counter()
+    rest = b""
+    while not rest.endswith(b"\n"):  # the answer is one line; the process may linger after it
+        chunk = proc.stdout.read1(4096)
+        if not chunk:
+            break
+        rest += chunk
+    answered = time.perf_counter()
+    err = proc.stderr.read()
+    code = proc.wait()
+    ended = time.perf_counter()
+    if code != 0 or not first:
+        raise RuntimeError(f"{argv[-3:]} failed: {err.decode()[-400:]}")
+    return first_at - start, ended - answered
+
+
+def paired(a: list[str], b: list[str], env: dict, cwd: Path, runs: int = 9) -> tuple[tuple, tuple]:
+    """Medians of timed_run for ``a`` and ``b``, run in turn so machine load hits both alike."""
+    ra, rb = [], []
+    for _ in range(runs):
+        ra.append(timed_run(a, env, cwd))
+        rb.append(timed_run(b, env, cwd))
+    med = (lambda rs: tuple(statistics.median(r[i] for r in rs) for i in range(2)))
+    return med(ra), med(rb)
+
+
+def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
+    """First byte and exit lag with 3 servers (mcp-server-time, the test server, the test server 3 s slow),
+    their tool lists remembered; and with a server that never answers (given up on once)."""
+    env = env_with_home(home)
+    time_server = str(Path(PY).with_name("mcp-server-time"))
+    three = (f'\n[mcp_servers.time]\ncommand = "{time_server}"\nargs = []\n' + toml("fake", SDK_SERVER)
+             + f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n')
+    mute = f'\n[mcp_servers.mute]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "600"]\n'
+    configs = {"none": "", "three": "mcp_startup_timeout_secs = 20\n" + three,
+               "mute": "mcp_startup_timeout_secs = 1\n" + mute}
+    argv = {}
+    for label, extra in configs.items():
+        write_config(home, srv.base_url, extra=extra)
+        (home / f"{label}.toml").write_text((home / "config.toml").read_text())
+        argv[label] = [*openheim_argv(), "--config", str(home / f"{label}.toml"), "run", "hi"]
+    (home / "config.toml").unlink()
+    for label in ("three", "mute"):  # the first session learns the tool lists (or gives up on the mute one)
+        timed_run(argv[label], env, home)
+    rows = []
+    (none_fb, none_exit), (three_fb, three_exit) = paired(argv["none"], argv["three"], env, home)
+    ratio = three_fb / none_fb
+    rows.append(("c) first byte: 3 servers (1 slow, remembered) / none",
+                 f"{three_fb * 1000:.0f}/{none_fb * 1000:.0f} ms", "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+    lag = three_exit - none_exit
+    rows.append(("d) exit after the answer: 3 servers - none", f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
+                 "<= +100 ms", f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    lags = {"none": [], "three": []}
+    for _ in range(7):  # servers running at exit: the model calls a tool first (an MCP one when there are some)
+        for label, call in (("none", ToolCall("list_dir", {"path": "."})),
+                            ("three", ToolCall("fake__echo", {"text": "x"}))):
+            srv.enqueue(Reply(tool_calls=[call]), Reply(text="done"))
+            lags[label].append(timed_run([*argv[label][:-1], "--approve", "all", "use a tool"], env, home)[1])
+    none_exit, three_exit = (statistics.median(lags[k]) for k in ("none", "three"))
+    lag = three_exit - none_exit
+    rows.append(("d) ... after an MCP call (servers up): 3 - none",
+                 f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms", "<= +100 ms",
+                 f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    slow_only = f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n'
+    write_config(home, srv.base_url, extra=slow_only)
+    (home / "slow.toml").write_text((home / "config.toml").read_text())
+    (home / "config.toml").unlink()
+    status = [*openheim_argv(), "--config", "{}", "mcp", "--tools"]
+    slow, three = compare([a.replace("{}", str(home / "slow.toml")) for a in status],
+                          [a.replace("{}", str(home / "three.toml")) for a in status], env, runs=5, cwd=home)[:2]
+    rows.append(("g) mcp --tools: 3 servers - the slowest alone", f"{three:.2f}-{slow:.2f} s", "<= +0.5 s",
+                 f"{three - slow:+.2f}s", three - slow <= 0.5))
+    (none_fb, _), (mute_fb, _) = paired(argv["none"], argv["mute"], env, home)
+    ratio = mute_fb / none_fb
+    rows.append(("e) first byte: a never-answering server / none", f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
+                 "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+    return rows
 
 
 def toml(name: str, script: str) -> str:
@@ -106,11 +201,49 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     return statistics.median(times)
 
 
+HOSTILE = str(ROOT / "tests" / "mcp_hostile_server.py")
+
+
+def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:
+    """Seconds to refuse a ``mib`` MiB tool result (default limit 8 MiB) and the peak RSS growth (MB) it caused,
+    through the library in this process."""
+    from fake_client import ScriptedLlm
+
+    from openheim.client import OpenheimClient
+    from openheim.core.turn_context import TurnContext
+
+    def peak_mb() -> float:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM"))
+        return int(line.split()[1]) / 1000
+
+    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp / "big")
+              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("big", {"command": PY, "args": [HOSTILE]}).build())
+    with client:
+        assert client.mcp_servers(wait=60)[0].connected
+        tools, ctx = client.state.runtime_tools(), TurnContext()
+        tools.execute("big__echo", '{"text": "warm"}', ctx)
+        before = peak_mb()
+        start = time.perf_counter()
+        try:
+            tools.execute("big__huge", json.dumps({"mib": mib}), ctx)
+            raise RuntimeError("the oversized result was not refused")
+        except Exception as e:  # the tool error the model would read
+            if "was refused" not in str(e):
+                raise
+        took = time.perf_counter() - start
+        return took, peak_mb() - before
+
+
 def main() -> None:
     rows = []
-    cost = import_cost()
-    rows.append(("import mcp.client.{session,stdio,streamable_http}", f"{cost * 1000:.0f} ms", "report", "", True))
+    cpu, rss = import_cost()
+    rows.append(("import the MCP client: CPU", f"{cpu * 1000:.0f} ms", "<= 300 ms", f"{cpu / 0.3:.2f}x", cpu <= 0.3))
+    rows.append(("import the MCP client: RSS growth", f"{rss:.1f} MiB", "<= 25 MiB", f"{rss / 25:.2f}x", rss <= 25))
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(wire="openai") as srv:
+        took, grew = oversized_result(Path(tmp))
+        rows.append(("f) a 100 MiB result refused: time", f"{took:.2f} s", "<= 2 s", f"{took / 2:.2f}x", took <= 2))
+        rows.append(("f) ... peak RSS growth", f"{grew:.1f} MB", "<= 50 MB", f"{grew / 50:.2f}x", grew <= 50))
+        rows += slow_start_rows(Path(tmp), srv)
         rows += startup_rows(Path(tmp), srv)
         for label, script in (("raw stdlib server", RAW_SERVER), ("SDK test server", SDK_SERVER)):
             own = raw_round_trips(script, CALLS)

@@ -1,0 +1,78 @@
+"""Each MCP server's last tool list, remembered in the data dir so a session offers its tools from the
+first model request while the server is still starting.
+
+Keyed by a digest of the server's config entry (name, transport, command, args, env, url, headers, cwd),
+so a changed entry starts from nothing; the entry itself (which may hold secrets) is never stored.
+Stored in ``{data_dir}/mcp-tools.json`` as ``{"servers": {key: {"name": ..., "tools": [specs]}}}``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openheim.config.schema import McpServerConfig
+
+KNOWN_FILE = "mcp-tools.json"
+MAX_REMEMBERED = 1 << 20  # bytes of tool specs kept for one server; a larger list is not remembered
+_lock = threading.Lock()
+
+
+def entry_key(config: McpServerConfig) -> str:
+    """A stable digest of everything that decides which server runs and where."""
+    entry = {"name": config.name, "command": config.command, "args": list(config.args), "env": dict(config.env),
+             "url": config.url, "sse": config.sse, "headers": dict(config.headers),
+             "cwd": str(config.cwd) if config.cwd else None}
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+
+
+def _load(data_dir: Path) -> dict[str, dict]:
+    try:
+        data = json.loads((data_dir / KNOWN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    servers = data.get("servers") if isinstance(data, dict) else None
+    return {k: v for k, v in servers.items() if isinstance(v, dict)} if isinstance(servers, dict) else {}
+
+
+def recall(data_dir: Path, config: McpServerConfig) -> list[dict] | None:
+    """The tool specs remembered for this config entry, or None when it was never seen connected."""
+    tools = _load(data_dir).get(entry_key(config), {}).get("tools")
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else None
+
+
+def remember(data_dir: Path, config: McpServerConfig, specs: list[dict]) -> None:
+    """Store ``specs`` for this entry when they differ from what is stored (best effort: I/O errors pass)."""
+    if len(json.dumps(specs)) > MAX_REMEMBERED:
+        return
+    key = entry_key(config)
+    with _lock:
+        servers = _load(data_dir)
+        if servers.get(key, {}).get("tools") == specs:
+            return
+        servers[key] = {"name": config.name, "tools": specs}
+        try:
+            _save(data_dir, servers)
+        except OSError:
+            pass
+
+
+def _save(data_dir: Path, servers: dict[str, dict]) -> None:
+    import tempfile
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".mcp-tools.", dir=data_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"servers": servers}, f, ensure_ascii=False)
+        os.replace(tmp, data_dir / KNOWN_FILE)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
