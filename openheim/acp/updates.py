@@ -52,6 +52,9 @@ class AcpUpdates:
             self.tracker.closed(event.id, event.result, event.is_error)
         elif isinstance(event, events.SubagentEvent):
             self._subagent(event)
+        elif isinstance(event, events.PlanUpdate):
+            self.send({"sessionUpdate": "plan", "entries": [
+                {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries]})
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,

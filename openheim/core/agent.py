@@ -16,6 +16,7 @@ from openheim.core.models import (
     FinishReason,
     Message,
     StopReason,
+    TextBlock,
     Usage,
 )
 from openheim.core.tool_calls import run_tool_calls
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 NO_RESULT = "No result: the turn was interrupted before this tool call finished."
 NO_REPLY = "(No reply: this turn ended before the model answered.)"
+INTERRUPTED_MARK = "\n\n[Reply interrupted: {why}. The text above is what had been streamed.]"
 TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
 
 
@@ -43,6 +45,7 @@ class _TurnState:
 
     usage: Usage = field(default_factory=Usage)
     last_usage: Usage | None = None
+    streamed: list[str] = field(default_factory=list)  # the reply text of the running model call so far
     last_dropped: int = 0
     repaired: bool = False  # the one repair round of a structured answer was used
 
@@ -67,7 +70,8 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
         except Cancelled:
-            return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
+            partial = _keep_interrupted(history, state, ctx, on_event)
+            return _finish(on_event, state, partial, iteration, StopReason.CANCELLED)
         _append(history, choice.message, on_event)
         if choice.usage is not None:
             state.usage = state.usage + choice.usage
@@ -134,10 +138,14 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
     request = repair_missing_results(history)
+    state.streamed = []
 
     def on_chunk(chunk: Chunk) -> None:
-        on_event(events.LlmResponse(chunk.text) if chunk.kind == "text"
-                 else events.ThinkingContent(chunk.text))
+        if chunk.kind == "text":
+            state.streamed.append(chunk.text)
+            on_event(events.LlmResponse(chunk.text))
+        else:
+            on_event(events.ThinkingContent(chunk.text))
 
     while True:
         fit = fitter.fit(request, system, tools)
@@ -156,6 +164,26 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         if choice.usage is not None:
             fitter.calibrate(fit.sent_bytes, choice.usage)
         return choice
+
+
+def _keep_interrupted(history: list[Message], state: _TurnState, ctx: TurnContext,
+                      on_event: OnEvent) -> str | None:
+    """A reply cut off by a cancel (the user, a signal, a time budget): what had been streamed joins the
+    conversation, marked as interrupted, so it is shown on reload and the model sees what it had said."""
+    partial = "".join(state.streamed)
+    if not partial.strip():
+        return None
+    why = _interruption(ctx.cancel.reason)
+    _append(history, Message("assistant", [TextBlock(partial), TextBlock(INTERRUPTED_MARK.format(why=why))]),
+            on_event)
+    return partial
+
+
+def _interruption(reason: str | None) -> str:
+    """Why a reply was cut off, in a few words, from the cancel token's reason (None: the user)."""
+    if not reason:
+        return "stopped by the user"
+    return reason.removeprefix("Cancelled: ").rstrip(".")
 
 
 def _report_trim(fit: FitResult, on_event: OnEvent, state: _TurnState) -> None:

@@ -120,7 +120,19 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PlanUpdate(_Event):
+    """The model's plan, whole (update_plan): each step's text and status (pending, in_progress, completed)."""
+
+    kind: ClassVar[str] = "plan"
+    entries: tuple[dict[str, str], ...]
+    explanation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
+
+
 StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent]
+                    ContextTrimmed, Finished, MessageAppended, SubagentEvent, PlanUpdate]
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

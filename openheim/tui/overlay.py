@@ -141,10 +141,11 @@ HELP = """commands:
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
   :cost              tokens used in this session
+  :plan              the model's current plan (update_plan)
 keys:
-  Enter send · Ctrl-C cancel the reply (quit when idle) · Ctrl-U clear the line
-  ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end
-  ↑/↓ scroll a line · PgUp/PgDn scroll a page · End (empty line) back to the bottom
+  Enter send · Alt+Enter or Ctrl-J new line · Ctrl-C cancel the reply (quit when idle)
+  ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end · Ctrl-U clear
+  ↑/↓ earlier prompts · PgUp/PgDn or Shift+↑/↓ scroll · End (empty line) back to the bottom
 permission prompt: y allow once · a allow always · n reject once · r reject always (or ↑↓ Enter)"""
 
 

@@ -76,6 +76,7 @@ def terminal() -> Iterator[Any]:
     try:
         curses.noecho()
         curses.cbreak()
+        _try(curses.nonl)  # Enter arrives as CR and Ctrl-J as LF: Ctrl-J can add a line to the input
         _ctrl_c_as_key(curses, termios, sys.stdin.fileno())
         stdscr.keypad(True)
         _try(curses.set_escdelay, 25)
@@ -162,6 +163,7 @@ class Screen:
     def _make_attr(self, s: Style) -> int:
         c = self.curses
         attr = (c.A_BOLD if s.bold else 0) | (c.A_DIM if s.dim else 0) | (c.A_REVERSE if s.reverse else 0)
+        attr |= (getattr(c, "A_ITALIC", 0) if s.italic else 0) | (c.A_UNDERLINE if s.underline else 0)
         if s.fg < 0 or not self.colours or s.fg >= self.colours:
             return attr
         pair = self._pairs.get(s.fg)
@@ -240,7 +242,7 @@ def _key_names(curses: Any) -> dict[int, str]:
         "KEY_LEFT": "left", "KEY_RIGHT": "right", "KEY_UP": "up", "KEY_DOWN": "down",
         "KEY_HOME": "home", "KEY_END": "end", "KEY_PPAGE": "pgup", "KEY_NPAGE": "pgdn",
         "KEY_BACKSPACE": "backspace", "KEY_DC": "delete", "KEY_ENTER": "enter", "KEY_RESIZE": "resize",
-        "KEY_SR": "up", "KEY_SF": "down",
+        "KEY_SR": "scroll-up", "KEY_SF": "scroll-down",  # Shift+↑/↓
     }
     return {getattr(curses, k): v for k, v in names.items() if hasattr(curses, k)}
 

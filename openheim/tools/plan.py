@@ -1,0 +1,83 @@
+"""update_plan: the model keeps a short step list the user can watch (ACP ``plan`` updates, stream-json
+``plan`` events, the chat's ``:plan``, the web page's list)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from openheim.core.events import PlanUpdate
+from openheim.core.tool_args import describe_json, optional_str
+from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext
+from openheim.errors import ParseError
+
+if TYPE_CHECKING:
+    from openheim.core.turn import TurnContext
+
+STATUSES = ("pending", "in_progress", "completed")
+MAX_STEPS = 50
+MARKS = {"pending": "○", "in_progress": "▸", "completed": "✓"}
+
+
+def parse_plan(args: dict) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """((step, status), ...) and the explanation from the tool's arguments; ParseError says what is wrong."""
+    plan = args.get("plan")
+    if not isinstance(plan, list) or not plan:
+        raise ParseError(f"'plan' must be a non-empty array of {{step, status}} objects, got {describe_json(plan)}")
+    if len(plan) > MAX_STEPS:
+        raise ParseError(f"'plan' has {len(plan)} steps; keep it to {MAX_STEPS} or fewer")
+    steps = []
+    for n, entry in enumerate(plan, 1):
+        if not isinstance(entry, dict):
+            raise ParseError(f"plan step {n} must be an object with 'step' and 'status'")
+        step, status = entry.get("step"), entry.get("status")
+        if not isinstance(step, str) or not step.strip():
+            raise ParseError(f"plan step {n} needs a non-empty 'step' text")
+        if status not in STATUSES:
+            raise ParseError(f"plan step {n} has status {describe_json(status)}; use one of {', '.join(STATUSES)}")
+        steps.append((" ".join(step.split()), status))
+    if sum(1 for _, s in steps if s == "in_progress") > 1:
+        raise ParseError("at most one plan step can be in_progress at a time")
+    return tuple(steps), optional_str(args, "explanation")
+
+
+def plan_text(steps: tuple[tuple[str, str], ...]) -> str:
+    """The plan as lines with a mark per status (○ pending, ▸ in progress, ✓ completed)."""
+    return "\n".join(f"{MARKS[status]} {step}" for step, status in steps)
+
+
+class UpdatePlanTool(BaseTool):
+    """Replace the turn's plan: the whole list each time, at most one step in progress."""
+
+    name = "update_plan"
+    description = ("Keep a short plan of the task the user can follow. Send the whole list each time, with each "
+                   "step's status (pending, in_progress or completed; at most one in_progress). Use it for tasks "
+                   "of several steps; skip it for simple questions.")
+    parameters = {
+        "type": "object",
+        "properties": {
+            "explanation": {"type": "string", "description": "Optional: why the plan changed"},
+            "plan": {
+                "type": "array",
+                "description": "The steps, in order",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "step": {"type": "string"},
+                        "status": {"type": "string", "enum": list(STATUSES)},
+                    },
+                    "required": ["step", "status"],
+                },
+            },
+        },
+        "required": ["plan"],
+    }
+    capabilities = ToolCapabilities(read_only=True, kind="think")
+
+    def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        return ToolView("Update plan", self.capabilities.kind)
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        steps, explanation = parse_plan(args)
+        if ctx.emit is not None:
+            ctx.emit(PlanUpdate(tuple({"step": s, "status": st} for s, st in steps), explanation))
+        done = sum(1 for _, s in steps if s == "completed")
+        return f"Plan updated ({done} of {len(steps)} steps completed):\n{plan_text(steps)}"
