@@ -51,7 +51,8 @@ def test_run_without_mcp_servers_never_imports_mcp(isolated_home):
 
 # Imported on first use only: a plain prompt must not pay for them.
 LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.tools.ignore", "openheim.memory.results",
-               "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets")
+               "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets",
+               "markdown_it", "openheim.tui.markdown")  # the chat's Markdown renderer
 
 
 def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
