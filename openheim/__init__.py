@@ -4,7 +4,7 @@ Public names are resolved lazily so ``import openheim`` costs almost nothing.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from openheim.version import __version__
 
 _LAZY = {
     "OpenheimClient": "openheim.client",
@@ -14,8 +14,8 @@ _LAZY = {
     "BaseTool": "openheim.core.tools",
     "tool": "openheim.core.function_tool",
     "FunctionTool": "openheim.core.function_tool",
-    "TurnContext": "openheim.core.turn",
-    "CancelToken": "openheim.core.turn",
+    "TurnContext": "openheim.core.turn_context",
+    "CancelToken": "openheim.core.turn_context",
     "ClientIo": "openheim.core.client_io",
     "FailClosedGate": "openheim.core.permission",
     "AllowAll": "openheim.core.permission",
@@ -61,8 +61,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names resolve lazil
     from openheim.core.tools import ToolCapabilities as ToolCapabilities
     from openheim.core.tools import ToolHandler as ToolHandler
     from openheim.core.tools import ToolView as ToolView
-    from openheim.core.turn import CancelToken as CancelToken
-    from openheim.core.turn import TurnContext as TurnContext
+    from openheim.core.turn_context import CancelToken as CancelToken
+    from openheim.core.turn_context import TurnContext as TurnContext
     from openheim.errors import OpenheimError as OpenheimError
     from openheim.memory.embedding import EmbeddingClient as EmbeddingClient
     from openheim.memory.long_term import LongTermMemory as LongTermMemory

@@ -6,7 +6,7 @@ import sys
 
 def main() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):
-        from openheim import __version__
+        from openheim.version import __version__
 
         sys.stdout.write(f"openheim, version {__version__}\n")
         return

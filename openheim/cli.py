@@ -4,45 +4,33 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from openheim import __version__
-from openheim.errors import describe, error_message, exit_code_for
+from openheim.errors import EXIT_CODE_HELP, describe, error_message, exit_code_for
+from openheim.version import __version__
 
 if TYPE_CHECKING:
     from typing import NoReturn
 
-    from openheim.core.structured import OutputSchema
     from openheim.memory.long_term import LongTermMemory
 
-EXIT_CODE_HELP = """\b
-Exit codes:
-  0    the model finished (end_turn; also no_content, with a notice)
-  1    runtime or provider error (also: session locked or busy)
-  2    usage or configuration error (also: a replay that differs from its recording)
-  3    stopped at max_iterations
-  4    reply cut off at max_tokens
-  5    the model refused
-  6    stopped at a budget (--max-tokens-total, --timeout)
-  7    the answer did not match --output-schema (after one repair round)
-  130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
-"""
 
 
 class LazyGroup(click.Group):
     """Subcommands named here are imported only when used, keeping `--version` light."""
 
     lazy = {
-        "mcp": "openheim.mcp.cli:mcp",
-        "memory": "openheim.memory.cli:memory",
-        "sessions": "openheim.conversation.cli:sessions",
-        "permissions": "openheim.transport.permissions:permissions",
-        "acp": "openheim.transport.stdio:acp_command",
-        "stdio": "openheim.transport.stdio:stdio_command",
-        "serve": "openheim.transport.ws:serve_command",
+        "run": "openheim.commands.run:run_command",
+        "doctor": "openheim.commands.doctor:doctor_command",
+        "mcp": "openheim.commands.mcp:mcp",
+        "memory": "openheim.commands.memory:memory",
+        "sessions": "openheim.commands.sessions:sessions",
+        "permissions": "openheim.commands.permissions:permissions",
+        "acp": "openheim.commands.acp:acp_command",
+        "stdio": "openheim.commands.acp:stdio_command",
+        "serve": "openheim.commands.serve:serve_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -52,9 +40,13 @@ class LazyGroup(click.Group):
         if name in self.lazy and name not in self.commands:
             module, attr = self.lazy[name].split(":")
             try:
-                return getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                return None
+                command: click.Command = getattr(importlib.import_module(module), attr)
+            except ImportError as e:  # a broken install: say which package is missing, not "No such command"
+                missing = e.name or "a dependency"
+                raise click.ClickException(f"`openheim {name}` needs the Python package '{missing}', which is not "
+                                           f"installed; reinstall openheim (pip install --force-reinstall "
+                                           f"openheim) or pip install {missing}") from None
+            return command
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> object:
@@ -163,112 +155,3 @@ def init(ctx: click.Context, force: bool) -> None:
     click.echo(f"Config file created at {config}")
     click.echo(f"Identity file at {system}")
     click.echo("Edit the [providers] section and set the API key variables it names (e.g. OPENAI_API_KEY).")
-
-
-@main.command(epilog=EXIT_CODE_HELP)
-@click.argument("prompt", required=False)
-@click.option("-m", "--model", help="Model name (looked up across providers).")
-@click.option("-p", "--provider", help="Provider name from config.toml.")
-@click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
-@click.option("--max-tokens-total", type=click.IntRange(min=1), metavar="N",
-              help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
-@click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
-@click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
-                   "(exit 7 when it still does not match after one repair round).")
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
-              help="Session working directory (default: the current directory).")
-@click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
-              show_default=True, help="Output format.")
-@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
-              help="Which tool calls run: all, only read-only ones, or none.")
-@click.option("-s", "--session", "session_id", help="Resume this session id.")
-@click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
-@click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
-# record and replay (docs/pipelines.md)
-@click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
-@click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
-# permission rules (docs/pipelines.md)
-@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
-              help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
-@click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
-              help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
-@click.pass_context
-def run(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
-        max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
-        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
-    """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
-    from openheim.client import OpenheimClient
-    from openheim.transport.run import RunOptions, print_failure, run_prompt
-
-    try:
-        if session_id and resume_latest:
-            raise click.UsageError("use either --session or --continue, not both")
-        if record and replay:
-            raise click.UsageError("use either --record or --replay, not both")
-        schema = _output_schema(output_schema)
-        text = _prompt_text(prompt)
-        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
-                  .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
-                  .turn_timeout_secs(turn_timeout).record(record).replay(replay)
-                  .permissions(allow_rules, deny_rules, "command line").build())
-    except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
-        print_failure(output, e)
-        raise
-    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema)
-    with client:  # closing stops the MCP servers
-        code = run_prompt(client, opts)
-    sys.exit(code)
-
-
-def _output_schema(path: str | None) -> OutputSchema | None:
-    """The --output-schema file, checked before anything runs (imported only when the option is used)."""
-    if path is None:
-        return None
-    from openheim.core.structured import load_output_schema
-
-    return load_output_schema(path)
-
-
-def _prompt_text(prompt: str | None) -> str:
-    piped = None
-    if not sys.stdin.isatty():
-        piped = sys.stdin.buffer.read().decode("utf-8", "replace")
-    if prompt and piped and piped.strip():
-        return f"{prompt}\n\n{piped}"
-    text = prompt or piped or ""
-    if not text.strip():
-        raise click.UsageError("no prompt given: pass PROMPT or pipe text on stdin")
-    return text
-
-
-
-# --- openheim doctor ---------------------------------------------------------------------------
-
-@main.command(epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
-                     "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
-              help="Seconds to wait for MCP servers that are still starting.")
-@click.pass_context
-def doctor(ctx: click.Context, as_json: bool, timeout: float) -> None:
-    """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
-    import json
-
-    from openheim import doctor as checks_module
-    from openheim.config.secrecy import redact
-
-    checks = checks_module.run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
-    if as_json:
-        click.echo(redact(json.dumps(checks_module.as_json(checks), ensure_ascii=False, indent=2)))
-    else:
-        for line in checks_module.as_lines(checks):
-            click.echo(redact(line))
-    sys.exit(checks_module.exit_code(checks))

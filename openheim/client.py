@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
-    from openheim.runtime.state import AgentState
+    from openheim.runtime.runtime import Runtime
     from openheim.runtime.turn import Turn
 
 def mcp_server_configs(servers: list | tuple | None) -> list[McpServerConfig]:
@@ -90,7 +90,7 @@ class SessionHandle:
         self._context_usage: Usage | None = None
 
     @property
-    def _state(self) -> AgentState:
+    def _state(self) -> Runtime:
         return self._client.state
 
     def permission_gate(self, gate: PermissionGate) -> SessionHandle:
@@ -191,7 +191,7 @@ class SessionHandle:
         return self._tools().present(tool_name, args, where)
 
     def _tools(self) -> ToolExecutor:
-        return self._state.tools_for(self._state.session(self.id))
+        return self._state.turn_tools(self._state.session(self.id))
 
     def tools(self) -> list[Tool]:
         """The tools this session offers now: built-ins, custom tools, delegate_task, and its MCP servers'
@@ -225,24 +225,6 @@ class SessionHandle:
         seconds for those still starting."""
         return self._state.mcp_statuses(self._state.session(self.id), wait)
 
-    # --- ACP adapters -------------------------------------------------------------------
-
-    def acp_updates(self, callback: Callable[[dict], None]) -> Callable[[StreamEvent], None]:
-        """An ``on_event`` that maps this session's events to ACP ``session/update`` payloads for
-        ``callback`` (events with no ACP equivalent are dropped): ``session.prompt(text,
-        on_event=session.acp_updates(send))``."""
-        from openheim.acp.updates import AcpUpdates
-
-        return AcpUpdates(callback, lambda name, args: self.present(name, args, with_diff=True),
-                          self.config.context_window)
-
-    def acp_replay(self, messages: list[Message], callback: Callable[[dict], None]) -> None:
-        """Send a stored conversation to ``callback`` as the ACP updates a live turn would have sent."""
-        from openheim.acp.convert import replay
-
-        for update in replay(messages, self.present):
-            callback(update)
-
     def close(self) -> None:
         """Cancel what runs and forget the live session (its history stays on disk)."""
         self._client.close_session(self.id)
@@ -251,7 +233,7 @@ class SessionHandle:
 class OpenheimClient:
     """The library facade around the runtime. ``state`` is internal: front ends never touch it."""
 
-    def __init__(self, state: AgentState) -> None:
+    def __init__(self, state: Runtime) -> None:
         self.state = state
 
     def close(self) -> None:
@@ -287,7 +269,7 @@ class OpenheimClient:
 
     def public_config(self, work_dir: str | Path | None = None) -> dict:
         """The config as clients may see it: no keys, no data_dir, scrubbed URLs (``work_dir`` if none is set)."""
-        from openheim.config.secrecy import public_view
+        from openheim.config.public_view import public_view
 
         return public_view(self.config, str(self.work_dir or work_dir or Path.cwd()))
 

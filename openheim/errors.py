@@ -225,3 +225,18 @@ def describe(error: BaseException) -> str:
         if hint:
             text += f" ({hint})"
     return text
+
+
+# The exit codes of `openheim` and `openheim run`, as their --help shows them.
+EXIT_CODE_HELP = """\b
+Exit codes:
+  0    the model finished (end_turn; also no_content, with a notice)
+  1    runtime or provider error (also: session locked or busy)
+  2    usage or configuration error (also: a replay that differs from its recording)
+  3    stopped at max_iterations
+  4    reply cut off at max_tokens
+  5    the model refused
+  6    stopped at a budget (--max-tokens-total, --timeout)
+  7    the answer did not match --output-schema (after one repair round)
+  130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
+"""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -34,12 +34,12 @@ RESPONSES = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def validator(name: str) -> jsonschema.Draft202012Validator:
     """A validator for one definition of the schema (or the top-level 'Agent' message)."""
     schema = _schema()

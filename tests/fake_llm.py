@@ -39,7 +39,7 @@ from fake_wires import (
     without_blank_lines,
 )
 
-__all__ = ["FakeLLMServer", "Reply", "ToolCall", "Fault", "RecordedRequest"]
+__all__ = ["FakeLLMServer", "Fault", "RecordedRequest", "Reply", "ToolCall"]
 
 _BASE_PATHS = {"openai": "/v1", "anthropic": "/v1", "gemini": "/v1beta"}
 _FLUSH_AT = 32 * 1024

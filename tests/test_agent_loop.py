@@ -18,7 +18,7 @@ from openheim.core.models import FinishReason, Message, StopReason, ToolUseBlock
 from openheim.core.permission import Decision, PermissionGate
 from openheim.core.tool_calls import RESULT_CAP, cap_result
 from openheim.core.tools import ToolRegistry
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ContextOverflow
 
 CFG = AgentConfig("fake", "openai_compatible", "http://127.0.0.1:1", "", "fake-model", max_iterations=4)

@@ -7,8 +7,9 @@ import pytest
 
 from openheim.config import load_config, resolve, resolve_choice, resolve_with_provider
 from openheim.config.load import config_path, data_dir
+from openheim.config.public_view import public_view
 from openheim.config.schema import parse_config
-from openheim.config.secrecy import public_view, scrub_url
+from openheim.config.secrecy import scrub_url
 from openheim.config.template import CONFIG_TEMPLATE
 from openheim.errors import ConfigError
 

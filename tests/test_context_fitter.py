@@ -126,7 +126,7 @@ def test_reactive_shrink_on_overflow() -> None:
     assert fitter.on_overflow(first) is True
     assert fitter.overflow_limit == int(first.sent_bytes * 0.75)
     second = fitter.fit(history, None, [])
-    assert 0 < second.dropped and second.sent_bytes <= first.sent_bytes * 0.75
+    assert second.dropped > 0 and second.sent_bytes <= first.sent_bytes * 0.75
     _assert_pairs_intact(second.messages)
     assert fitter.on_overflow(second) is True
     third = fitter.fit(history, None, [])

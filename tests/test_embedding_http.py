@@ -9,7 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from rag_fakes import EmbeddingsServer
+from memory_fakes import EmbeddingsServer
 
 from openheim.errors import HttpError, TransportError
 from openheim.memory.embedding import GeminiEmbeddings, OpenAIEmbeddings

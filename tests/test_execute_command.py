@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ParseError, ToolExecutionError
 from openheim.tools import process
 from openheim.tools.execute_command import ExecuteCommandTool

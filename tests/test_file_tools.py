@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openheim.core.turn import CancelToken, TurnContext
+from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import InvalidArgument, ParseError, ToolExecutionError
 from openheim.tools.edit_file import EditFileTool
 from openheim.tools.list_dir import ListDirTool
@@ -377,7 +377,7 @@ def test_read_of_a_huge_file_with_a_long_first_line_reads_only_what_it_returns(t
     with open(huge, "wb") as f:
         f.write(b"x" * 200_000)
         f.truncate(20 * 1024 ** 3)
-    code = ("import sys; from openheim.core.turn import TurnContext; from openheim.tools.read_file import ReadFileTool;"
+    code = ("import sys; from openheim.core.turn_context import TurnContext; from openheim.tools.read_file import ReadFileTool;"
             f"sys.stdout.write(ReadFileTool().execute({{'path': 'huge.txt'}}, TurnContext(work_dir={str(tmp_path)!r})))")
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=15)

@@ -1,8 +1,10 @@
-"""The package's layers, checked from every import statement (lazy ones inside functions included).
+"""The package's layers are its folders, checked from every import statement (lazy ones inside functions
+and those under TYPE_CHECKING included).
 
-Top to bottom: front ends → client (the door) → runtime → tools / conversation / memory / mcp /
-subagents → core → config → errors. Nothing imports a layer above its own, and front ends reach the
-runtime only through ``OpenheimClient`` and the ``Turn`` it hands out.
+Bottom to top: errors/version → config → core → tools, sandbox, conversation, memory, mcp, subagents →
+runtime → client (the door) → acp, tui (front ends' own machinery) → serve → commands (one module per
+`openheim` subcommand) → cli (the root command) and __main__. Nothing imports a layer above its own, and
+front ends reach the runtime only through ``OpenheimClient`` and the ``Turn`` it hands out.
 """
 from __future__ import annotations
 
@@ -14,19 +16,20 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
 
 LAYERS = {
-    "errors": 0,
+    "errors": 0, "version": 0,
     "config": 1,
     "core": 2,
-    "tools": 3, "conversation": 3, "memory": 3, "mcp": 3, "subagents": 3,
+    "tools": 3, "sandbox": 3, "conversation": 3, "memory": 3, "mcp": 3, "subagents": 3, "checkpoints": 3,
     "runtime": 4,
     "client": 5,
-    "acp": 6, "transport": 6, "tui": 6, "cli": 6, "doctor": 6,
+    "acp": 6, "tui": 6,
+    "serve": 7,
+    "commands": 8,
+    "cli": 9, "__main__": 9,
 }
-FRONT_END = 6
-# The ACP vocabulary (content blocks, tool calls, updates, replays) is pure mapping over core's types:
-# the door offers it to embedders (SessionHandle.acp_updates / acp_replay), so it sits beside the door.
-ACP_VOCABULARY = {"openheim.acp.convert", "openheim.acp.toolcalls", "openheim.acp.updates", "openheim.acp.util"}
+FRONT_END = LAYERS["acp"]  # this layer and those above it are front ends
 PUBLIC_RUNTIME = {"openheim.runtime.turn"}  # the Turn a front end iterates is part of the door
+MAX_CIRCLES = 2
 
 
 def modules() -> list[Path]:
@@ -41,14 +44,10 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(name: str) -> int | None:
-    """The layer of ``openheim.X...``; a feature package's ``cli`` module is a front end."""
+    """The layer of ``openheim.X...``: the folder (or top-level module) X decides."""
     parts = name.split(".")
     if len(parts) < 2 or parts[0] != "openheim":
         return None
-    if ".".join(parts[:3]) in ACP_VOCABULARY:
-        return LAYERS["client"]
-    if parts[-1] == "cli":
-        return FRONT_END
     return LAYERS.get(parts[1])
 
 
@@ -79,12 +78,63 @@ def test_nothing_imports_a_layer_above_its_own(path):
     own = layer_of(name)
     if own is None:
         return
-    upward = sorted(i for i in imports_of(path) if (layer_of(i) or 0) > own and layer_of(i) != FRONT_END
-                    or (layer_of(i) == FRONT_END and own < FRONT_END))
+    upward = sorted(i for i in imports_of(path) if (layer_of(i) or 0) > own)
     assert not upward, f"{name} (layer {own}) imports from above: {upward}"
 
 
-FRONT_ENDS = [p for p in modules() if layer_of(module_name(p)) == FRONT_END]
+def import_graph() -> dict[str, set[str]]:
+    """Module → the openheim modules it imports (a name that is a module's attribute counts as the module)."""
+    names = {module_name(p) for p in modules()}
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        targets = set()
+        for i in imports_of(path):
+            while i and i not in names:
+                i = i.rpartition(".")[0]
+            if i and i != module_name(path) and i != "openheim":
+                targets.add(i)
+        graph[module_name(path)] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_few_import_circles():
+    found = circles(import_graph())
+    assert len(found) <= MAX_CIRCLES, f"{len(found)} import circles (at most {MAX_CIRCLES}): {found}"
+
+
+FRONT_ENDS = [p for p in modules() if (layer_of(module_name(p)) or 0) >= FRONT_END]
 
 
 @pytest.mark.parametrize("path", FRONT_ENDS, ids=lambda p: module_name(p))
@@ -105,10 +155,10 @@ def test_core_imports_only_config_and_errors():
 
 def test_only_the_builder_constructs_the_runtime():
     """Every front end and transport builds its state through OpenheimClient.builder(): nothing but the
-    door imports the runtime's builder or creates an AgentState by hand."""
+    door imports the runtime's builder or creates a Runtime by hand."""
     door = {PACKAGE / "client.py"}
     for path in modules():
         if path in door or "runtime" in path.relative_to(PACKAGE).parts:
             continue
         assert "openheim.runtime.build" not in imports_of(path), f"{module_name(path)} imports the runtime builder"
-        assert "AgentState(" not in path.read_text(encoding="utf-8"), f"{module_name(path)} builds an AgentState"
+        assert "Runtime(" not in path.read_text(encoding="utf-8"), f"{module_name(path)} builds a Runtime"

@@ -199,15 +199,17 @@ def test_tool_calls_are_presented_by_the_tool(srv, tmp_path):
 def test_acp_updates_and_replay_speak_valid_acp(srv, tmp_path):
     from acp_schema_check import check
 
+    from openheim.acp.updates import acp_replay, acp_updates
+
     (tmp_path / "notes.md").write_text("old\n")
     srv.enqueue(Reply(thinking="hmm", tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "new\n"})]),
                 Reply(text="written"))
     live: list[dict] = []
     with client_for(srv, tmp_path) as client:
         session = client.new_session(cwd=tmp_path)
-        session.prompt("write it", on_event=session.acp_updates(live.append))
+        session.prompt("write it", on_event=acp_updates(session, live.append))
         replayed: list[dict] = []
-        session.acp_replay(client.get_session(session.id), replayed.append)
+        acp_replay(session, client.get_session(session.id), replayed.append)
     for update in live + replayed:
         check("SessionUpdate", update)
     kinds = [u["sessionUpdate"] for u in live]

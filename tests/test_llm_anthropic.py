@@ -18,7 +18,7 @@ from openheim.core.models import (
     ToolUseBlock,
     Usage,
 )
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 
 TOOLS = [Tool("a", "first", {"type": "object", "properties": {}}),

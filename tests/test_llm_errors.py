@@ -16,7 +16,7 @@ from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
 from openheim.core.llm.http import provider_message
 from openheim.core.models import Message
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, HttpError
 from openheim.memory.embedding import GeminiEmbeddings, OpenAIEmbeddings
 

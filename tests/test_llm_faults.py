@@ -10,7 +10,7 @@ from fake_llm import FakeLLMServer, Fault, Reply
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
 from openheim.core.models import Message
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,
     Cancelled,

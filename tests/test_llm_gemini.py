@@ -20,7 +20,7 @@ from openheim.core.models import (
     ToolUseBlock,
     Usage,
 )
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 
 CALL_ID = re.compile(r"call_[0-9a-f]{32}")

@@ -19,7 +19,7 @@ from openheim.core.llm.http import (
     parse_retry_after,
     read_chunks,
 )
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,
     Cancelled,

@@ -27,7 +27,7 @@ from openheim.core.models import (
     ToolUseBlock,
     Usage,
 )
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,
     Cancelled,

@@ -12,7 +12,7 @@ from fake_llm import FakeLLMServer, Reply, ToolCall
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
 from openheim.core.models import FinishReason, Message, ThinkingBlock, ToolUseBlock
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, IncompleteResponse, ParseError
 
 KINDS = {"openai": "openai_compatible", "anthropic": "anthropic", "gemini": "gemini"}

@@ -10,7 +10,7 @@ import pytest
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.retry import RetryClient, is_retryable
 from openheim.core.models import Choice, Message
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,
     Cancelled,

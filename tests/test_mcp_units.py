@@ -11,7 +11,7 @@ from openheim.acp.util import RpcError
 from openheim.config.mcp_json import load_mcp_file, parse_mcp_json
 from openheim.config.schema import parse_mcp_server
 from openheim.core.tools import LayeredExecutor, ToolRegistry
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ConfigError, ToolExecutionError
 from openheim.mcp import trust
 from openheim.mcp.content import result_text

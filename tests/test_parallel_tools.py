@@ -14,7 +14,7 @@ from openheim.config.schema import parse_config
 from openheim.core.models import ToolUseBlock
 from openheim.core.tool_calls import CANCELLED_BY_USER, run_tool_calls
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolRegistry
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ConfigError
 
 

@@ -24,7 +24,7 @@ from openheim.core.tool_args import (
     require_text,
 )
 from openheim.core.tools import ScopedExecutor, ToolCapabilities, ToolRegistry
-from openheim.core.turn import CancelToken, TurnContext
+from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import InvalidArgument, ParseError, ToolExecutionError
 from openheim.tools.builtins import register_builtins
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLMServer
-from rag_fakes import EmbeddingsServer
+from memory_fakes import EmbeddingsServer
 
 import openheim
 

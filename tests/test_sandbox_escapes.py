@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import OpenheimError, ToolExecutionError
 from openheim.tools.edit_file import EditFileTool
 from openheim.tools.list_dir import ListDirTool

@@ -15,7 +15,7 @@ from acp_wire import AcpWire, updates
 from cli_helpers import spawn, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.tools.process import running_groups
 from openheim.tools.search import SearchTool

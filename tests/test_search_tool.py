@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.tools import search as search_mod
 from openheim.tools import search_rg

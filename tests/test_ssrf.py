@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.tools.html_text import html_to_text
 from openheim.tools.netguard import is_public, parse_literal
@@ -26,7 +26,7 @@ class Handler(BaseHTTPRequestHandler):
     routes: dict = {}
     hits: list = []
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         type(self).hits.append((self.path, self.headers.get("Host")))
         status, headers, body, delay = type(self).routes.get(self.path, (404, {}, b"nope", 0))
         if delay:

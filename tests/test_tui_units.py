@@ -9,7 +9,7 @@ import pytest
 
 from openheim.config.edit import save_theme, with_theme
 from openheim.core.permission import Decision, PermissionRequest
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ConfigError
 from openheim.tui.editor import InputLine
 from openheim.tui.gate import TuiGate
@@ -216,7 +216,7 @@ def test_list_view_moves_and_clamps():
     assert ListView("Empty", [], empty="nothing here").lines(5, 30)[1].text == "  nothing here"
 
 
-@pytest.mark.parametrize("height", range(0, 12))
+@pytest.mark.parametrize("height", range(12))
 def test_permission_prompt_fits_any_height(height):
     lines = permission_lines("Write a.txt", [], 0, 3, height, 40)
     assert len(lines) <= height and all(cells(line.text) <= 40 for line in lines)

@@ -6,9 +6,10 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from acp_schema_check import check_agent_frame
 from acp_wire import allow_once
@@ -17,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from openheim.client import OpenheimClient
-from openheim.transport.ws import OpenheimServer, ServeOptions
+from openheim.serve.server import OpenheimServer, ServeOptions
 
 TOKEN = "test-token-0123456789abcdef"
 
@@ -153,4 +154,4 @@ class WsAcp:
         self.ws.close()
 
 
-__all__ = ["TOKEN", "WsAcp", "running_server", "FakeLLMServer"]
+__all__ = ["TOKEN", "FakeLLMServer", "WsAcp", "running_server"]

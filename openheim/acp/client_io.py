@@ -10,7 +10,7 @@ from openheim.errors import ToolExecutionError
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.terminal import Terminals
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
 
 FS_TIMEOUT = 300.0
 

@@ -9,13 +9,14 @@ import json
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.util import INTERNAL_ERROR, RpcError
 from openheim.errors import Cancelled
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """ACP content blocks to our ContentBlocks, and stored history back to session/update replays."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from openheim.acp.toolcalls import Present, text_content, tool_call_object
 from openheim.acp.util import invalid_params

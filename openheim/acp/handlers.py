@@ -30,7 +30,7 @@ class Handlers:
     """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
 
     def __init__(self, client: OpenheimClient | LazyClient, conn: Connection) -> None:
-        self.runtime = client if isinstance(client, LazyClient) else LazyClient.ready(client)
+        self.lazy_client = client if isinstance(client, LazyClient) else LazyClient.ready(client)
         self.conn = conn
         self.features = ClientFeatures()
         self.runs: dict[str, PromptRun] = {}
@@ -47,13 +47,13 @@ class Handlers:
     @property
     def client(self) -> OpenheimClient:
         """The runtime, built on first need (Unavailable when it cannot be: no config, no API key, ...)."""
-        return self.runtime.get()
+        return self.lazy_client.get()
 
     # --- handshake ---------------------------------------------------------------------
 
     def initialize(self, request_id: Any, params: dict) -> dict:
         """Any requested protocolVersion gets 1, the only version spoken here."""
-        from openheim import __version__
+        from openheim.version import __version__
 
         read, write, terminal = client_capabilities(params.get("clientCapabilities"))
         self.features = ClientFeatures(read, write, terminal)
@@ -203,8 +203,8 @@ class Handlers:
             run = self.runs.get(session_id)
         if run is not None:
             run.cancel()
-        elif self.runtime.built is not None:
-            self.runtime.built.cancel(session_id)
+        elif self.lazy_client.built is not None:
+            self.lazy_client.built.cancel(session_id)
 
     def cancel_all(self) -> list[PromptRun]:
         with self._runs_lock:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.toolcalls import ToolCallTracker
     from openheim.client import SessionHandle
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 

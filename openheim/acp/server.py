@@ -9,7 +9,8 @@ import json
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.connection import MAX_LINE_BYTES, Connection, Sink, Writer, read_lines
 from openheim.acp.handlers import DEFERRED, Handlers

@@ -11,7 +11,7 @@ from openheim.errors import Cancelled, ToolExecutionError
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.toolcalls import ToolCallTracker
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from openheim.acp.convert import text_chunk
 from openheim.acp.toolcalls import (
@@ -14,7 +15,9 @@ from openheim.acp.toolcalls import (
 from openheim.core import events
 
 if TYPE_CHECKING:
+    from openheim.client import SessionHandle
     from openheim.core.events import StreamEvent
+    from openheim.core.models import Message
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +76,18 @@ class AcpUpdates:
     def close(self, reason: str) -> None:
         """Fail every tool call still open (the turn was cancelled or failed)."""
         self.tracker.close_all(reason)
+
+
+def acp_updates(session: SessionHandle, send: Callable[[dict], None]) -> AcpUpdates:
+    """An ``on_event`` for ``session.prompt``/``start_turn`` that maps the session's events to ACP
+    ``session/update`` payloads for ``send`` (events with no ACP equivalent are dropped)."""
+    return AcpUpdates(send, lambda name, args: session.present(name, args, with_diff=True),
+                      session.config.context_window)
+
+
+def acp_replay(session: SessionHandle, messages: list[Message], send: Callable[[dict], None]) -> None:
+    """Send a stored conversation to ``send`` as the ACP updates a live turn would have sent."""
+    from openheim.acp.convert import replay
+
+    for update in replay(messages, session.present):
+        send(update)

@@ -33,7 +33,7 @@ def with_theme(text: str, name: str) -> str:
             last = max([start] + [i for i in range(start + 1, end) if lines[i].strip()])
             lines.insert(last + 1, entry)
     out = "\n".join(lines)
-    return out + "\n" if ends_with_newline or start is None and not text else out
+    return out + "\n" if ends_with_newline or (start is None and not text) else out
 
 
 def save_theme(path: Path | None, name: str) -> None:

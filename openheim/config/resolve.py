@@ -1,12 +1,12 @@
 """Provider/model resolution and provider validation, producing an AgentConfig."""
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
+from openheim.config.loopback import is_loopback
 from openheim.config.providers import REPLAY, provider_kind
 from openheim.config.schema import Config, ProviderConfig
 from openheim.config.secrecy import shown_url
@@ -14,15 +14,6 @@ from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 _warned_userinfo: set[str] = set()
-
-
-def is_loopback_host(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def resolve_api_key(p: ProviderConfig) -> str:
@@ -59,7 +50,7 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
         _warned_userinfo.add(p.name)
         log.warning("provider '%s': the user name and password in api_base are never sent; put the key in "
                     "api_key or env_var", p.name)
-    if base.startswith("http://") and api_key and not is_loopback_host(urlsplit(base).hostname or ""):
+    if base.startswith("http://") and api_key and not is_loopback(urlsplit(base).hostname or ""):
         raise ConfigError(f"Provider '{p.name}' uses http:// but has an API key configured; credentials must "
                           "not be sent over an unencrypted connection (use https://, or a loopback address)")
     if p.models and p.default_model not in p.models:

@@ -39,7 +39,6 @@ class ProviderConfig:
                 f"api_key={key!r}, timeout_secs={self.timeout_secs})")
 
 
-MCP_SOURCES = ("config", "mcp-config", "project", "session")
 
 
 @dataclass(repr=False)  # its own __repr__ hides env and header values
@@ -261,7 +260,7 @@ def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
     """http(s) only; headers (credentials) never travel over plain http except to a loopback address."""
     from urllib.parse import urlsplit
 
-    from openheim.config.resolve import is_loopback_host
+    from openheim.config.loopback import is_loopback
 
     if not (url.startswith("http://") or url.startswith("https://")):
         raise ConfigError(f"MCP server '{name}' url '{scrub_url(url)}' must start with http:// or https://")
@@ -269,7 +268,7 @@ def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
         host = urlsplit(url).hostname or ""
     except ValueError:
         raise ConfigError(f"MCP server '{name}' has an invalid url") from None
-    if url.startswith("http://") and has_headers and not is_loopback_host(host):
+    if url.startswith("http://") and has_headers and not is_loopback(host):
         raise ConfigError(f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
                           "unencrypted connection (use https://, or a loopback address)")
 

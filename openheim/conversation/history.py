@@ -15,11 +15,12 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from openheim.core.models import Message, Usage
 from openheim.errors import (
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 80
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def check_session_id(session_id: str) -> str:
@@ -47,7 +48,7 @@ def check_session_id(session_id: str) -> str:
 
 def now_rfc3339() -> str:
     """The current UTC time as RFC 3339 with microseconds and a ``Z`` suffix."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _parse_time(text: str | None) -> datetime:
@@ -56,7 +57,7 @@ def _parse_time(text: str | None) -> datetime:
         parsed = datetime.fromisoformat(text or "")
     except ValueError:
         return _EPOCH
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def title_from(messages: Iterable[Message]) -> str | None:

@@ -18,11 +18,11 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from openheim.conversation.history import validate_id
 from openheim.errors import SessionLocked, file_error
@@ -187,7 +187,7 @@ class Lease:
 
 
 def _record_for(policy: LeasePolicy) -> LeaseRecord:
-    stamp = datetime.fromtimestamp(policy.clock(), timezone.utc).isoformat(timespec="microseconds")
+    stamp = datetime.fromtimestamp(policy.clock(), UTC).isoformat(timespec="microseconds")
     start = process_start(policy.pid) if policy.pid == os.getpid() else None
     return LeaseRecord(policy.pid, policy.host, stamp.replace("+00:00", "Z"), start)
 

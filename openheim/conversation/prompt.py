@@ -14,8 +14,8 @@ No system message at all is built when the identity is blank and there are no in
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from openheim.conversation.instructions import Instruction
 from openheim.conversation.skills import Skill

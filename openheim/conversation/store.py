@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from openheim.conversation.history import Conversation, HistoryManager
 from openheim.conversation.identity import load_identity

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.core import events
 from openheim.core.context import ContextFitter, turn_too_large
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient
     from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 

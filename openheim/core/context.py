@@ -10,8 +10,8 @@ always whole. The first kept user message opens with ``[N earlier messages omitt
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from openheim.core.models import (
     ImageBlock,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
 from openheim.core.models import Message, Usage
 
 if TYPE_CHECKING:
-    from openheim.core.tools import ToolView
+    from openheim.core.tool_view import ToolView
 
 
 class _Event:

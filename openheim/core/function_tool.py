@@ -12,7 +12,7 @@ from typing import Any, Literal, Union, overload
 
 from openheim.core.tool_args import describe_json
 from openheim.core.tools import BaseTool, ToolCapabilities
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
-    from openheim.core.tools import ToolCapabilities
-    from openheim.core.turn import CancelToken
+    from openheim.core.cancel import CancelToken
+    from openheim.core.tool_view import ToolCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def approval_key(tool_name: str, arguments: str, scope: str = "tool_name") -> st
     """What an *Always decision covers: the tool, or (exact_arguments scope) these exact arguments."""
     if scope != "exact_arguments":
         return tool_name
-    from openheim.core.tools import parse_arguments
+    from openheim.core.tool_args import parse_arguments
 
     value = parse_arguments(arguments)
     if value is None:
@@ -244,7 +244,7 @@ class RulesGate(PermissionGate):
 
     def verdict(self, req: PermissionRequest) -> Verdict:
         from openheim.config.rules import decide
-        from openheim.core.tools import parse_arguments
+        from openheim.core.tool_args import parse_arguments
 
         return decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from openheim.errors import ParseError
+from openheim.errors import ParseError, ToolExecutionError
 
 _PREFIX = "failed to parse arguments: "
 
@@ -95,3 +95,24 @@ def optional_bool(args: dict, name: str, default: bool = False) -> bool:
     if not isinstance(value, bool):
         raise _invalid_type(name, value, "a boolean")
     return value
+
+
+def decode_arguments(arguments: str) -> dict:
+    """Arguments text to a dict: blank means no arguments; anything but a JSON object is a ToolExecutionError."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError) as e:
+        raise ToolExecutionError(f"failed to parse arguments: {e}") from None
+    if not isinstance(value, dict):
+        raise ToolExecutionError("failed to parse arguments: expected a JSON object")
+    return value
+
+
+def parse_arguments(arguments: str) -> dict | None:
+    """The call's arguments as a dict, or None when they are not a JSON object (for display)."""
+    try:
+        return decode_arguments(arguments)
+    except ToolExecutionError:
+        return None

@@ -4,8 +4,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.core.events import StreamEvent, ToolCall, ToolResult
 from openheim.core.models import Message, ToolUseBlock
@@ -15,7 +16,7 @@ from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
     from openheim.core.tools import ToolExecutor
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 log = logging.getLogger(__name__)
 

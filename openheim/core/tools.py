@@ -1,7 +1,6 @@
 """The tool contract the agent loop runs on: handlers, executors, capabilities and how a call is shown."""
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -9,59 +8,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from openheim.core.models import Tool
+from openheim.core.tool_args import decode_arguments, parse_arguments
+from openheim.core.tool_view import (
+    DEFAULT_CAPABILITIES,
+    TITLE_CHARS,
+    DiffPreview,
+    Location,
+    ToolCapabilities,
+    ToolView,
+    short,
+)
 from openheim.errors import ToolExecutionError
 
 if TYPE_CHECKING:
-    from openheim.core.client_io import ClientIo
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, ClientIo, TurnContext
+
+__all__ = ["DEFAULT_CAPABILITIES", "TITLE_CHARS", "BaseTool", "DiffPreview", "Location", "ToolCapabilities",
+           "ToolExecutor", "ToolHandler", "ToolRegistry", "ToolView", "ViewContext", "decode_arguments",
+           "parse_arguments", "short"]
 
 log = logging.getLogger(__name__)
 
-TITLE_CHARS = 200
-
-
-@dataclass(frozen=True)
-class ToolCapabilities:
-    """What the runtime may assume about a tool: read-only tools survive architect mode."""
-
-    read_only: bool = False
-    kind: str = "other"  # read, edit, delete, move, search, execute, think, fetch, other
-    approval_scope: str = "tool_name"  # or "exact_arguments"
-
-
-DEFAULT_CAPABILITIES = ToolCapabilities()
-
-
-# --- presentation ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Location:
-    """A file a tool call touches (absolute path, 1-based line)."""
-
-    path: str
-    line: int | None = None
-
-
-@dataclass(frozen=True)
-class DiffPreview:
-    """What a file-changing call will do: the old text (None for a new file) and the new text."""
-
-    path: str
-    old_text: str | None
-    new_text: str
-
-
-@dataclass(frozen=True)
-class ToolView:
-    """How every front end shows a tool call: a title naming what it touches, its kind, files, diff, command."""
-
-    title: str
-    kind: str = "other"
-    locations: tuple[Location, ...] = ()
-    diff: DiffPreview | None = None
-    command: str | None = None  # the shell command a permission prompt shows
-    read_only: bool = False  # filled in by the executor from the tool's capabilities
 
 
 @dataclass(frozen=True)
@@ -77,36 +44,6 @@ class ViewContext:
     def absolute(self, path: str) -> str:
         p = Path(path).expanduser()
         return str(p if p.is_absolute() else (self.cwd / p))
-
-
-def short(text: object, limit: int = TITLE_CHARS) -> str:
-    """One line of at most ``limit`` characters (for titles)."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-# --- arguments -----------------------------------------------------------------
-
-
-def decode_arguments(arguments: str) -> dict:
-    """Arguments text to a dict: blank means no arguments; anything but a JSON object is a ToolExecutionError."""
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError) as e:
-        raise ToolExecutionError(f"failed to parse arguments: {e}") from None
-    if not isinstance(value, dict):
-        raise ToolExecutionError("failed to parse arguments: expected a JSON object")
-    return value
-
-
-def parse_arguments(arguments: str) -> dict | None:
-    """The call's arguments as a dict, or None when they are not a JSON object (for display)."""
-    try:
-        return decode_arguments(arguments)
-    except ToolExecutionError:
-        return None
 
 
 # --- handlers and executors -------------------------------------------------------------
@@ -191,10 +128,6 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._handlers)
-
-    def with_tools(self, *handlers: ToolHandler) -> ToolRegistry:
-        """A copy of this registry with ``handlers`` added (later names win)."""
-        return ToolRegistry([*self._handlers.values(), *handlers])
 
     def get(self, name: str) -> ToolHandler | None:
         return self._handlers.get(name)

@@ -28,7 +28,7 @@ SPAWNED: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.Cont
 
 def load_sdk() -> None:
     """Import the client side of the SDK and hook its stdio spawn so owners learn their child's pid."""
-    import mcp.client.session  # noqa: F401  (imports mcp, which loads the server side too)
+    import mcp.client.session
     import mcp.client.stdio as stdio
     import mcp.client.streamable_http  # noqa: F401
 

@@ -11,7 +11,7 @@ from openheim.mcp.server import CLOSE_LIMIT, McpServer
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
     from openheim.mcp.status import McpServerStatus
     from openheim.mcp.tool import McpTool

@@ -13,8 +13,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
@@ -24,7 +25,7 @@ from openheim.mcp.status import McpServerStatus
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
     from openheim.mcp.tool import McpTool
 

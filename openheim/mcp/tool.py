@@ -1,17 +1,24 @@
 """An MCP server's tool as an openheim tool handler."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView
 from openheim.mcp.naming import exposed_name
 
 if TYPE_CHECKING:
     from openheim.core.tools import ViewContext
-    from openheim.core.turn import TurnContext
-    from openheim.mcp.server import McpServer
+    from openheim.core.turn_context import CancelToken, TurnContext
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+class ToolServer(Protocol):
+    """What a tool needs of its server (an ``McpServer``): its name and a way to call a tool."""
+
+    name: str
+
+    def call(self, tool: str, arguments: dict, cancel: CancelToken | None = None) -> str: ...
 
 
 def input_schema(spec: dict) -> dict:
@@ -34,7 +41,7 @@ def capabilities_of(spec: dict) -> ToolCapabilities:
 class McpTool(BaseTool):
     """``{server}__{tool}``: description and input schema from the server; calls go through the bridge."""
 
-    def __init__(self, server: McpServer, spec: dict) -> None:
+    def __init__(self, server: ToolServer, spec: dict) -> None:
         self.server = server
         self.tool_name = str(spec.get("name", ""))
         self.name = exposed_name(server.name, self.tool_name)

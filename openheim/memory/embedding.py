@@ -94,7 +94,7 @@ class _Transport:
     def post(self, path: str, body: dict, headers: dict[str, str]) -> Any:
         from openheim.core.llm.http import HttpTransport
         from openheim.core.llm.retry import RetryPolicy
-        from openheim.core.turn import CancelToken
+        from openheim.core.turn_context import CancelToken
 
         with self._lock:
             if self._http is None:

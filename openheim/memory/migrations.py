@@ -6,8 +6,9 @@ the store creates it lazily.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 Migration = Callable[[Any], None]
 MIGRATIONS: list[Migration] = []
@@ -82,7 +83,7 @@ def _apply(db: Any, fn: Migration) -> bool:
             return False
         fn(db)
         db.execute(f"INSERT INTO {TABLE} (name, applied_at) VALUES (?, ?)",
-                   (fn.__name__, datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                   (fn.__name__, datetime.now(UTC).isoformat(timespec="seconds")))
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ VEC_TABLE = "vec_memories"
 MAX_KNN = 4096  # sqlite-vec refuses larger k
 MMAP_BYTES = 256 * 1024 * 1024
 _STALE = "vectors_stale"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WORD = re.compile(r"[^\W_]+")
 _COLUMNS = "m.id, m.content, m.created_at"
 _NO_VECTOR = "NOT EXISTS (SELECT 1 FROM embedded_ids e WHERE e.memory_id = m.id)"
@@ -71,11 +71,11 @@ def parse_time(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except (TypeError, ValueError):
         return _EPOCH
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _memory(row: Any) -> Memory:

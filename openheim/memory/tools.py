@@ -1,7 +1,7 @@
 """The memory tools the model calls: remember, search_memory, edit_memory, forget."""
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 from openheim.core.tool_args import optional_int, require_int, require_str
@@ -10,7 +10,7 @@ from openheim.errors import OpenheimError, ParseError, ToolExecutionError
 
 if TYPE_CHECKING:
     from openheim.core.tools import ToolHandler
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
     from openheim.memory.long_term import LongTermMemory
     from openheim.memory.store import Hit
 
@@ -38,7 +38,7 @@ def clamp_top_k(value: int | None, default: int) -> int:
 
 def format_hit(hit: Hit) -> str:
     """`[#id] YYYY-MM-DD (similarity 0.000)` or `(rank 0.00)`, then the note's text."""
-    day = hit.created_at.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    day = hit.created_at.astimezone(UTC).strftime("%Y-%m-%d")
     score = f"similarity {hit.score:.3f}" if hit.kind == "similarity" else f"rank {hit.score:.2f}"
     return f"[#{hit.id}] {day} ({score})\n{hit.content.strip()}"
 

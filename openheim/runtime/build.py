@@ -1,10 +1,11 @@
-"""Turning builder options into a ready AgentState: config, data dir, work_dir, tools."""
+"""Turning builder options into a ready Runtime: config, data dir, work_dir, tools."""
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
@@ -12,7 +13,7 @@ from openheim.config.rules import RuleSet
 from openheim.config.schema import Config, McpServerConfig, ProviderConfig
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
-from openheim.runtime.state import AgentState, RuntimeSettings
+from openheim.runtime.runtime import Runtime, RuntimeSettings
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
@@ -69,7 +70,7 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
 
 
 def build_state(opts: dict, tools: list[ToolHandler],
-                llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> AgentState:
+                llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> Runtime:
     programmatic = bool(opts.get("api_key") or opts.get("api_base")
                         or (opts.get("provider") == "replay" and not opts.get("config_path")))
     config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
@@ -92,7 +93,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
     config.mcp_servers = _mcp_servers(config, opts)
     ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
     registry = _build_registry(config, ltm, tools)
-    state = AgentState(settings, registry, llm_factory, ltm)
+    state = Runtime(settings, registry, llm_factory, ltm)
     if opts.get("check_model", True):
         state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared

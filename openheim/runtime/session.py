@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig

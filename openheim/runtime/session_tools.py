@@ -15,7 +15,7 @@ if TYPE_CHECKING:
         ToolView,
         ViewContext,
     )
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.mcp.group import ServerGroup
     from openheim.mcp.status import McpServerStatus
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from openheim.core.models import AgentResult, Budget, StopReason
-from openheim.core.turn import CancelToken
+from openheim.core.turn_context import CancelToken
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent

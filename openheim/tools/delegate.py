@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
     from openheim.core.llm.base import LlmClient
     from openheim.core.tools import ToolExecutor
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
     from openheim.subagents.profiles import AgentProfile
 
 INLINE = "inline"

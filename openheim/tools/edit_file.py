@@ -20,7 +20,7 @@ from openheim.tools.sandbox import validate_path
 from openheim.tools.write_file import write_text
 
 if TYPE_CHECKING:
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 
 def check_strings(old: str, new: str) -> None:

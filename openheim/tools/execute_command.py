@@ -21,7 +21,7 @@ from openheim.tools.process import (
 )
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
 
 TIMEOUT = 120.0
 CAP = 65536

@@ -31,7 +31,7 @@ from openheim.tools.process import (
 )
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 _BACKSTOP = 2.0  # the child's own alarm fires this long after the parent's deadline
 _fork_lock = threading.Lock()

@@ -17,7 +17,7 @@ from openheim.tools.sandbox import open_file, validate_path
 if TYPE_CHECKING:
     import mmap
 
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
     Buffer = bytes | mmap.mmap  # a file read whole, or mapped
 

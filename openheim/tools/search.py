@@ -14,7 +14,7 @@ from openheim.errors import ToolExecutionError
 from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.tools.ignore import RuleSet
 
 MAX_MATCHES = 200
@@ -157,7 +157,7 @@ class SearchFiles:
             return None
 
     def text(self, index: int, fd: int | None = None) -> str | None:
-        """File ``index`` as text (see load_text), read through ``fd`` when the caller has it open."""
+        """File ``index`` as text (None when binary, not UTF-8, too big or unreadable), read through ``fd`` when the caller has it open."""
         if fd is not None:
             return decode_text(_read_fd(fd, rewind=True))
         fd = self.open(index)
@@ -239,11 +239,6 @@ def decode_text(data: bytes | None) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-
-
-def load_text(path: str) -> str | None:
-    """The file as text, or None when it is binary (has NUL), not UTF-8, too big or unreadable."""
-    return decode_text(_read_bytes(path))
 
 
 def match_lines(text: str, rx: re.Pattern, prefilter: bool) -> list[tuple[int, str]]:

@@ -17,7 +17,7 @@ from openheim.errors import ToolExecutionError
 from openheim.tools.search import MAX_MATCHES, Match, SearchFiles
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 _PUNCT_ESCAPES = set("\\.+*?()|[]{}^$#&-~")  # what rg 13 (regex-syntax 0.6) may escape
 _MAX_BATCH = 2048  # files (open descriptors) per rg run, within half the descriptor limit

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import http.client
     import ssl
 
-    from openheim.core.turn import CancelToken, TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.tools.netguard import IPAddress
 
 TIMEOUT = 20.0

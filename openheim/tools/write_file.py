@@ -22,7 +22,7 @@ from openheim.tools.presentation import current_text, path_view
 from openheim.tools.sandbox import open_dir, validate_path
 
 if TYPE_CHECKING:
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 CANCELLED = "file write cancelled"
 

@@ -11,7 +11,8 @@ import queue
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from openheim.core import events
 from openheim.core.models import Usage

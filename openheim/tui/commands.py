@@ -1,7 +1,8 @@
 """The `:` commands of the chat: sessions, models, config, MCP, skills, theme, memory and cost."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from openheim.core.models import (
     ImageBlock,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 POLL = 0.25  # seconds between checks that the UI is still there
 

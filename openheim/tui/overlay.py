@@ -5,8 +5,9 @@ Pure: each returns ``Line``s for a given height and width; the app draws them.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from openheim.core.permission import Decision
 from openheim.tui.text import clean, ellipsize, flatten, width
@@ -14,8 +15,6 @@ from openheim.tui.transcript import Line
 
 if TYPE_CHECKING:
     from openheim.core.tools import DiffPreview
-
-PAGE = 5  # lines a viewer or picker moves on PgUp/PgDn
 
 PERMISSION_OPTIONS: list[tuple[str, str, Decision]] = [
     ("y", "Allow once", Decision.ALLOW_ONCE),

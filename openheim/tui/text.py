@@ -73,12 +73,6 @@ def ellipsize(text: str, cells: int) -> str:
     return clip(text, cells - 1) + "…" if cells >= 1 else ""
 
 
-def pad(text: str, cells: int) -> str:
-    """``text`` clipped and padded with spaces to exactly ``cells`` cells."""
-    text = clip(text, cells)
-    return text + " " * (cells - width(text))
-
-
 def flatten(text: str, limit: int) -> str:
     """One line of at most ``limit`` characters: whitespace runs become one space."""
     flat = " ".join(text.split())

@@ -4,7 +4,7 @@ Pure: no curses. A ``Line`` is one screen row of text with a role the theme turn
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from openheim.tui.text import clean, flatten, width, wrap, wrap_prefixed
@@ -181,7 +181,6 @@ class Scroll:
 
     top: int = 0
     pinned: bool = True
-    _last: tuple[int, int] = field(default=(0, 0), repr=False)
 
     @staticmethod
     def bottom(total: int, height: int) -> int:
@@ -189,7 +188,6 @@ class Scroll:
 
     def first(self, total: int, height: int) -> int:
         """The index of the first shown line; reaching the bottom pins again."""
-        self._last = (total, height)
         end = self.bottom(total, height)
         if self.pinned or self.top >= end:
             self.pinned, self.top = True, end

@@ -193,7 +193,7 @@ def test_prompt_with_tool_calls(srv, project, tmp_path):
 
 
 def test_permission_deny_allow_and_always(srv, project, tmp_path):
-    write = lambda name: Reply(tool_calls=[ToolCall("write_file", {"path": name, "content": name})])  # noqa: E731
+    write = lambda name: Reply(tool_calls=[ToolCall("write_file", {"path": name, "content": name})])
     srv.enqueue(write("denied.txt"), Reply(text="ok"), write("always.txt"), Reply(text="ok"),
                 write("again.txt"), Reply(text="ok"))
     editor = FakeEditor(choice="reject_once")

@@ -132,7 +132,7 @@ def test_diffs_for_write_and_edit(tmp_path):
 
 
 def test_permission_answers_map_to_decisions():
-    selected = lambda option: {"outcome": {"outcome": "selected", "optionId": option}}  # noqa: E731
+    selected = lambda option: {"outcome": {"outcome": "selected", "optionId": option}}
     assert decision_from(selected("allow_always")) == Decision.ALLOW_ALWAYS
     assert decision_from(selected("reject_always")) == Decision.REJECT_ALWAYS
     for answer in (selected("bogus"), {"outcome": {"outcome": "cancelled"}}, None, {}, "x"):
@@ -222,7 +222,7 @@ def test_stray_prints_go_to_stderr_once_the_protocol_owns_stdout():
 
     from cli_helpers import ROOT
 
-    code = ("import os\nfrom openheim.transport.stdio import protocol_streams\n"
+    code = ("import os\nfrom openheim.commands.acp import protocol_streams\n"
             "inp, out = protocol_streams()\nprint('stray print')\nos.system('echo stray child')\n"
             "out.write(b'{}\\n')\nout.flush()\n")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}

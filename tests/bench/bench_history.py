@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from openheim.conversation.history import Conversation, HistoryManager  # noqa: E402
-from openheim.core.context import ContextFitter  # noqa: E402
-from openheim.core.models import Message, TextBlock, ThinkingBlock, Tool, ToolUseBlock  # noqa: E402
+from openheim.conversation.history import Conversation, HistoryManager
+from openheim.core.context import ContextFitter
+from openheim.core.models import Message, TextBlock, ThinkingBlock, Tool, ToolUseBlock
 
 BIG = 10_000
 SAMPLES = 31

@@ -14,17 +14,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common import table  # noqa: E402
-from fake_llm import FakeLLMServer, Reply  # noqa: E402
-from fake_wires import RENDERERS, StreamCtx  # noqa: E402
+from common import table
+from fake_llm import FakeLLMServer, Reply
+from fake_wires import RENDERERS, StreamCtx
 
-from openheim.config.agent_config import AgentConfig  # noqa: E402
-from openheim.core.llm.anthropic import AnthropicClient, MessagesStreamParser  # noqa: E402
-from openheim.core.llm.gemini import GeminiClient, GenerateStreamParser  # noqa: E402
-from openheim.core.llm.openai import ChatStreamParser, OpenAIClient  # noqa: E402
-from openheim.core.llm.sse import iter_sse, parse_json  # noqa: E402
-from openheim.core.models import Message  # noqa: E402
-from openheim.core.turn import CancelToken  # noqa: E402
+from openheim.config.agent_config import AgentConfig
+from openheim.core.llm.anthropic import AnthropicClient, MessagesStreamParser
+from openheim.core.llm.gemini import GeminiClient, GenerateStreamParser
+from openheim.core.llm.openai import ChatStreamParser, OpenAIClient
+from openheim.core.llm.sse import iter_sse, parse_json
+from openheim.core.models import Message
+from openheim.core.turn_context import CancelToken
 
 CHUNKS = 20_000
 PARSE_TARGET_US = 30.0

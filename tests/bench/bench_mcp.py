@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cli_helpers import write_config  # noqa: E402
-from common import ROOT, compare, env_with_home, openheim_argv, table  # noqa: E402
-from fake_llm import FakeLLMServer  # noqa: E402
+from cli_helpers import write_config
+from common import ROOT, compare, env_with_home, openheim_argv, table
+from fake_llm import FakeLLMServer
 
 PY = sys.executable
 SDK_SERVER = str(ROOT / "tests" / "mcp_server.py")
@@ -89,7 +89,7 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     from fake_client import ScriptedLlm
 
     from openheim.client import OpenheimClient
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
     client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp / "d")
               .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("s", {"command": PY, "args": [script]}).build())

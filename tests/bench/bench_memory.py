@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from openheim.memory.long_term import LongTermMemory  # noqa: E402
-from openheim.memory.store import VectorStore  # noqa: E402
+from openheim.memory.long_term import LongTermMemory
+from openheim.memory.store import VectorStore
 
 DIMS = 384
 VOCAB = 20_000

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from openheim.tools.search import run_search  # noqa: E402
+from openheim.tools.search import run_search
 
 FILES = 20000
 DIRS = 100

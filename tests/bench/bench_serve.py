@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the ACP harness and the fake model
-from acp_wire import AcpWire  # noqa: E402
-from cli_helpers import write_config  # noqa: E402
-from common import ROOT, table  # noqa: E402
-from fake_llm import FakeLLMServer  # noqa: E402
+from acp_wire import AcpWire
+from cli_helpers import write_config
+from common import ROOT, table
+from fake_llm import FakeLLMServer
 
 QUICK = "--quick" in sys.argv
 PROMPTS = 100 if QUICK else 300

@@ -8,10 +8,11 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from ws_client import TOKEN, WsAcp, running_server
 
+from openheim.config.loopback import is_loopback
 from openheim.config.schema import ServeConfig, parse_config
 from openheim.errors import ConfigError
-from openheim.transport import guard
-from openheim.transport.ws import resolve_options
+from openheim.serve import guard
+from openheim.serve.server import resolve_options
 
 
 def get(server, path: str, headers: dict | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
@@ -143,8 +144,8 @@ def test_serve_section_is_validated():
 
 
 def test_guard_pieces():
-    assert all(guard.is_loopback(h) for h in ("127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"))
-    assert not any(guard.is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
     assert guard.host_name("[::1]:1217") == "::1" and guard.host_name("localhost:80") == "localhost"
     assert not guard.host_ok(None) and not guard.host_ok("localhost.evil.example")
     assert guard.given_token({"Authorization": "bearer  abc "}, "") == "abc"

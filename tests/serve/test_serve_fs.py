@@ -109,8 +109,8 @@ def test_every_sandbox_refusal_of_the_file_tools(fs, project, outside, request_,
 def test_sandbox_messages_are_the_file_tools_own(project, outside):
     """The channel refuses with exactly the error the file tools raise for the same path."""
     from openheim.errors import ToolExecutionError
+    from openheim.serve.fs_channel import FsChannel
     from openheim.tools.sandbox import validate_path
-    from openheim.transport.fs_channel import FsChannel
 
     sent = []
     channel = FsChannel(project, sent.append)

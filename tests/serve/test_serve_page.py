@@ -51,7 +51,7 @@ def test_chat_with_a_token_protected_server(browser, srv, project):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)  # noqa: E731
+    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)
     with running_server(project, token=TOKEN) as server:
         browser.get(f"http://127.0.0.1:{server.port}/")
 

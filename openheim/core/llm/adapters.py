@@ -11,7 +11,7 @@ from openheim.errors import Cancelled
 if TYPE_CHECKING:
     from openheim.core.llm.base import LlmClient, OnChunk
     from openheim.core.models import Choice, Message, Tool
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 
 class BlockingLlm(Protocol):

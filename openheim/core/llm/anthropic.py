@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.llm.base import OnChunk
     from openheim.core.models import Tool
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def _text(value: Any, what: str) -> str:
 
 
 class _Block:
-    __slots__ = ("type", "parts", "signature", "data", "id", "name")
+    __slots__ = ("data", "id", "name", "parts", "signature", "type")
 
     def __init__(self, start: dict[str, Any]) -> None:
         self.type = start.get("type")

@@ -1,12 +1,13 @@
 """The LlmClient protocol: one streaming call per model request."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from openheim.core.models import Choice, Message, Tool
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 
 @dataclass(frozen=True)

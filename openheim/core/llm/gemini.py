@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import OnChunk
     from openheim.core.models import Tool
     from openheim.core.structured import OutputSchema
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 

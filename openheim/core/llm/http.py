@@ -15,9 +15,9 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
@@ -35,7 +35,7 @@ from openheim.errors import (
 )
 
 if TYPE_CHECKING:
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 USER_AGENT = "openheim"
 OVERFLOW_PHRASES = (
@@ -492,7 +492,7 @@ class HttpTransport:
     def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str],
                   cancel: CancelToken | None = None, limit: int = JSON_BODY_LIMIT) -> Any:
         """POST ``body`` and return the decoded JSON reply (an unreadable one is an ApiError, never retried)."""
-        from openheim.core.turn import CancelToken
+        from openheim.core.turn_context import CancelToken
 
         headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:

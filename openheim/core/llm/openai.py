@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from openheim.core.llm.base import OnChunk
     from openheim.core.models import Tool
     from openheim.core.structured import OutputSchema
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _assistant(m: Message) -> list[dict[str, Any]]:
 
 
 class _Call:
-    __slots__ = ("id", "name", "args")
+    __slots__ = ("args", "id", "name")
 
     def __init__(self, call_id: str | None) -> None:
         self.id = call_id

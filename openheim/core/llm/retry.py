@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from openheim.errors import (
     ApiError,
@@ -19,7 +20,7 @@ from openheim.errors import (
 if TYPE_CHECKING:
     from openheim.core.llm.base import Chunk, LlmClient, OnChunk
     from openheim.core.models import Choice, Message, Tool
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from openheim.errors import (
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.core.turn import CancelToken
+    from openheim.core.turn_context import CancelToken
 
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key",
                             "cookie"})
@@ -265,7 +265,7 @@ class ReplayTransport:
 
     def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str],
                   cancel: CancelToken | None = None, limit: int = 0) -> Any:
-        from openheim.core.turn import CancelToken
+        from openheim.core.turn_context import CancelToken
 
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
             return json.loads(b"".join(resp.replayed_chunks()).decode("utf-8", "replace"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -198,16 +198,16 @@ def test_get_list_and_timestamps(store):
     assert [m.id for m in store.list(10, after_id=ids[2])] == ids[3:]
     m = store.get(ids[0])
     assert m.created_at.tzinfo is not None
-    assert abs((datetime.now(timezone.utc) - m.created_at).total_seconds()) < 60
+    assert abs((datetime.now(UTC) - m.created_at).total_seconds()) < 60
     assert store.get(12345) is None
     raw(store, "UPDATE memories SET created_at = 'not a date' WHERE id = ?", ids[0])
-    assert store.get(ids[0]).created_at == datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert store.get(ids[0]).created_at == datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def test_parse_time_accepts_rfc3339_variants():
     assert parse_time("2025-03-04T05:06:07Z").year == 2025
     assert parse_time("2025-03-04T05:06:07.123456789+00:00").second == 7
-    assert parse_time("2025-03-04T05:06:07").tzinfo is timezone.utc
+    assert parse_time("2025-03-04T05:06:07").tzinfo is UTC
     assert parse_time("").year == 1970
 
 

@@ -1,19 +1,20 @@
-"""AgentState: the request handlers every front end calls (new, load, list, prompt, cancel, ...)."""
+"""Runtime: the request handlers every front end calls (new, load, list, prompt, cancel, ...)."""
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from openheim.config.resolve import all_models, resolve_choice
 from openheim.conversation.history import check_session_id
 from openheim.core.events import MessageAppended, StreamEvent
 from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
-from openheim.core.turn import CancelToken, TurnContext
+from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
     InvalidArgument,
     NotFound,
@@ -51,8 +52,8 @@ OnEvent = Callable[[StreamEvent], None]
 
 
 @dataclass(eq=False)
-class LoadedSession:
-    """A session loaded from history, with its messages and any warning."""
+class ResumedSession:
+    """The runtime side of resuming: the live session state, its stored messages and any warning."""
 
     session: SessionState
     messages: list[Message]
@@ -72,7 +73,7 @@ class RuntimeSettings:
     default_model: str | None = None
 
 
-class AgentState:
+class Runtime:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
     def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
@@ -145,7 +146,7 @@ class AgentState:
         return session
 
     def load_session(self, session_id: str, cwd: Path | None = None,
-                     mcp_servers: list[McpServerConfig] | None = None) -> LoadedSession:
+                     mcp_servers: list[McpServerConfig] | None = None) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
         and different, replace its own servers)."""
         sid = check_session_id(session_id)
@@ -156,7 +157,7 @@ class AgentState:
                 raise SessionBusy(sid)
             if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
                 self._attach_tools(live, mcp_servers)
-            return LoadedSession(live, conv.messages)
+            return ResumedSession(live, conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
@@ -167,11 +168,11 @@ class AgentState:
         inserted = self.sessions.insert(session)
         if inserted is not session:  # another thread made it live meanwhile: its state wins
             session.release()
-        return LoadedSession(inserted, conv.messages, warning)
+        return ResumedSession(inserted, conv.messages, warning)
 
     # --- tools and MCP servers ---------------------------------------------------------------
 
-    def tools_of(self, session: SessionState) -> ToolExecutor:
+    def base_tools(self, session: SessionState) -> ToolExecutor:
         """The session's tool set: built-ins and custom tools, plus the MCP servers it sees."""
         return session.tools if session.tools is not None else self.registry
 
@@ -304,7 +305,7 @@ class AgentState:
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
-                return self.tools_for(session).present(tool_name, args, where)
+                return self.turn_tools(session).present(tool_name, args, where)
 
             turn = Turn(session.id, body, present, after=previous, timeout=session.config.turn_timeout_secs)
             session.turn = turn
@@ -345,7 +346,7 @@ class AgentState:
         root, cwd = self.sandbox_for(session.cwd)
         # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
         base = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
-        every_tool = self.tools_for(session, base)
+        every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
@@ -387,14 +388,14 @@ class AgentState:
         project_allows = getattr(fallback, "project_allows_apply", True)
         return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
 
-    def tools_for(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
-        """The session's tools (``base``, default tools_of) plus delegate_task bound to its live model;
+    def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
+        """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
         the subagents it starts get ``base``: everything but delegate_task."""
         from openheim.core.tools import LayeredExecutor
         from openheim.core.tools import ToolRegistry as Registry
         from openheim.tools.delegate import DelegateTool, Delegation
 
-        base = base if base is not None else self.tools_of(session)
+        base = base if base is not None else self.base_tools(session)
         delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 

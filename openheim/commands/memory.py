@@ -9,8 +9,9 @@ import contextlib
 import functools
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import click
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -53,7 +55,7 @@ def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: flo
 
 
 def check_version() -> Check:
-    from openheim import __version__
+    from openheim.version import __version__
 
     frozen = bool(getattr(sys, "frozen", False))
     python = ".".join(map(str, sys.version_info[:3]))
@@ -177,7 +179,7 @@ def check_vectors() -> Check:
     try:
         load_vec(conn)
         facts["vec_version"] = conn.execute("select vec_version()").fetchone()[0]
-    except Exception as e:  # noqa: BLE001 (the probe loaded it a moment ago; say why it failed now)
+    except Exception as e:
         facts["available"], facts["reason"] = False, str(e) or type(e).__name__
         return Check("vectors", "vectors", "warn", f"off, keyword search only: {facts['reason']}", facts)
     finally:
@@ -220,7 +222,7 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
                       .check_model(False).build())
             with client:
                 box["servers"] = [s.to_dict() for s in client.mcp_servers(wait=timeout, cwd=os.getcwd())]
-        except Exception as e:  # noqa: BLE001 (any failure is reported, never raised from this thread)
+        except Exception as e:
             box["error"] = " ".join(str(e).split()) or type(e).__name__
 
     worker = threading.Thread(target=probe, name="openheim-doctor-mcp", daemon=True)
@@ -343,3 +345,24 @@ def as_lines(checks: list[Check]) -> list[str]:
     else:
         lines.append("ready" + (f" ({warns} warning(s))" if warns else ""))
     return lines
+
+
+@click.command("doctor", epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
+                     "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON object instead of lines.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds to wait for MCP servers that are still starting.")
+@click.pass_context
+def doctor_command(ctx: click.Context, json_output: bool, timeout: float) -> None:
+    """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
+    import json
+
+    from openheim.config.secrecy import redact
+
+    checks = run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
+    if json_output:
+        click.echo(redact(json.dumps(as_json(checks), ensure_ascii=False, indent=2)))
+    else:
+        for line in as_lines(checks):
+            click.echo(redact(line))
+    sys.exit(exit_code(checks))

@@ -5,9 +5,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from rag_fakes import FakeEmbedder
+from memory_fakes import FakeEmbedder
 
-from openheim.memory.cli import memory
+from openheim.commands.memory import memory
 from openheim.memory.long_term import LongTermMemory
 
 
@@ -21,7 +21,7 @@ def run(db):
     embedder = {"value": None}
 
     def invoke(*args: str, input: str | None = None, embed: FakeEmbedder | None = None):
-        factory = lambda: LongTermMemory(db, embed or embedder["value"])  # noqa: E731
+        factory = lambda: LongTermMemory(db, embed or embedder["value"])
         return CliRunner().invoke(memory, list(args), obj={"ltm_factory": factory}, input=input)
 
     return invoke
@@ -186,7 +186,7 @@ db_path = "{tmp_path / 'mem.db'}"
 
 
 def test_semantic_memory_end_to_end(tmp_path):
-    from rag_fakes import EmbeddingsServer
+    from memory_fakes import EmbeddingsServer
 
     with EmbeddingsServer() as server:
         cfg = _config(tmp_path, server.url)
@@ -210,7 +210,7 @@ def test_anthropic_embedding_provider_is_refused(tmp_path):
 
 
 def test_reembed_counts_are_grammatical(tmp_path):
-    from rag_fakes import EmbeddingsServer
+    from memory_fakes import EmbeddingsServer
 
     with EmbeddingsServer() as server:
         cfg = _config(tmp_path, server.url)

@@ -1,15 +1,8 @@
-"""Cross-cutting controls of one turn: the cancel token and the per-turn tool context."""
+"""The cancel token every blocking step of a turn watches."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from openheim.core.client_io import ClientIo
-    from openheim.core.events import StreamEvent
-    from openheim.core.permission import PermissionGate
+from collections.abc import Callable
 
 
 class CancelToken:
@@ -63,26 +56,3 @@ class CancelToken:
                 return remove
         action()
         return lambda: None
-
-
-@dataclass(eq=False)
-class TurnContext:
-    """What a tool call can see of its turn: cancel token, gate, sandbox and client I/O."""
-
-    cancel: CancelToken = field(default_factory=CancelToken)
-    work_dir: Path = field(default_factory=Path.cwd)
-    cwd: Path | None = None
-    gate: PermissionGate | None = None
-    client_io: ClientIo | None = None
-    session_id: str | None = None
-    tool_call_id: str | None = None  # set on the per-call copy a tool receives
-    secret_env_vars: frozenset[str] = frozenset()
-    emit: Callable[[StreamEvent], None] | None = None  # a tool's progress events, to the turn's front end
-    # Wait until the front end has handled every event so far, so a request to the client made next
-    # (a diff's file read, a tool's fs or terminal call) reaches it after them.
-    sync: Callable[[], None] | None = None
-
-    @property
-    def effective_cwd(self) -> Path:
-        """Where relative paths start: the session cwd (the runtime keeps it inside work_dir)."""
-        return self.cwd or self.work_dir

@@ -3,19 +3,19 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-from rag_fakes import FakeEmbedder
+from memory_fakes import FakeEmbedder
 
 from openheim.core.tools import ToolHandler, ToolRegistry
-from openheim.core.turn import TurnContext
+from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.memory.long_term import LongTermMemory
 from openheim.memory.store import Hit
 from openheim.memory.tools import format_hit, format_hits, memory_tools
 
-TODAY = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+TODAY = datetime.now(UTC).strftime("%Y-%m-%d")
 
 
 @pytest.fixture
@@ -129,9 +129,9 @@ def test_forget(registry, ltm):
 
 
 def test_format_hit_trims_and_dates_in_utc():
-    hit = Hit(3, "  text\n", datetime(2024, 2, 29, 23, 30, tzinfo=timezone.utc), 12.3456, "rank")
+    hit = Hit(3, "  text\n", datetime(2024, 2, 29, 23, 30, tzinfo=UTC), 12.3456, "rank")
     assert format_hit(hit) == "[#3] 2024-02-29 (rank 12.35)\ntext"
-    sim = Hit(4, "t", datetime(2024, 1, 1, tzinfo=timezone.utc), 0.91234, "similarity")
+    sim = Hit(4, "t", datetime(2024, 1, 1, tzinfo=UTC), 0.91234, "similarity")
     assert format_hits([sim]) == "Found 1 memory:\n\n[#4] 2024-01-01 (similarity 0.912)\nt"
     assert format_hits([]) == "No relevant memories found."
 

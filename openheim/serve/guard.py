@@ -2,22 +2,10 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
-LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` keeps the server on this machine."""
-    host = host.strip().strip("[]").lower()
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from openheim.config.loopback import is_loopback
 
 
 def host_name(host_header: str | None) -> str:

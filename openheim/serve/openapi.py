@@ -95,7 +95,7 @@ def _get(operation_id: str, summary: str, ok: dict, extra: dict | None = None, p
 
 def document() -> dict:
     """The API description (a new dict each call)."""
-    from openheim import __version__
+    from openheim.version import __version__
 
     session_id = {"name": "id", "in": "path", "required": True, "description": "A session id (a UUID)",
                   "schema": {"type": "string", "format": "uuid"}}

@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import click
+
 from openheim.core import events
 from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
@@ -300,3 +303,88 @@ class _SignalGuard:
         for sig, old in self._old.items():
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 signal.signal(sig, old)
+
+
+# --- the command ---------------------------------------------------------------------------
+
+@click.command("run", epilog=EXIT_CODE_HELP)
+@click.argument("prompt", required=False)
+@click.option("-m", "--model", help="Model name (looked up across providers).")
+@click.option("-p", "--provider", help="Provider name from config.toml.")
+@click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
+@click.option("--max-tokens-total", type=click.IntRange(min=1), metavar="N",
+              help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
+@click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
+@click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
+                   "(exit 7 when it still does not match after one repair round).")
+@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="Session working directory (default: the current directory).")
+@click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
+              help="Which tool calls run: all, only read-only ones, or none.")
+@click.option("-s", "--session", "session_id", help="Resume this session id.")
+@click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
+# record and replay (docs/pipelines.md)
+@click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
+@click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
+# permission rules (docs/pipelines.md)
+@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
+              help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
+@click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
+              help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
+@click.pass_context
+def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
+        max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
+        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
+    """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
+    from openheim.client import OpenheimClient
+
+    try:
+        if session_id and resume_latest:
+            raise click.UsageError("use either --session or --continue, not both")
+        if record and replay:
+            raise click.UsageError("use either --record or --replay, not both")
+        schema = _output_schema(output_schema)
+        text = _prompt_text(prompt)
+        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
+                  .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
+                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
+                  .turn_timeout_secs(turn_timeout).record(record).replay(replay)
+                  .permissions(allow_rules, deny_rules, "command line").build())
+    except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
+        print_failure(output, e)
+        raise
+    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
+                      output_schema=schema)
+    with client:  # closing stops the MCP servers
+        code = run_prompt(client, opts)
+    sys.exit(code)
+
+
+def _output_schema(path: str | None) -> OutputSchema | None:
+    """The --output-schema file, checked before anything runs (imported only when the option is used)."""
+    if path is None:
+        return None
+    from openheim.core.structured import load_output_schema
+
+    return load_output_schema(path)
+
+
+def _prompt_text(prompt: str | None) -> str:
+    piped = None
+    if not sys.stdin.isatty():
+        piped = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if prompt and piped and piped.strip():
+        return f"{prompt}\n\n{piped}"
+    text = prompt or piped or ""
+    if not text.strip():
+        raise click.UsageError("no prompt given: pass PROMPT or pipe text on stdin")
+    return text

@@ -11,9 +11,7 @@ import json
 import logging
 import os
 import queue
-import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -24,13 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import click
-
 from openheim.acp.connection import MAX_LINE_BYTES, Sink, Writer
 from openheim.acp.server import AcpServer
+from openheim.config.loopback import is_loopback
 from openheim.errors import ConfigError, OpenheimError
-from openheim.transport import guard, rest
-from openheim.transport.fs_channel import FsChannel
+from openheim.serve import guard, rest
+from openheim.serve.fs_channel import FsChannel
 
 if TYPE_CHECKING:
     from websockets.datastructures import Headers
@@ -72,7 +69,7 @@ def resolve_options(config: ServeConfig, host: str | None, port: int | None, tok
     token = token if token is not None else env.get(config.token_env)
     if token is not None and not token.strip():
         raise ConfigError(f"the serve token is empty; set {config.token_env} (or --token) to a long random string")
-    if token is None and not guard.is_loopback(host):
+    if token is None and not is_loopback(host):
         raise ConfigError(f"binding {host} makes the agent reachable from the network, so it needs a token: "
                           f"set {config.token_env} (or pass --token) to a long random string")
     return ServeOptions(host, DEFAULT_PORT if port is None else port, token, tuple(config.cors_origins))
@@ -85,7 +82,7 @@ def resolve_options(config: ServeConfig, host: str | None, port: int | None, tok
 def page() -> bytes:
     from importlib.resources import files
 
-    return files("openheim.transport").joinpath("web/index.html").read_bytes()
+    return files("openheim.serve").joinpath("web/index.html").read_bytes()
 
 
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
@@ -198,7 +195,7 @@ class OpenheimServer:
             self._server = serve(self._handle, self.options.host, self.options.port,
                                  process_request=self._process_request, compression=None,
                                  max_size=MAX_LINE_BYTES, close_timeout=CLOSE_TIMEOUT, server_header=None,
-                                 logger=logging.getLogger("openheim.transport.websockets"))
+                                 logger=logging.getLogger("openheim.serve.websockets"))
         except OSError as e:
             raise OpenheimError(f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
                                 "(is another server using the port? choose one with --port)") from None
@@ -341,58 +338,3 @@ class OpenheimServer:
             self._server.shutdown(code=1001, reason="openheim serve is shutting down")
         if self._thread is not None:
             self._thread.join(CLOSE_TIMEOUT)
-
-
-# --- the command --------------------------------------------------------------------------
-
-
-def run_server(client: OpenheimClient, options: ServeOptions) -> int:
-    """Serve until SIGINT/SIGTERM/SIGHUP, then shut down gracefully; returns the exit code (0)."""
-    from openheim.tools.process import kill_all
-
-    server = OpenheimServer(client, options).start()
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        if stop.is_set():  # a second Ctrl-C: stop waiting for the graceful shutdown
-            kill_all()
-            os._exit(128 + signum)
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    auth = "token required" if options.token else "no token (loopback only)"
-    click.echo(f"openheim serve: listening on {server.url} ({auth}); work dir {server.root}; Ctrl-C stops",
-               err=True)
-    if options.token and not guard.is_loopback(options.host):
-        click.echo("openheim serve: note: plain HTTP; put a TLS proxy in front before exposing it beyond a "
-                   "trusted network", err=True)
-    sys.stderr.flush()
-    while not stop.wait(1.0):
-        pass
-    click.echo("openheim serve: shutting down", err=True)
-    server.shutdown()
-    kill_all()
-    return 0
-
-
-@click.command("serve")
-@click.option("--host", help=f"Address to bind (default: [serve] host, else {DEFAULT_HOST}). "
-                             "Any non-loopback address needs a token.")
-@click.option("--port", type=click.IntRange(0, 65535), help=f"Port (default: [serve] port, else {DEFAULT_PORT}; "
-                                                            "0 picks a free one).")
-@click.option("--token", help="Require this token on every request (better: the variable named by "
-                              "[serve] token_env, OPENHEIM_SERVE_TOKEN by default).")
-@click.pass_context
-def serve_command(ctx: click.Context, host: str | None, port: int | None, token: str | None) -> None:
-    """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
-    from openheim.client import OpenheimClient
-    from openheim.config.load import load_config
-
-    config_path = (ctx.obj or {}).get("config_path")
-    config = load_config(config_path)
-    options = resolve_options(config.serve, host, port, token)
-    builder = OpenheimClient.builder().config_path(config_path)
-    if config.work_dir is None:  # as the reference: every session and the fs channel share the start directory
-        builder.work_dir(Path.cwd())
-    sys.exit(run_server(builder.build(), options))

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from openheim.errors import InvalidArgument, NotFound
@@ -44,7 +45,7 @@ def _sessions(client: OpenheimClient) -> list[dict]:
 
 
 def _openapi(client: OpenheimClient) -> dict:
-    from openheim.transport.openapi import document
+    from openheim.serve.openapi import document
 
     return document()
 

@@ -11,8 +11,9 @@ import os
 import shutil
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from openheim.errors import OpenheimError
 from openheim.tools.sandbox import validate_entry, validate_path

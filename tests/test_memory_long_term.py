@@ -5,7 +5,7 @@ import logging
 import sqlite3
 
 import pytest
-from rag_fakes import EmbeddingsServer, FakeEmbedder, fake_vector
+from memory_fakes import EmbeddingsServer, FakeEmbedder, fake_vector
 
 from openheim.errors import (
     ApiError,
