@@ -10,7 +10,7 @@ from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContex
 from openheim.errors import ParseError
 
 if TYPE_CHECKING:
-    from openheim.core.turn import TurnContext
+    from openheim.core.turn_context import TurnContext
 
 STATUSES = ("pending", "in_progress", "completed")
 MAX_STEPS = 50
