@@ -5,14 +5,20 @@ import sys
 
 
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-V"]):
-        from openheim.version import __version__
+    try:
+        if sys.argv[1:] in (["--version"], ["-V"]):
+            from openheim.version import __version__
 
-        sys.stdout.write(f"openheim, version {__version__}\n")
-        return
-    from openheim.cli import main as cli
+            sys.stdout.write(f"openheim, version {__version__}\n")
+            sys.stdout.flush()
+            return
+        from openheim.cli import main as cli
 
-    cli()
+        cli()
+    except BrokenPipeError:  # outside a subcommand (help text): as quiet as inside one
+        from openheim.cli import stdout_gone
+
+        stdout_gone()
 
 
 if __name__ == "__main__":

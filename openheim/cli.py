@@ -55,6 +55,8 @@ class LazyGroup(click.Group):
 
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            stdout_gone()
         except OpenheimError as e:
             fail(describe(e), exit_code_for(e))
         except KeyboardInterrupt:
@@ -66,6 +68,20 @@ class LazyGroup(click.Group):
 
             logging.getLogger("openheim").debug("unexpected error", exc_info=True)
             fail(error_message(e), exit_code_for(e))
+
+
+def stdout_gone() -> NoReturn:
+    """Whoever read stdout went away (``| head``): end quietly with the documented code, the way a program
+    ended by SIGPIPE does; stdout now leads nowhere, so the flush on the way out cannot fail again."""
+    from openheim.errors import BROKEN_PIPE
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    sys.exit(BROKEN_PIPE)
 
 
 def setup_logging() -> None:
