@@ -59,10 +59,13 @@ def event_json(event: StreamEvent) -> dict:
     return data
 
 
-def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False) -> dict:
-    """The run's result object; ``structured``: the run had an output schema (the key is always there)."""
+def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False, streamed: str = "") -> dict:
+    """The run's result object; ``structured``: the run had an output schema (the key is always there).
+
+    A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
+    text of its own to give), ``error`` {message, kind} and ``exit_code``, as a failure does."""
     cfg = handle.config
-    out = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+    out = {"text": result.final_response or streamed, "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
            "model": cfg.model, "provider": cfg.provider_name}
     if result.budget is not None:
@@ -71,7 +74,20 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
         out["structured"] = result.structured
     if result.output_error is not None:
         out["output_error"] = result.output_error
+    cut = _cut_short(result)
+    if cut is not None:
+        out["error"], out["exit_code"] = cut, EXIT_CODES[result.stop_reason]
     return out
+
+
+def _cut_short(result: AgentResult) -> dict | None:
+    """The ``error`` of a reply that was stopped before it ended (None: it ended on its own)."""
+    if result.stop_reason is StopReason.CANCELLED:
+        return {"message": "interrupted (cancelled)", "kind": "interrupted"}
+    if result.stop_reason is StopReason.BUDGET:
+        notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
+        return {"message": notice, "kind": "budget"}
+    return None
 
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
@@ -120,6 +136,7 @@ class Printer:
         self.ends_with_newline = True
         self.known: dict = {}  # session_id, model, provider once the session is open
         self.usage: Usage | None = None  # what the turn reported so far
+        self.streamed: list[str] = []  # the reply text of the running model call so far
 
     def events(self, batch: list[StreamEvent]) -> None:
         """Write a batch of events, then flush once."""
@@ -130,6 +147,10 @@ class Printer:
     def event(self, event: StreamEvent) -> None:
         if isinstance(event, events.UsageReport):
             self.usage = event.usage if self.usage is None else self.usage + event.usage
+        elif isinstance(event, events.IterationStart):
+            self.streamed = []
+        elif isinstance(event, events.LlmResponse):
+            self.streamed.append(event.content)
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -165,15 +186,17 @@ class Printer:
             elif not self.ends_with_newline:
                 self.out.write("\n")
         elif self.output == "json":
-            self.out.write(_dumps(result_json(result, handle, self.structured)) + "\n")
+            self.out.write(_dumps(self._result_json(result, handle)) + "\n")
         else:
-            line = {"type": "result", "schema_version": SCHEMA_VERSION,
-                    **result_json(result, handle, self.structured)}
+            line = {"type": "result", "schema_version": SCHEMA_VERSION, **self._result_json(result, handle)}
             self.out.write(_dumps(line) + "\n")
         self.out.flush()
         notice = _notice(result)
         if notice:
             self.err.write(f"openheim: {notice}\n")
+
+    def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
+        return result_json(result, handle, self.structured, "".join(self.streamed))
 
     def failure(self, error: BaseException) -> None:
         known = dict(self.known)
@@ -181,10 +204,26 @@ class Printer:
             known["usage"] = self.usage.to_dict()
         print_failure(self.output, error, self.out, known)
 
-    def interrupted(self, signum: int) -> int:
-        """A run stopped by ``signum`` without a result: reported like a failure; returns its exit code."""
-        self.failure(Interrupted(signum))
-        return 128 + signum
+    def interrupted(self, signum: int, result: AgentResult | None = None, handle: SessionHandle | None = None) -> int:
+        """A run stopped by ``signum``: its result when the turn wound down in time (with the signal as its
+        ``error``), else a failure object with what had streamed; returns the exit code."""
+        code = 128 + signum
+        if result is None or handle is None:
+            if self.streamed:
+                self.known["text"] = "".join(self.streamed)
+            self.failure(Interrupted(signum))
+            return code
+        if self.output == "text":
+            if not self.ends_with_newline:
+                self.out.write("\n")
+        else:
+            obj = {**self._result_json(result, handle), "exit_code": code,
+                   "error": {"message": str(Interrupted(signum)), "kind": "interrupted"}}
+            if self.output == "stream-json":
+                obj = {"type": "result", "schema_version": SCHEMA_VERSION, **obj}
+            self.out.write(_dumps(obj) + "\n")
+        self.out.flush()
+        return code
 
 
 def _notice(result: AgentResult) -> str | None:
@@ -238,7 +277,8 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
         finally:
             signals.restore()
         if signals.received:
-            return printer.interrupted(signals.received)
+            wound_down = turn.completed and turn.error is None
+            return printer.interrupted(signals.received, turn.result if wound_down else None, handle)
         result = turn.result  # raises the turn's error
     except Exception as e:
         printer.failure(e)
