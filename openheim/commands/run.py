@@ -49,6 +49,7 @@ class RunOptions:
     session: str | None = None
     resume_latest: bool = False
     output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
+    fail_on_deny: bool = False  # exit DENIED when the permission gate refused any tool call
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -59,7 +60,8 @@ def event_json(event: StreamEvent) -> dict:
     return data
 
 
-def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False, streamed: str = "") -> dict:
+def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False, streamed: str = "",
+                denied: list[dict] | None = None) -> dict:
     """The run's result object; ``structured``: the run had an output schema (the key is always there).
 
     A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
@@ -67,7 +69,7 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
     cfg = handle.config
     out = {"text": result.final_response or streamed, "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
-           "model": cfg.model, "provider": cfg.provider_name}
+           "model": cfg.model, "provider": cfg.provider_name, "denied": list(denied or [])}
     if result.budget is not None:
         out["budget"] = result.budget.to_dict()
     if structured:
@@ -137,6 +139,7 @@ class Printer:
         self.known: dict = {}  # session_id, model, provider once the session is open
         self.usage: Usage | None = None  # what the turn reported so far
         self.streamed: list[str] = []  # the reply text of the running model call so far
+        self.denied: list[dict] = []  # the tool calls the permission gate refused
 
     def events(self, batch: list[StreamEvent]) -> None:
         """Write a batch of events, then flush once."""
@@ -151,6 +154,8 @@ class Printer:
             self.streamed = []
         elif isinstance(event, events.LlmResponse):
             self.streamed.append(event.content)
+        elif isinstance(event, events.ToolDenied):
+            self.denied.append(denied_json(event))
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -196,7 +201,7 @@ class Printer:
             self.err.write(f"openheim: {notice}\n")
 
     def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
-        return result_json(result, handle, self.structured, "".join(self.streamed))
+        return result_json(result, handle, self.structured, "".join(self.streamed), self.denied)
 
     def failure(self, error: BaseException) -> None:
         known = dict(self.known)
@@ -224,6 +229,13 @@ class Printer:
             self.out.write(_dumps(obj) + "\n")
         self.out.flush()
         return code
+
+
+def denied_json(event: events.ToolDenied) -> dict:
+    """A refused call in the result's ``denied`` list: the tool, who refused it (rule or mode) and why."""
+    out = event.to_dict()
+    del out["event_type"]
+    return out
 
 
 def _notice(result: AgentResult) -> str | None:
@@ -284,7 +296,13 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
         printer.failure(e)
         raise
     printer.result(result, handle)
-    return EXIT_CODES[result.stop_reason]
+    code = EXIT_CODES[result.stop_reason]
+    if opts.fail_on_deny and printer.denied and code == 0:
+        from openheim.errors import DENIED
+
+        err.write(f"openheim: {len(printer.denied)} tool call(s) denied; exiting {DENIED} (--fail-on-deny)\n")
+        return DENIED
+    return code
 
 
 def _print_events(turn: Turn, printer: Printer) -> None:
@@ -378,12 +396,14 @@ class _SignalGuard:
               help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
 @click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
               help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
+@click.option("--fail-on-deny", is_flag=True,
+              help="Exit 8 when a tool call was denied (by --approve or a rule), even if the model finished.")
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = ()) -> None:
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -403,7 +423,7 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema)
+                      output_schema=schema, fail_on_deny=fail_on_deny)
     with client:  # closing stops the MCP servers
         code = run_prompt(client, opts)
     sys.exit(code)

@@ -69,6 +69,11 @@ class PermissionGate(Protocol):
         """The tool result the model reads when this gate refused a call."""
         return DENIED_BY_USER
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        """Who refused a call, for scripts: ``{"by": "user"}``, ``{"by": "approve", "mode": ...}`` or
+        ``{"by": "rule", "rule": ..., "source": ...}``."""
+        return {"by": "user"}
+
 
 CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
 
@@ -147,6 +152,9 @@ class PolicyGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         return policy_denied_message(self.policy)
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return {"by": "approve", "mode": self.policy}
+
 
 class FailClosedGate(PermissionGate):
     """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
@@ -183,6 +191,9 @@ class RememberingGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return denial_source(self.inner, req)
+
     def key(self, req: PermissionRequest) -> str:
         scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
         return approval_key(req.tool_name, req.arguments, scope)
@@ -212,6 +223,9 @@ class SubagentGate(PermissionGate):
 
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
+
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return denial_source(self.inner, req)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from dataclasses import replace
@@ -265,3 +279,22 @@ class RulesGate(PermissionGate):
 
         verdict = self.verdict(req)
         return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)
+
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        from openheim.config.rules import DENY
+
+        verdict = self.verdict(req)
+        if verdict.outcome == DENY and verdict.rule is not None:
+            return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
+        return denial_source(self.inner, req)
+
+
+def denial_source(gate: object, req: PermissionRequest) -> dict[str, str]:
+    """``gate.denied_by(req)``, for gates written before it existed too (they are the user's)."""
+    method = getattr(gate, "denied_by", None)
+    try:
+        found = method(req) if callable(method) else None
+    except Exception:  # a description must never break a turn
+        log.exception("could not tell who denied %s", req.tool_name)
+        found = None
+    return found if isinstance(found, dict) else {"by": "user"}

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from openheim.core.events import StreamEvent, ToolCall, ToolResult
+from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
 from openheim.core.models import Message, ToolUseBlock
-from openheim.core.permission import PermissionRequest, needs_permission
+from openheim.core.permission import PermissionRequest, denial_source, needs_permission
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError
 
@@ -69,7 +69,12 @@ def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> 
     request = PermissionRequest(call.id, call.name, call.arguments)
     if gate.request(request, ctx.cancel).allowed:
         return None
-    return ToolOutcome(gate.denial_message(request), True)
+    reason = gate.denial_message(request)
+    if ctx.emit is not None:
+        source = denial_source(gate, request)
+        ctx.emit(ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"),
+                            source.get("mode")))
+    return ToolOutcome(reason, True)
 
 
 def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:
