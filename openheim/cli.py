@@ -49,6 +49,18 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """An unknown command names the closest ones ("did you mean"), as git does."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            name = args[0] if args else ""
+            close = did_you_mean(name, self.list_commands(ctx))
+            if not close or name.startswith("-"):
+                raise
+            raise click.UsageError(f"no such command '{name}'; did you mean {close}?", ctx) from None
+
     def invoke(self, ctx: click.Context) -> object:
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
         from openheim.errors import OpenheimError
@@ -68,6 +80,14 @@ class LazyGroup(click.Group):
 
             logging.getLogger("openheim").debug("unexpected error", exc_info=True)
             fail(error_message(e), exit_code_for(e))
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """The choices close to a mistyped ``name``, as "'a' or 'b'" (empty when none is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=2, cutoff=0.7)
+    return " or ".join(f"'{c}'" for c in close)
 
 
 def stdout_gone() -> NoReturn:

@@ -365,7 +365,23 @@ class _SignalGuard:
 
 # --- the command ---------------------------------------------------------------------------
 
-@click.command("run", epilog=EXIT_CODE_HELP)
+HABITS = {"--json": "-o json", "--stream-json": "-o stream-json", "--output-format": "-o"}  # other tools' flags
+
+
+class RunCommand(click.Command):
+    """`run` with pointers for flags other tools use: `--json` is `-o json` here."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            ours = HABITS.get(e.option_name.split("=")[0])
+            if ours is None:
+                raise
+            raise click.UsageError(f"no such option {e.option_name}; use {ours} (see --output)", ctx) from None
+
+
+@click.command("run", cls=RunCommand, epilog=EXIT_CODE_HELP)
 @click.argument("prompt", required=False)
 @click.option("-m", "--model", help="Model name (looked up across providers).")
 @click.option("-p", "--provider", help="Provider name from config.toml.")
