@@ -54,7 +54,7 @@ class LazyGroup(click.Group):
         """An unknown command names the closest ones ("did you mean"), as git does."""
         try:
             return super().resolve_command(ctx, args)
-        except click.UsageError as e:
+        except click.UsageError:
             name = args[0] if args else ""
             close = did_you_mean(name, self.list_commands(ctx))
             if not close or name.startswith("-"):
@@ -111,8 +111,10 @@ def setup_logging() -> None:
     from openheim.config.secrecy import RedactingFilter
 
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
-                        format="openheim: %(levelname)s %(name)s: %(message)s")
+    number = getattr(logging, level, logging.WARNING)
+    # module names help whoever reads a debug log; a warning on its own is for the user: no internals
+    form = "openheim: %(levelname)s %(name)s: %(message)s" if number < logging.WARNING else "openheim: %(message)s"
+    logging.basicConfig(stream=sys.stderr, level=number, format=form)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())

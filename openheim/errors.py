@@ -54,9 +54,14 @@ class IncompleteResponse(OpenheimError):
 
 
 class TransportError(OpenheimError):
-    """Connecting or reading failed (timeout, refused, reset); retryable."""
+    """Connecting or reading failed (timeout, refused, reset); retryable, unless the host name does not
+    resolve (a typo in api_base will not fix itself in seconds)."""
 
     prefix = "Request error: "
+
+    def __init__(self, message: str = "", retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class ToolExecutionError(OpenheimError):

@@ -32,7 +32,7 @@ def run_server(client: OpenheimClient, options: ServeOptions) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    auth = "token required" if options.token else "no token (loopback only)"
+    auth = "token required" if options.token else "no token: loopback only"
     click.echo(f"openheim serve: listening on {server.url} ({auth}); work dir {server.root}; Ctrl-C stops",
                err=True)
     if options.token and not is_loopback(options.host):

@@ -128,9 +128,7 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
             raise ProfileError(f"invalid frontmatter: {e}") from None
     elif style == "yaml":
         data = parse_yaml_subset(front or "")
-    prompt = body.strip()
-    if not prompt:
-        raise ProfileError("the profile has no system prompt (the text after the frontmatter is empty)")
+    prompt = body.strip()  # may be empty: the frontmatter alone is a profile (as upstream loads it)
     model = _str_or_none(data, "model")
     return AgentProfile(name=_str_or_none(data, "name") or name, system_prompt=prompt,
                         description=_str_or_none(data, "description") or "",

@@ -3,9 +3,6 @@ Markdown replies rendered safely (model HTML stays text), the permission prompt 
 diff preview, the plan, the model picker, and deleting a session after a confirmation."""
 from __future__ import annotations
 
-import json
-
-import pytest
 from fake_llm import Reply, ToolCall
 from test_serve_page import browser, texts, wait  # noqa: F401  (browser: the module's Chromium fixture)
 from ws_client import running_server
