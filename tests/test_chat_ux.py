@@ -78,6 +78,16 @@ def test_up_recalls_prompts_and_ctrl_j_or_alt_enter_add_lines(srv, isolated_home
         assert "│ line one   │" in screen and "│ line two   │" in screen
         idle(pane)
         assert srv.requests[-1].body["messages"][-1]["content"] == "line one\nline two\nline three"
+        srv.enqueue(Reply(text="\n\n".join(f"paragraph {n}" for n in range(40))))
+        say(pane, "long", "paragraph 39")
+        pane.keys("Up")  # recalls, does not scroll
+        pane.wait_for(lambda s: "› long" in s.splitlines()[-2] and "% ↑" not in s.splitlines()[-1])
+        pane.keys("C-u")
+        pane.type("\x1b[<64;10;5M")  # the wheel, as a terminal reports it once the chat asks for mouse reports
+        pane.wait_for(lambda s: "% ↑" in s.splitlines()[-1])
+        pane.keys("S-Up")
+        pane.keys("PageDown", "PageDown", "PageDown", "PageDown", "PageDown")
+        pane.wait_for(lambda s: "% ↑" not in s.splitlines()[-1])
         pane.line(":help")
         screen = pane.wait_for("Alt+Enter or Ctrl-J new line")
         assert "↑/↓ earlier prompts" in screen

@@ -40,6 +40,7 @@ TICK = 0.08  # seconds per spinner frame
 KEY_WAIT_MS = 40  # how long one loop waits for a key (and so the longest delay before new text shows)
 KEY_BURST = 4096  # keys taken in one go (a paste) before the screen is drawn again
 CHAT_PAGE = 20
+WHEEL = 3  # lines per wheel notch
 STOP_WAIT = 3.0  # seconds a hang-up or quit waits for a cancelled turn to save and let go
 GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
 
@@ -355,7 +356,8 @@ class App:
         overlay = self.overlay
         assert overlay is not None
         height = self.chat_height()
-        moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9}
+        moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9, "wheel-up": -WHEEL,
+                 "wheel-down": WHEEL}
         if key.kind == "key" and key.value in moves:
             overlay.move(moves[key.value], height)
         elif key.kind == "text" and key.value in "kj" and not overlay.picker:
@@ -390,8 +392,9 @@ class App:
             recalled = self.prompts.older(line.text) if name == "up" else self.prompts.newer()
             if recalled is not None:
                 line.set(recalled)
-        elif name in ("scroll-up", "scroll-down", "pgup", "pgdn"):
-            delta = {"scroll-up": -1, "scroll-down": 1, "pgup": -page, "pgdn": page}[name]
+        elif name in ("scroll-up", "scroll-down", "wheel-up", "wheel-down", "pgup", "pgdn"):
+            delta = {"scroll-up": -1, "scroll-down": 1, "wheel-up": -WHEEL, "wheel-down": WHEEL,
+                     "pgup": -page, "pgdn": page}[name]
             self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
 
     def submit(self) -> None:

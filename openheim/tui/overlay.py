@@ -144,7 +144,7 @@ HELP = """commands:
 keys:
   Enter send · Alt+Enter or Ctrl-J new line · Ctrl-C cancel the reply (quit when idle)
   ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end · Ctrl-U clear
-  ↑/↓ earlier prompts · PgUp/PgDn or Shift+↑/↓ scroll · End (empty line) back to the bottom
+  ↑/↓ earlier prompts · PgUp/PgDn, Shift+↑/↓ or the wheel scroll · End (empty line) back to the bottom
 permission prompt: y allow once · a allow always · n reject once · r reject always (or ↑↓ Enter)"""
 
 

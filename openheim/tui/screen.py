@@ -79,6 +79,7 @@ def terminal() -> Iterator[Any]:
         _try(curses.nonl)  # Enter arrives as CR and Ctrl-J as LF: Ctrl-J can add a line to the input
         _ctrl_c_as_key(curses, termios, sys.stdin.fileno())
         stdscr.keypad(True)
+        _wheel_only(curses)
         _try(curses.set_escdelay, 25)
         _try(curses.putp, PASTE_ON)
         yield stdscr
@@ -90,6 +91,15 @@ def terminal() -> Iterator[Any]:
         _try(curses.endwin)
         if saved is not None:
             _try(termios.tcsetattr, sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _wheel_only(curses: Any) -> None:
+    """Mouse reports for the wheel only, so it scrolls the chat while ↑/↓ recall prompts (terminals that turn
+    the wheel into arrow keys do so only when no program asks for the mouse). Shift+drag still selects."""
+    wheel = getattr(curses, "BUTTON4_PRESSED", 0) | getattr(curses, "BUTTON5_PRESSED", 0)
+    if wheel:
+        _try(curses.mousemask, wheel)
+        _try(curses.mouseinterval, 0)
 
 
 def _ctrl_c_as_key(curses: Any, termios: Any, fd: int) -> None:
@@ -233,8 +243,22 @@ class Screen:
         except self.curses.error:
             return None
         if isinstance(raw, int):
+            if raw == getattr(self.curses, "KEY_MOUSE", None):
+                return self._mouse()
             return Key("key", self.keys.get(raw, f"code-{raw}"))
         return raw
+
+    def _mouse(self) -> Key:
+        """A mouse report as wheel-up / wheel-down (anything else is ignored)."""
+        try:
+            state = self.curses.getmouse()[4]
+        except self.curses.error:
+            return Key("key", "mouse")
+        if state & getattr(self.curses, "BUTTON4_PRESSED", 0):
+            return Key("key", "wheel-up")
+        if state & getattr(self.curses, "BUTTON5_PRESSED", 0):
+            return Key("key", "wheel-down")
+        return Key("key", "mouse")
 
 
 def _key_names(curses: Any) -> dict[int, str]:
