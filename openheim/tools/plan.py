@@ -32,7 +32,8 @@ def parse_plan(args: dict) -> tuple[tuple[tuple[str, str], ...], str | None]:
         if not isinstance(step, str) or not step.strip():
             raise ParseError(f"plan step {n} needs a non-empty 'step' text")
         if status not in STATUSES:
-            raise ParseError(f"plan step {n} has status {describe_json(status)}; use one of {', '.join(STATUSES)}")
+            shown = f'"{status}"' if isinstance(status, str) else describe_json(status)
+            raise ParseError(f"plan step {n} has status {shown}; use one of {', '.join(STATUSES)}")
         steps.append((" ".join(step.split()), status))
     if sum(1 for _, s in steps if s == "in_progress") > 1:
         raise ParseError("at most one plan step can be in_progress at a time")
