@@ -42,10 +42,7 @@ class LazyGroup(click.Group):
             try:
                 command: click.Command = getattr(importlib.import_module(module), attr)
             except ImportError as e:  # a broken install: say which package is missing, not "No such command"
-                missing = e.name or "a dependency"
-                raise click.ClickException(f"`openheim {name}` needs the Python package '{missing}', which is not "
-                                           f"installed; reinstall openheim (pip install --force-reinstall "
-                                           f"openheim) or pip install {missing}") from None
+                raise click.ClickException(missing_package(name, e)) from None
             return command
         return super().get_command(ctx, name)
 
@@ -73,6 +70,8 @@ class LazyGroup(click.Group):
             fail(describe(e), exit_code_for(e))
         except KeyboardInterrupt:
             sys.exit(130)
+        except ModuleNotFoundError as e:  # a dependency missing at run time (an optional one, a broken install)
+            fail(missing_package(ctx.invoked_subcommand or "openheim", e), 1)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except Exception as e:  # a file we could not read or write, or a bug: still one line
@@ -102,6 +101,16 @@ def stdout_gone() -> NoReturn:
     except (OSError, ValueError):
         pass
     sys.exit(BROKEN_PIPE)
+
+
+def missing_package(command: str, error: ImportError) -> str:
+    """One line naming the module a command could not import and how to get it."""
+    name = error.name or "a dependency"
+    if name.split(".")[0] == "openheim":
+        return (f"`openheim {command}` cannot load {name}: this openheim install is incomplete; reinstall it "
+                f"(pip install --force-reinstall openheim)")
+    package = name.split(".")[0]
+    return f"`openheim {command}` needs the Python package '{package}', which is not installed: pip install {package}"
 
 
 def setup_logging() -> None:

@@ -129,7 +129,8 @@ class SessionHandle:
     def prompt(self, prompt: str | list[ContentBlock], on_event: Callable[[StreamEvent], None] | None = None,
                images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = (),
                output_schema: dict | OutputSchema | None = None) -> AgentResult:
-        """Run one turn to its end; ``on_event`` sees every StreamEvent on the calling thread."""
+        """Shorthand for ``start_turn(...).result``: run one turn to its end; ``on_event`` sees every
+        StreamEvent on the calling thread."""
         turn = self.start_turn(prompt, images=images, extra_skills=extra_skills, output_schema=output_schema)
         for batch in turn.batches():
             if on_event is not None:
@@ -146,11 +147,11 @@ class SessionHandle:
     def stream(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
                extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
                client_io: ClientIo | None = None) -> Turn:
-        """``for event in session.stream("...")``: the turn's events on the calling thread (start_turn's options)."""
+        """Deprecated: the same as ``start_turn`` (kept because earlier versions documented it)."""
         return self.start_turn(prompt, images=images, extra_skills=extra_skills, gate=gate, client_io=client_io)
 
     def cancel(self) -> None:
-        """Cancel the running turn, if any (from any thread)."""
+        """Deprecated: cancel the session's running turn, if any; prefer ``turn.cancel()``."""
         self._state.cancel(self.id)
 
     @property
@@ -300,6 +301,7 @@ class OpenheimClient:
         return self.state.list_sessions(cwd, include_failed)
 
     def get_session(self, session_id: str) -> list[Message]:
+        """Deprecated: the messages of ``stored_session(session_id)``."""
         return self.stored_session(session_id)[1]
 
     def stored_session(self, session_id: str) -> tuple[ConversationMeta, list[Message]]:
@@ -312,7 +314,8 @@ class OpenheimClient:
         self.state.delete_session(session_id)
 
     def cancel(self, session_id: str) -> None:
-        """Cancel the turn running on ``session_id``, if any; unknown ids are ignored."""
+        """Deprecated: cancel the turn running on ``session_id``, if any (unknown ids are ignored); prefer
+        ``turn.cancel()``."""
         self.state.cancel(session_id)
 
     def close_session(self, session_id: str) -> None:

@@ -24,7 +24,10 @@ from openheim.errors import ContextOverflow
 CFG = AgentConfig("fake", "openai_compatible", "http://127.0.0.1:1", "", "fake-model", max_iterations=4)
 
 
-def run(llm, history=None, cfg=CFG, ctx=None, tools=(EchoTool(), WriteTool())):
+TOOLS = (EchoTool(), WriteTool())
+
+
+def run(llm, history=None, cfg=CFG, ctx=None, tools=TOOLS):
     events = []
     history = history if history is not None else [Message.user("hi")]
     result = run_turn(llm, ToolRegistry(list(tools)), cfg, history, ctx or TurnContext(), events.append)

@@ -26,7 +26,7 @@ def test_streams_reply_text_and_exits_zero(srv, tmp_path):
     assert r.stdout == "Hello there, world\n"
     assert "secret thoughts" not in r.stdout + r.stderr
     assert srv.requests[0].body["messages"][-1] == {"role": "user", "content": "hi"}
-    assert srv.requests[0].body["max_tokens"] if "max_tokens" in srv.requests[0].body else True
+    assert srv.requests[0].body.get("max_tokens", True)
 
 
 def test_tool_round_trip_with_real_read_file(srv, tmp_path):
@@ -140,7 +140,7 @@ def test_signal_during_stream_exits_cleanly(srv, tmp_path, sig, code):
     time.sleep(0.3)
     sent = time.monotonic()
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=10)
+    _out, err = proc.communicate(timeout=10)
     assert time.monotonic() - sent < 3
     assert proc.returncode == code, err
     assert "Traceback" not in err

@@ -201,7 +201,7 @@ def test_two_processes_holder_exits_normally(tmp_path: Path) -> None:
 def test_unknowable_liveness_falls_back_to_staleness(tmp_path: Path) -> None:
     _write_holder(_lock(tmp_path), 1234, "h1")
     mtime = _lock(tmp_path).stat().st_mtime
-    unknown = dict(pid=999, host="h1", is_alive=lambda pid, start: None)
+    unknown = {"pid": 999, "host": "h1", "is_alive": lambda pid, start: None}
     with pytest.raises(SessionLocked):
         Lease.acquire(tmp_path, SID, LeasePolicy(clock=lambda: mtime + 60, **unknown))
     with Lease.acquire(tmp_path, SID, LeasePolicy(clock=lambda: mtime + STALE_AFTER_SECS + 1, **unknown)):

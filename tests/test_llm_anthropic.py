@@ -181,7 +181,7 @@ def test_wire_thinking_text_tool_round_trip(srv):
     srv.enqueue(Reply(thinking="plan", text="Reading.", tool_calls=[ToolCall("b", {"x": "1"})], usage=(30, 9, 100)),
                 Reply(text="done"))
     choice, chunks = ask(srv, tools=TOOLS)
-    assert [c.kind for c in chunks][0] == "thinking" and "".join(c.text for c in chunks) == "planReading."
+    assert next(c.kind for c in chunks) == "thinking" and "".join(c.text for c in chunks) == "planReading."
     thinking, text, call = choice.message.content
     assert thinking == ThinkingBlock("plan", "sig_fake") and text == TextBlock("Reading.")
     assert (call.name, call.arguments) == ("b", '{"x":"1"}') and call.id.startswith("toolu_")

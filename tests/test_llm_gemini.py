@@ -220,7 +220,7 @@ def test_wire_tool_round_trip_with_thought_signature(srv):
 
 def test_wire_thinking_and_refusal(srv):
     srv.enqueue(Reply(thinking="deep", text="answer"), Reply(refusal=True))
-    choice, chunks = ask(srv)
+    _choice, chunks = ask(srv)
     assert [c.kind for c in chunks] == ["thinking", "text"]
     assert ask(srv)[0].finish_reason is FinishReason.REFUSAL
 

@@ -122,7 +122,7 @@ def test_the_server_gets_config_env_on_a_minimal_inherited_set(shared, monkeypat
 
 
 def test_server_stderr_goes_to_its_log_file(shared):
-    client, _, tmp, _ = shared
+    _client, _, tmp, _ = shared
     run_calls(shared, ("fake__note_stderr", {"text": "a line for the log 7731"}))
     log = tmp / "data" / "logs" / "mcp-fake.log"
     assert wait_until(lambda: "a line for the log 7731" in log.read_text())

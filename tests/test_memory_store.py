@@ -107,7 +107,7 @@ def test_keyword_search_ranks_by_bm25(store):
     best = store.insert("cat food for the cat: cat treats")
     store.insert("dogs bark at the postman")
     hits = store.keyword_search("cat", 5)
-    assert [h.id for h in hits][0] == best
+    assert next(h.id for h in hits) == best
     assert len(hits) == 2
     assert all(h.kind == "rank" and h.score > 0 for h in hits)
     assert hits[0].score >= hits[1].score
@@ -130,7 +130,7 @@ def test_keyword_search_survives_fts_syntax(store, query):
     store.insert("foo is a word")
     store.insert("near the river bank")
     hits = store.keyword_search(query, 10)  # never raises
-    words = set(w.lower() for w in (fts_query(query) or "").replace('"', "").split(" OR ") if w)
+    words = {w.lower() for w in (fts_query(query) or "").replace('"', "").split(" OR ") if w}
     for h in hits:
         assert words & set(h.content.lower().split())
 

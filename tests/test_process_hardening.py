@@ -69,7 +69,7 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         assert srv.requests[0].headers.get("Authorization") == f"Bearer {key}"  # openheim itself had the key
-        result = [m for m in srv.requests[1].body["messages"] if m["role"] == "tool"][0]["content"]
+        result = next(m for m in srv.requests[1].body["messages"] if m["role"] == "tool")["content"]
     assert f"uid={NOBODY}" in result or os.geteuid() != 0
     assert "Permission denied" in result, result
     assert key not in result and "MOCK_API_KEY" not in result

@@ -88,9 +88,9 @@ def test_unknown_model_and_bad_ids(isolated_home, tmp_path):
     with pytest.raises(ConfigError, match="Model 'nope' not found"):
         client.new_session(tmp_path, model="nope")
     with pytest.raises(InvalidArgument, match="invalid session id format"):
-        client.state.prompt("not-a-uuid", [])
+        client.state.start_turn("not-a-uuid", [])
     with pytest.raises(NotFound, match="session not found"):
-        client.state.prompt("8b3f0c8e-1111-4222-8333-444455556666", [])
+        client.state.start_turn("8b3f0c8e-1111-4222-8333-444455556666", [])
 
 
 def test_work_dir_bounds_every_session(isolated_home, tmp_path):
@@ -139,10 +139,17 @@ def test_failed_append_falls_back_to_a_full_rewrite(isolated_home, tmp_path):
     assert [m.role for m in fresh.get_session(session.id)] == ["user", "assistant", "tool", "assistant"]
 
 
+class RunningTurn:
+    """A turn whose worker is still running, as far as the session map can tell."""
+
+    running = True
+    cancelled = False
+
+
 def test_session_map_eviction_spares_in_flight_sessions():
     live = SessionMap(idle_limit=100, capacity=2)
     sessions = [SessionState(f"s{i}", None, Path("/")) for i in range(4)]
-    sessions[0].prompt_lock.acquire()
+    sessions[0].turn = RunningTurn()  # type: ignore[assignment]
     for s in sessions:
         live.insert(s)
     assert len(live) == 2 and "s0" in live and "s3" in live

@@ -124,8 +124,11 @@ def test_acp_stays_responsive_during_a_runaway_search(isolated_home, trap):
 def test_searches_beside_a_runaway_one_answer_at_once(trap):
     """Each child answers through its own pipe: no search waits on another's child (or its deadline)."""
     (trap / "b.txt").write_text("hello world\n")
-    runaway = threading.Thread(target=lambda: pytest.raises(ToolExecutionError, SearchTool(timeout=2).execute,
-                                                            {"pattern": EVIL}, TurnContext(work_dir=trap)))
+    def run_away() -> None:
+        with pytest.raises(ToolExecutionError):
+            SearchTool(timeout=2).execute({"pattern": EVIL}, TurnContext(work_dir=trap))
+
+    runaway = threading.Thread(target=run_away)
     runaway.start()
     took: list[float] = []
 

@@ -2,17 +2,20 @@
 keys, themes, overlays, the permission gate, the theme save, and the whole frame at every size."""
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
 import pytest
 
 from openheim.config.edit import save_theme, with_theme
+from openheim.core.asking import AskTheFrontEnd
+from openheim.core.events import PermissionAsked
 from openheim.core.permission import Decision, PermissionRequest
 from openheim.core.turn_context import CancelToken
 from openheim.errors import ConfigError
 from openheim.tui.editor import InputLine
-from openheim.tui.gate import TuiGate
+from openheim.tui.gate import Questions
 from openheim.tui.keys import Key, KeyDecoder
 from openheim.tui.overlay import ListView, footer_text, permission_lines, usage_text
 from openheim.tui.screen import FALLBACK_TERM, pick_term
@@ -235,17 +238,20 @@ def test_footer_and_usage_text():
     assert footer_text("a", "b", 5) == "a   b"
 
 
-# --- the permission gate -----------------------------------------------------------------------------
+# --- permission questions -----------------------------------------------------------------------------
 
 REQ = PermissionRequest("call-1", "write_file", '{"path": "a"}')
 
 
-def _ask_in_thread(gate: TuiGate, cancel: CancelToken | None = None) -> list:
+def _ask_in_thread(questions: Questions, req: PermissionRequest = REQ, cancel: CancelToken | None = None) -> list:
+    """The tool thread asks through the front end's gate; its PermissionAsked event reaches the chat's list."""
+    asked: queue.Queue = queue.Queue()
+    gate = AskTheFrontEnd().for_turn(asked.put)
     out: list = []
-    threading.Thread(target=lambda: out.append(gate.request(REQ, cancel)), daemon=True).start()
-    deadline = time.monotonic() + 5
-    while gate.current() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    threading.Thread(target=lambda: out.append(gate.request(req, cancel)), daemon=True).start()
+    event = asked.get(timeout=5)
+    assert isinstance(event, PermissionAsked) and event.question.request == req
+    questions.add(event.question)
     return out
 
 
@@ -256,39 +262,40 @@ def _wait(out: list) -> Decision:
     return out[0]
 
 
-def test_gate_hands_the_request_to_the_ui_and_waits_for_the_answer():
-    gate = TuiGate()
-    out = _ask_in_thread(gate)
-    ask = gate.current()
-    assert ask is not None and ask.req == REQ and not out
-    gate.answer(ask, Decision.ALLOW_ALWAYS)
-    assert _wait(out) == Decision.ALLOW_ALWAYS and gate.current() is None
+def test_a_question_is_an_event_the_chat_answers():
+    questions = Questions()
+    out = _ask_in_thread(questions)
+    ask = questions.current()
+    assert ask is not None and ask.request == REQ and not out
+    questions.answer(ask, Decision.ALLOW_ALWAYS)
+    assert _wait(out) == Decision.ALLOW_ALWAYS and questions.current() is None
 
 
-def test_gate_rejects_when_the_turn_is_cancelled_or_the_ui_goes_away():
-    gate, cancel = TuiGate(), CancelToken()
-    out = _ask_in_thread(gate, cancel)
+def test_a_question_is_rejected_when_the_turn_is_cancelled_or_the_chat_goes_away():
+    questions, cancel = Questions(), CancelToken()
+    out = _ask_in_thread(questions, cancel=cancel)
     cancel.cancel()
-    assert _wait(out) == Decision.REJECT_ONCE and gate.current() is None  # the stale request is gone
-    out = _ask_in_thread(gate)
-    gate.close()
+    assert _wait(out) == Decision.REJECT_ONCE and questions.current() is None  # the stale question is gone
+    out = _ask_in_thread(questions)
+    questions.close()
     assert _wait(out) == Decision.REJECT_ONCE
-    assert gate.request(REQ) == Decision.REJECT_ONCE  # closed: no one is asked
+    late = _ask_in_thread(questions)  # closed: rejected as soon as it arrives
+    assert _wait(late) == Decision.REJECT_ONCE
 
 
-def test_gate_shows_queued_requests_one_at_a_time_in_order():
-    gate = TuiGate()
-    first = _ask_in_thread(gate)
-    second: list = []
-    other = PermissionRequest("call-2", "write_file", "{}")
-    threading.Thread(target=lambda: second.append(gate.request(other)), daemon=True).start()
-    while gate.waiting() < 2:
-        time.sleep(0.01)
-    assert gate.current().req.tool_call_id == "call-1"
-    gate.answer(gate.current(), Decision.REJECT_ONCE)
+def test_an_unbound_gate_asks_nobody_and_rejects():
+    assert AskTheFrontEnd().request(REQ) == Decision.REJECT_ONCE
+
+
+def test_questions_are_shown_one_at_a_time_in_order():
+    questions = Questions()
+    first = _ask_in_thread(questions)
+    second = _ask_in_thread(questions, PermissionRequest("call-2", "write_file", "{}"))
+    assert questions.waiting() == 2 and questions.current().request.tool_call_id == "call-1"
+    questions.answer(questions.current(), Decision.REJECT_ONCE)
     assert _wait(first) == Decision.REJECT_ONCE
-    assert gate.current().req.tool_call_id == "call-2"
-    gate.answer(gate.current(), Decision.ALLOW_ONCE)
+    assert questions.current().request.tool_call_id == "call-2"
+    questions.answer(questions.current(), Decision.ALLOW_ONCE)
     assert _wait(second) == Decision.ALLOW_ONCE
 
 
@@ -374,7 +381,7 @@ def _keys(app, text: str) -> None:
 def test_app_answers_permission_keys_and_notes_the_answer(app):
     for key, decision in (("y", Decision.ALLOW_ONCE), ("a", Decision.ALLOW_ALWAYS),
                           ("n", Decision.REJECT_ONCE), ("r", Decision.REJECT_ALWAYS)):
-        out = _ask_in_thread(app.gate)
+        out = _ask_in_thread(app.questions)
         app._watch_permission()
         rows, cursor = app.frame(24, 80)
         assert cursor is None and any("Allow always (a)" in t for t in _texts(rows))
@@ -385,7 +392,7 @@ def test_app_answers_permission_keys_and_notes_the_answer(app):
     notes = [i.text for i in app.transcript.items]
     assert notes == ["allowed 'write_file'", "always allowed 'write_file'", "rejected 'write_file'",
                      "always rejected 'write_file'"]
-    out = _ask_in_thread(app.gate)
+    out = _ask_in_thread(app.questions)
     app._watch_permission()
     app.on_key(Key("key", "down"))
     app.on_key(Key("key", "down"))

@@ -83,7 +83,8 @@ class Handlers:
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise invalid_params("'_meta.skills' must be an array of skill names")
         model = meta.get("model")
-        provider, model = session_options.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
+        provider, model = (session_options.parse_model_value(self.client, model) if isinstance(model, str)
+                           else (None, None))
         session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers)
         self.conn.respond(request_id, {"sessionId": session.id, **session_options.session_setup(self.client, session)})
         self._announce_commands(session.id)

@@ -63,7 +63,7 @@ def _pairs(value: object, field: str) -> dict:
         raise ValueError(f"'{field}' must be an array of {{name, value}}")
     pairs = {}
     for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("value"), str):
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str)):
             raise ValueError(f"'{field}' entries must be {{\"name\": string, \"value\": string}}")
         pairs[item["name"]] = item["value"]
     return pairs

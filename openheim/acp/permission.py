@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from openheim.acp.toolcalls import subagent_call_id, tool_call_object
 from openheim.acp.util import RpcError
-from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
+from openheim.core.permission import Decision, PermissionRequest, Question
 from openheim.core.tools import ToolView, parse_arguments
 from openheim.errors import Cancelled, OpenheimError
 
@@ -67,13 +68,27 @@ def decision_from(result: object) -> Decision:
     return _DECISIONS.get(str(outcome.get("optionId")), Decision.REJECT_ONCE)
 
 
-class AcpGate(FailClosedGate):
-    """Puts each side-effect tool call to the user; cancel, error or unknown answers never run the tool."""
+class AcpQuestions:
+    """Answers a turn's permission questions (PermissionAsked events) by asking the client with
+    session/request_permission, each on a short-lived thread so the turn's other updates keep flowing.
+    The turn's gate (AskTheFrontEnd) rejects whatever is not answered with a Decision."""
 
     def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
                  project_rules: ProjectRules | None = None) -> None:
         self.conn, self.session_id, self.tracker = conn, session_id, tracker
         self.project_rules = project_rules
+
+    def answer(self, question: Question, cancel: CancelToken | None) -> None:
+        """Put ``question`` to the client in the background; its answer (or a rejection) answers it."""
+        def work() -> None:
+            decision = None
+            try:
+                decision = self.ask(question.request, cancel)
+            except Exception:  # a broken exchange must never let a call through
+                log.exception("permission request for %s failed; rejecting", question.request.tool_name)
+            question.answer(decision if isinstance(decision, Decision) else Decision.REJECT_ONCE)
+
+        threading.Thread(target=work, name=f"acp-permission-{self.session_id[:8]}", daemon=True).start()
 
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         rules = self.project_rules.suggest(req) if self.project_rules is not None else []

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 from openheim.acp.client_io import AcpClientIo
 from openheim.acp.connection import encode
-from openheim.acp.permission import AcpGate, ProjectRules
+from openheim.acp.permission import AcpQuestions, ProjectRules
 from openheim.acp.terminal import Terminals
 from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
+from openheim.core.asking import AskTheFrontEnd
+from openheim.core.events import PermissionAsked
 from openheim.core.models import Message
 
 if TYPE_CHECKING:
@@ -44,11 +46,13 @@ class PromptRun:
         self.blocks, self.extra_skills = blocks, extra_skills
         self.on_done = on_done
         self.answered = False
+        self._answered = threading.Event()
         self._lock = threading.Lock()
         self.updates = AcpUpdates(self.update, context_window=handle.config.context_window)
         self.tracker = self.updates.tracker
         self.client_io = self._client_io(features)
-        self.gate = AcpGate(conn, self.session_id, self.tracker, ProjectRules(handle))
+        self.gate = AskTheFrontEnd()  # each question arrives as a PermissionAsked event; self.questions answers
+        self.questions = AcpQuestions(conn, self.session_id, self.tracker, ProjectRules(handle))
         self.turn: Turn | None = None
         self.first_turn = not handle.has_history
         self.thread = threading.Thread(target=self._pump, name=f"acp-prompt-{self.session_id[:8]}", daemon=True)
@@ -88,7 +92,10 @@ class PromptRun:
         assert turn is not None
         for batch in turn.batches():
             for event in batch:
-                self.updates(event)
+                if isinstance(event, PermissionAsked):
+                    self.questions.answer(event.question, turn.token)
+                else:
+                    self.updates(event)
         if turn.cancelled:
             self.finish("cancelled", None)
             return
@@ -124,8 +131,13 @@ class PromptRun:
                 self.conn.respond_error(self.request_id, error_for(error))
             else:
                 self.conn.respond(self.request_id, {"stopReason": reason})
+            self._answered.set()
         if self.on_done is not None:
             self.on_done(self)
+
+    def wait_answered(self, timeout: float) -> bool:
+        """Wait until the prompt has been answered; False if ``timeout`` passed first."""
+        return self._answered.wait(timeout)
 
     def wait(self, timeout: float) -> bool:
         """Wait for the turn's worker to end (after a cancel, on shutdown)."""

@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after the input ends
 
 
-def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None], out: Writer | BinaryIO | Sink,
-              max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
+def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None],
+              out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
     """Serve one ACP connection until ``messages`` ends; returns 0.
 
     ``messages`` yields one JSON-RPC payload each (bytes or str; None stands for one that was too long).
@@ -44,7 +44,8 @@ def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | st
     return AcpServer(client, messages, out, max_line, kill_children).serve()
 
 
-def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES) -> int:
+def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
+                max_line: int = MAX_LINE_BYTES) -> int:
     """`openheim acp`: newline-delimited JSON-RPC on a pair of byte streams."""
     return serve_acp(client, read_lines(inp, max_line), out, max_line)
 
@@ -61,6 +62,7 @@ class AcpServer:
         self.writer = out if isinstance(out, Writer) else Writer(out)
         self.conn = Connection(self.writer)
         self.handlers = Handlers(client, self.conn)
+        self._shut_down = False
 
     def serve(self) -> int:
         """Read and dispatch until the input ends; then cancel what runs, flush and return 0."""
@@ -142,13 +144,23 @@ class AcpServer:
         else:
             log.exception("%s crashed", method)
 
-    def shutdown(self) -> None:
-        """The input ended: cancel every turn, fail pending client requests, kill children, flush."""
+    def cancel_prompts(self) -> None:
+        """Cancel every running prompt (each is still answered, "cancelled")."""
+        self.handlers.cancel_all()
+
+    def shutdown(self, grace: float = SHUTDOWN_WAIT) -> None:
+        """Cancel every turn, fail pending client requests, and return once every prompt is answered (or
+        ``grace`` seconds passed); then kill children (when this server owns them) and flush the output."""
         from openheim.tools.process import kill_all
 
+        if self._shut_down:
+            return
+        self._shut_down = True
         runs = self.handlers.cancel_all()
         self.conn.close()
-        deadline = time.monotonic() + SHUTDOWN_WAIT
+        deadline = time.monotonic() + grace
+        for run in runs:
+            run.wait_answered(max(0.0, deadline - time.monotonic()))
         for run in runs:
             run.wait(max(0.0, deadline - time.monotonic()))
         if self.kill_children:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from openheim.core.signals import SignalRoute, exit_code
+
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
 
@@ -21,11 +23,12 @@ def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
     return sys.stdin.buffer, out
 
 
-def _on_signal(signum: int, frame: object) -> None:
+def _on_signal(signum: int) -> None:
+    """SIGTERM/SIGHUP: kill the tools' process groups and exit 128+signal (the finally below closes the client)."""
     from openheim.tools.process import kill_all
 
     kill_all()
-    raise SystemExit(128 + signum)
+    raise SystemExit(exit_code(signum))
 
 
 def serve(config_path: str | None, mcp_config: str | None = None) -> int:
@@ -41,13 +44,13 @@ def serve(config_path: str | None, mcp_config: str | None = None) -> int:
 
     client = LazyClient(build)
     inp, out = protocol_streams()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+    route = SignalRoute(_on_signal, (signal.SIGTERM, signal.SIGHUP))
     try:
         return serve_stdio(client, inp, out)
     except KeyboardInterrupt:
-        return 130
+        return exit_code(signal.SIGINT)
     finally:
+        route.restore()
         client.close()  # every MCP server the sessions started ends with us
 
 

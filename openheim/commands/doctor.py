@@ -310,7 +310,8 @@ def check_locale() -> Check:
     preferred = locale.getpreferredencoding(False)
     stdout = getattr(sys.stdout, "encoding", None)
     fs_encoding = sys.getfilesystemencoding()
-    facts: dict[str, Any] = {"preferred_encoding": preferred, "stdout_encoding": stdout, "filesystem_encoding": fs_encoding,
+    facts: dict[str, Any] = {"preferred_encoding": preferred, "stdout_encoding": stdout,
+             "filesystem_encoding": fs_encoding,
              "utf8_mode": bool(sys.flags.utf8_mode),
              **{k.lower(): os.environ.get(k) for k in ("LANG", "LC_ALL", "LC_CTYPE")}}
     encodings = {codecs.lookup(e).name for e in (preferred, stdout or preferred, fs_encoding)}

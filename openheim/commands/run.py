@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -15,6 +14,7 @@ import click
 
 from openheim.core import events
 from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
@@ -320,37 +320,28 @@ def _print_after_cancel(turn: Turn, printer: Printer) -> bool:
     finally:
         printer.out.flush()
         # The process ends now: an echo of the key press arriving later must not kill it on its way out.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        ignore(signal.SIGINT)
     return turn.completed and turn.error is None
 
 
-class _CtrlC:
-    """SIGINT as KeyboardInterrupt, except a repeat right after the first: the frozen binary's bootloader
-    forwards the terminal's SIGINT to us, so one key press can arrive twice."""
-
-    def __init__(self) -> None:
-        self.first: float | None = None
-
-    def __call__(self, signum: int, frame: object) -> None:
-        now = time.monotonic()
-        if self.first is None or now - self.first > DOUBLE_INTERRUPT:
-            self.first = self.first or now
-            raise KeyboardInterrupt
-
-
 class _SignalGuard:
-    """SIGTERM/SIGHUP: kill running tool process groups, cancel the turn, exit 128+signal; SIGINT: see _CtrlC."""
+    """While the turn runs: SIGTERM/SIGHUP kill the tools' process groups and cancel the turn (exit
+    128+signal); SIGINT is KeyboardInterrupt, except a repeat right after the first (the frozen binary's
+    bootloader forwards the terminal's SIGINT to us, so one key press can arrive twice)."""
 
     def __init__(self, handle: SessionHandle) -> None:
         self.received = 0
         self._handle = handle
-        self._old: dict[int, signal.Handlers | int | Callable[..., object] | None] = {}
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._old[sig] = signal.signal(sig, self._on_signal)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, _CtrlC())
+        self._first_interrupt: float | None = None
+        self._route = SignalRoute(self._on_signal, keep_custom_sigint=True)
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            now = time.monotonic()
+            if self._first_interrupt is None or now - self._first_interrupt > DOUBLE_INTERRUPT:
+                self._first_interrupt = self._first_interrupt or now
+                raise KeyboardInterrupt
+            return
         from openheim.tools.process import kill_all
 
         self.received = signum
@@ -358,9 +349,7 @@ class _SignalGuard:
         self._handle.cancel()
 
     def restore(self) -> None:
-        for sig, old in self._old.items():
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, old)
+        self._route.restore()
 
 
 # --- the command ---------------------------------------------------------------------------

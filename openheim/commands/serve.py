@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim.config.loopback import is_loopback
+from openheim.core.signals import SignalRoute, exit_code
 from openheim.serve.server import DEFAULT_HOST, DEFAULT_PORT, OpenheimServer, ServeOptions, resolve_options
 
 if TYPE_CHECKING:
@@ -24,14 +24,13 @@ def run_server(client: OpenheimClient, options: ServeOptions) -> int:
     server = OpenheimServer(client, options).start()
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: object) -> None:
+    def on_signal(signum: int) -> None:
         if stop.is_set():  # a second Ctrl-C: stop waiting for the graceful shutdown
             kill_all()
-            os._exit(128 + signum)
+            os._exit(exit_code(signum))
         stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    route = SignalRoute(on_signal)
     auth = "token required" if options.token else "no token: loopback only"
     click.echo(f"openheim serve: listening on {server.url} ({auth}); work dir {server.root}; Ctrl-C stops",
                err=True)
@@ -44,6 +43,7 @@ def run_server(client: OpenheimClient, options: ServeOptions) -> int:
     click.echo("openheim serve: shutting down", err=True)
     server.shutdown()
     kill_all()
+    route.restore()
     return 0
 
 

@@ -4,8 +4,9 @@
                     "docs": {"type": "http", "url": "https://example.com/mcp",
                              "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}}}
 
-``type`` may be absent (a ``url`` without a ``command`` is then HTTP) or ``stdio``; ``http`` (also ``streamable-http``/``streamableHttp``) for streamable
-HTTP; ``sse`` is refused (openheim speaks streamable HTTP only). ``"disabled": true`` skips an entry.
+``type`` may be absent (a ``url`` without a ``command`` is then HTTP) or ``stdio``; ``http`` (also
+``streamable-http``/``streamableHttp``) for streamable HTTP; ``sse`` is refused (openheim speaks streamable
+HTTP only). ``"disabled": true`` skips an entry.
 ``${VAR}`` and ``${VAR:-default}`` in command, args, env, url and headers are read from the environment.
 Other keys are ignored.
 """

@@ -44,7 +44,7 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
     base = p.api_base.strip()
     if not base:
         raise ConfigError(f"Provider '{p.name}' has an empty api_base")
-    if not (base.startswith("http://") or base.startswith("https://")):
+    if not (base.startswith(("http://", "https://"))):
         raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' must start with http:// or https://")
     if "@" in urlsplit(base).netloc and p.name not in _warned_userinfo:
         _warned_userinfo.add(p.name)

@@ -206,7 +206,8 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     kind = provider_kind(_get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
     replay = kind.name == REPLAY
     if replay and not _get_str(d, "recording", section):
-        raise ConfigError(f"[{section}] has kind = \"replay\" but no 'recording'; set recording = \"path/to/file.jsonl\"")
+        raise ConfigError(f"[{section}] has kind = \"replay\" but no 'recording'; "
+                          f"set recording = \"path/to/file.jsonl\"")
     thinking = d.get("thinking", "adaptive" if kind.thinking else "off")
     if thinking not in ("adaptive", "off"):
         raise ConfigError(f"'{section}.thinking' must be \"adaptive\" or \"off\", got {thinking!r}")
@@ -262,7 +263,7 @@ def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
 
     from openheim.config.loopback import is_loopback
 
-    if not (url.startswith("http://") or url.startswith("https://")):
+    if not (url.startswith(("http://", "https://"))):
         raise ConfigError(f"MCP server '{name}' url '{scrub_url(url)}' must start with http:// or https://")
     try:
         host = urlsplit(url).hostname or ""

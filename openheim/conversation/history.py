@@ -2,7 +2,8 @@
 
 The two files are split so that a finished message costs one appended line, never a rewrite: the log is
 append-first, one unbuffered write per line (in the kernel, so it survives the process being killed, at
-the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file, fsync, rename).
+the price of an fsync per line it does not pay), the small metadata file is replaced atomically (temp file,
+fsync, rename).
 A crash can tear at most the last line of the log, which then lacks its newline; reading drops such a line
 with a warning and the next append cuts it off before writing. A complete line that cannot be read (written by
 a newer version, or damaged) is never dropped or cut: the conversation does not load until it is dealt with.

@@ -8,11 +8,12 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
 
 if TYPE_CHECKING:
+    from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
@@ -121,6 +122,15 @@ class SubagentEvent(_Event):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class PermissionAsked(_Event):
+    """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
+    (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
+
+    kind: ClassVar[str] = "permission_asked"
+    question: Question
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ToolDenied(_Event):
     """A tool call the permission gate refused: ``by`` user, approve (``mode``: reads or none) or rule
     (``rule``: as written); ``reason`` is what the model was told. Its ToolResult (an error) follows."""
@@ -155,7 +165,8 @@ class PlanUpdate(_Event):
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
-StreamEvent = Union[IterationStart, ToolCall, ToolResult, LlmResponse, ThinkingContent, UsageReport,
-                    ContextTrimmed, Finished, MessageAppended, SubagentEvent, PlanUpdate, ToolDenied]
+StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | PlanUpdate
+               | ToolDenied)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)

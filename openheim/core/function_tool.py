@@ -35,7 +35,8 @@ def json_schema(hint: Any) -> dict:
         schema = json_schema(members[0]) if len(members) == 1 else {"anyOf": [json_schema(a) for a in members]}
         if len(members) < len(args):  # Optional: null is allowed too
             kind = schema.get("type")
-            schema = {**schema, "type": [kind, "null"]} if isinstance(kind, str) else {"anyOf": [schema, {"type": "null"}]}
+            schema = ({**schema, "type": [kind, "null"]} if isinstance(kind, str)
+                      else {"anyOf": [schema, {"type": "null"}]})
         return schema
     if origin in (list, tuple, set, frozenset) or hint in (list, tuple, set, frozenset):
         item = args[0] if args else Any

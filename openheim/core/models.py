@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 # --- content blocks --------------------------------------------------------
 
@@ -96,7 +96,7 @@ class ToolResultBlock:
         return d
 
 
-ContentBlock = Union[TextBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock, ToolUseBlock, ToolResultBlock]
+ContentBlock = TextBlock | ThinkingBlock | RedactedThinkingBlock | ImageBlock | ToolUseBlock | ToolResultBlock
 
 _BLOCK_TYPES: dict[str, type[ContentBlock]] = {
     "text": TextBlock,

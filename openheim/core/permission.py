@@ -174,6 +174,45 @@ class FailClosedGate(PermissionGate):
         return answer if isinstance(answer, Decision) else Decision.REJECT_ONCE
 
 
+class Question:
+    """One permission question put to a person; answered once, from any thread (later answers are ignored)."""
+
+    def __init__(self, request: PermissionRequest) -> None:
+        self.request = request
+        self._done = threading.Event()
+        self._decision: Decision | None = None
+        self._lock = threading.Lock()
+
+    def answer(self, decision: Decision) -> None:
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._decision = decision
+            self._done.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, cancel: CancelToken | None) -> Decision | None:
+        """The answer; None when the turn is cancelled first (the caller rejects)."""
+        remove = cancel.on_cancel(lambda: self.answer(Decision.REJECT_ONCE)) if cancel is not None else None
+        try:
+            self._done.wait()
+        finally:
+            if remove is not None:
+                remove()
+        if cancel is not None and cancel.cancelled:
+            return None
+        return self._decision
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of a PermissionAsked event (the request, not the answer channel)."""
+        r = self.request
+        return {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "arguments": r.arguments,
+                "subagent": r.subagent, "parent_tool_call_id": r.parent_tool_call_id}
+
+
 class RememberingGate(PermissionGate):
     """Wraps a gate with the session's remembered *Always decisions (shared with subagents)."""
 

@@ -73,7 +73,8 @@ def load_output_schema(path: str | Path) -> OutputSchema:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise InvalidArgument(f"cannot read the output schema {p}: {reason}; pass a readable JSON Schema file") from None
+        raise InvalidArgument(f"cannot read the output schema {p}: {reason}; "
+                              f"pass a readable JSON Schema file") from None
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as e:

@@ -79,7 +79,7 @@ class ServerGroup:
 
 def finish(futures: list[concurrent.futures.Future], servers: list[McpServer], timeout: float) -> None:
     """Wait for closes; SIGKILL the process groups of servers that did not finish in time."""
-    done, pending = concurrent.futures.wait(futures, timeout=timeout)
+    _done, pending = concurrent.futures.wait(futures, timeout=timeout)
     if pending:
         for server in servers:
             server.kill_leftovers()

@@ -294,7 +294,7 @@ class McpServer:
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
                 path.replace(path.with_suffix(".log.1"))
-            handle = open(path, "a", encoding="utf-8", errors="replace")
+            handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (kept open for the server)
             handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting '{self.name}' ({self.config.command})\n")
             handle.flush()
             return handle

@@ -302,7 +302,11 @@ class Runtime:
                 previous = None
 
             def body(on_event: OnEvent, cancel: CancelToken, sync: Callable[[], None]) -> AgentResult:
-                return self.prompt(session.id, blocks, gate, client_io, on_event, extra_skills, cancel, sync, output)
+                try:
+                    return self._run_turn(session, blocks, gate, client_io, on_event, extra_skills, cancel, sync,
+                                          output)
+                finally:
+                    session.touch()
 
             def present(tool_name: str, args: dict | None) -> ToolView:
                 where = ViewContext(session.cwd, client_io, turn.token, root=self.sandbox_for(session.cwd)[0])
@@ -312,30 +316,14 @@ class Runtime:
             session.turn = turn
         return turn.start()
 
-    def prompt(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
-               client_io: ClientIo | None = None, on_event: OnEvent | None = None,
-               extra_skills: list[str] | tuple[str, ...] = (), cancel: CancelToken | None = None,
-               sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
-        """Run one turn: prompt lock, lease, prepare, loop, persist. Blocks the calling thread.
-
-        ``cancel`` lets a front end hold the turn's token before the turn starts, so no cancel is lost.
-        """
-        session = self.session(session_id)
-        if not session.prompt_lock.acquire(blocking=False):
-            raise SessionBusy(session.id)
-        try:
-            session.cancel = cancel or CancelToken()
-            return self._run_locked(session, blocks, gate, client_io, on_event or (lambda e: None), extra_skills,
-                                    sync, output)
-        finally:
-            session.touch()
-            session.prompt_lock.release()
-
-    def _run_locked(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
-                    client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
-                    sync: Callable[[], None] | None = None, output: OutputSchema | None = None) -> AgentResult:
+    def _run_turn(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
+                  client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
+                  cancel: CancelToken, sync: Callable[[], None] | None = None,
+                  output: OutputSchema | None = None) -> AgentResult:
+        """One turn on the Turn's worker thread: lease, prepare, loop, persist (the Turn owns busy and cancel)."""
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
+        from openheim.core.asking import AskTheFrontEnd
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
@@ -346,11 +334,13 @@ class Runtime:
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
         # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
-        base = session.tools.for_turn(session.cancel) if session.tools is not None else self.registry
+        base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
+        if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
+            gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
-        ctx = TurnContext(cancel=session.cancel, work_dir=root, cwd=cwd,
+        ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
                           gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.core.turn_context import CancelToken
-
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.schema import McpServerConfig
@@ -32,8 +30,6 @@ class SessionState:
     skills: list[str] = field(default_factory=list)
     mode: str = "code"
     approvals: dict = field(default_factory=dict)
-    prompt_lock: threading.Lock = field(default_factory=threading.Lock)
-    cancel: CancelToken = field(default_factory=CancelToken)
     last_active: float = field(default_factory=time.monotonic)
     fitter: ContextFitter | None = None  # kept across turns: learned limits and ratios carry over
     conversation: Conversation | None = None  # the last turn's conversation, reused while disk agrees
@@ -45,14 +41,13 @@ class SessionState:
 
     @property
     def in_flight(self) -> bool:
-        return self.prompt_lock.locked() or (self.turn is not None and self.turn.running)
+        return self.turn is not None and self.turn.running
 
     def stop(self) -> None:
         """Cancel whatever runs on this session."""
         turn = self.turn
         if turn is not None and turn.running:
             turn.cancel()
-        self.cancel.cancel()
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

@@ -326,12 +326,12 @@ class OpenheimServer:
         socket with 1001 (going away) and stop listening."""
         with self._lock:
             peers = list(self.peers)
-        runs = [run for peer in peers if peer.acp is not None for run in peer.acp.handlers.cancel_all()]
+        servers = [peer.acp for peer in peers if peer.acp is not None]
+        for acp in servers:  # every client's turns wind down at once
+            acp.cancel_prompts()
         deadline = time.monotonic() + grace
-        for run in runs:
-            run.wait(max(0.0, deadline - time.monotonic()))
-        while any(not run.answered for run in runs) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        for acp in servers:
+            acp.shutdown(max(0.0, deadline - time.monotonic()))
         for peer in peers:
             peer.flush(max(0.1, deadline - time.monotonic()))
         if self._server is not None:

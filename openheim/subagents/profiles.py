@@ -101,7 +101,7 @@ def _tools(data: dict) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        value = [v for v in value.split(",")]
+        value = list(value.split(","))
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ProfileError("invalid frontmatter: 'tools' must be a list of tool names or a comma-separated string")
     names = [TOOL_ALIASES.get(v.strip(), v.strip()) for v in value if v.strip()]

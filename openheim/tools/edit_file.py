@@ -65,7 +65,7 @@ class EditFileTool(BaseTool):
         view = path_view("Edit", self.capabilities.kind, args, where)
         args = args or {}
         old_string, new_string = args.get("old_string"), args.get("new_string")
-        if not where.with_diff or not view.locations or not isinstance(old_string, str) or not isinstance(new_string, str):
+        if not (where.with_diff and view.locations and isinstance(old_string, str) and isinstance(new_string, str)):
             return view
         path = view.locations[0].path
         old = current_text(Path(path), where)

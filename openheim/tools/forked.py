@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from openheim.core.signals import restore_defaults
 from openheim.errors import OpenheimError
 from openheim.tools.process import (
     kill_group,
@@ -79,8 +80,7 @@ def _child(work: Callable[[], object], out: int, timeout: float, parent: int) ->
     try:
         gc.disable()  # no finalizer of an object inherited from the parent may close a descriptor here
         os.setpgid(0, 0)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM):
-            signal.signal(sig, signal.SIG_DFL)
+        restore_defaults(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM)
         signal.setitimer(signal.ITIMER_REAL, timeout + _BACKSTOP)
         set_parent_death_signal()
         if os.getppid() != parent:

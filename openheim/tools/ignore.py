@@ -77,7 +77,7 @@ def parse_rule(line: str) -> Rule | None:
     if not line or line.startswith("#"):
         return None
     negated = line.startswith("!")
-    if negated or line.startswith("\\!") or line.startswith("\\#"):
+    if negated or line.startswith(("\\!", "\\#")):
         line = line[1:]
     dir_only = line.endswith("/")
     line = line.rstrip("/")

@@ -157,7 +157,7 @@ def open_regular(path: Path) -> BinaryIO:
     try:
         # open_file: the sandbox resolved every link, so a link swapped in since then is refused;
         # O_NONBLOCK: opening a FIFO must not hang (it is refused below as not a regular file).
-        f = open(open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
+        f = open(open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb")  # noqa: SIM115 (returned to the caller)
     except FileNotFoundError:
         raise ToolExecutionError(f"file '{path}' not found") from None
     except IsADirectoryError:

@@ -157,7 +157,7 @@ class SearchFiles:
             return None
 
     def text(self, index: int, fd: int | None = None) -> str | None:
-        """File ``index`` as text (None when binary, not UTF-8, too big or unreadable), read through ``fd`` when the caller has it open."""
+        """File ``index`` as text (None when unreadable as text), read through ``fd`` when the caller has it open."""
         if fd is not None:
             return decode_text(_read_fd(fd, rewind=True))
         fd = self.open(index)

@@ -73,7 +73,7 @@ def _repeat_end(pattern: str, i: int) -> int | None:
     j = pattern.find("}", i)
     if j < 0:
         return None
-    low, comma, high = pattern[i + 1:j].partition(",")
+    low, _comma, high = pattern[i + 1:j].partition(",")
     if not low.isdigit() or (high and not high.isdigit()) or not low.isascii() or not high.isascii():
         return None
     return j + 1

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import traceback
 from typing import TYPE_CHECKING
+
+from openheim.core.signals import SignalRoute
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
     from openheim.client import OpenheimClient
-
-HANDLED = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
 
 
 def run_tui(client: OpenheimClient, skills: list[str], version: str) -> int:
@@ -30,7 +29,7 @@ def run_tui(client: OpenheimClient, skills: list[str], version: str) -> int:
     session = client.new_session(os.getcwd(), skills=skills)
     app = App(client, session, skills, version)
     restore_logs = _log_to_file(client.data_dir / "openheim.log")
-    old = {sig: signal.signal(sig, lambda signum, frame: app.on_signal(signum)) for sig in HANDLED}
+    route = SignalRoute(app.on_signal)
     crash: str | None = None
     try:
         with terminal() as stdscr:
@@ -39,10 +38,9 @@ def run_tui(client: OpenheimClient, skills: list[str], version: str) -> int:
         crash = traceback.format_exc()
         code = 1
     finally:
-        app.gate.close()
+        app.questions.close()
         restore_logs()
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        route.restore()
     if crash:
         logging.getLogger(__name__).error("the TUI crashed:\n%s", crash)
         sys.stderr.write(crash)

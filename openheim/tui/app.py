@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from openheim.core import events
+from openheim.core.asking import AskTheFrontEnd
 from openheim.core.models import Usage
 from openheim.tui import commands
 from openheim.tui.editor import InputLine
 from openheim.tui.frame import call_key, compose, present, tool_line
-from openheim.tui.gate import TuiGate
+from openheim.tui.gate import Questions
 from openheim.tui.keys import Key, KeyDecoder
 from openheim.tui.overlay import ANSWERED, PERMISSION_OPTIONS, ListView
 from openheim.tui.theme import theme_name
@@ -28,10 +29,9 @@ from openheim.tui.transcript import Item, Scroll, Transcript
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
-    from openheim.core.permission import Decision
+    from openheim.core.permission import Decision, Question
     from openheim.core.tools import ToolView
     from openheim.runtime.turn import Turn
-    from openheim.tui.gate import Ask
     from openheim.tui.screen import Row, Screen
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,8 @@ class App:
     def __init__(self, client: OpenheimClient, session: SessionHandle, skills: list[str], version: str) -> None:
         self.client, self.skills, self.version = client, list(skills), version
         self.cwd = str(session.cwd)
-        self.gate = TuiGate()
+        self.gate = AskTheFrontEnd()  # questions arrive as PermissionAsked events; self.questions holds them
+        self.questions = Questions()
         self.session = session.permission_gate(self.gate)
         self.transcript = Transcript()
         self.scroll = Scroll()
@@ -68,7 +69,7 @@ class App:
         self.context: Usage | None = None
         self.plan: events.PlanUpdate | None = None  # the model's latest plan (update_plan), for :plan
         self.cost, self.calls = Usage(), 0
-        self.shown: Ask | None = None
+        self.shown: Question | None = None
         self.choice = 0
         self.inbox: queue.Queue[tuple[Callable[[Any], None], Any]] = queue.Queue()
         self.interrupts = 0
@@ -90,7 +91,7 @@ class App:
             while not self.done:
                 self.step()
         finally:
-            self.gate.close()
+            self.questions.close()
         return self.exit_code
 
     def step(self) -> None:
@@ -136,7 +137,7 @@ class App:
         from openheim.tools.process import kill_all
 
         log.warning("signal %d: cancelling the turn, saving the session and exiting", signum)
-        self.gate.close()
+        self.questions.close()
         kill_all()
         turn = self.turn
         if turn is not None:
@@ -262,6 +263,9 @@ class App:
             self.info(f"{event.dropped} earlier messages left out to fit the context window")
         elif isinstance(event, events.IterationStart):
             self.transcript.close_stream()
+        elif isinstance(event, events.PermissionAsked):
+            self.questions.add(event.question)
+            self._watch_permission()
 
     def _tool_call(self, turn: Turn, call: events.ToolCall, key: str, depth: int, label: str) -> None:
         view = present(turn.present, call.tool_name, call.arguments)
@@ -303,7 +307,7 @@ class App:
     # --- permission -----------------------------------------------------------------
 
     def _watch_permission(self) -> None:
-        ask = self.gate.current()
+        ask = self.questions.current()
         if ask is not self.shown:
             self.shown, self.choice, self.dirty = ask, 0, True
 
@@ -311,9 +315,9 @@ class App:
         ask = self.shown
         if ask is None:
             return
-        self.gate.answer(ask, decision)
-        text = f"{ANSWERED[decision]} '{ask.req.tool_name}'"
-        key = call_key(ask.req)
+        self.questions.answer(ask, decision)
+        text = f"{ANSWERED[decision]} '{ask.request.tool_name}'"
+        key = call_key(ask.request)
         tail = self.tails.get(key)
         if tail is None:
             self.info(text)

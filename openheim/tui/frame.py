@@ -19,9 +19,8 @@ from openheim.tui.text import flatten
 from openheim.tui.transcript import Line
 
 if TYPE_CHECKING:
-    from openheim.core.permission import PermissionRequest
+    from openheim.core.permission import PermissionRequest, Question
     from openheim.tui.app import App
-    from openheim.tui.gate import Ask
     from openheim.tui.screen import Row
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -36,7 +35,7 @@ def compose(app: App, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None
     chat = h - 2
     if app.shown is not None:
         title, details = permission_view(app, app.shown)
-        prompt = permission_lines(title, details, app.choice, app.gate.waiting(), min(chat, 6 + len(details)), w)
+        prompt = permission_lines(title, details, app.choice, app.questions.waiting(), min(chat, 6 + len(details)), w)
         body = chat_lines(app, chat - len(prompt), w) + prompt
     elif app.overlay is not None:
         body = app.overlay.lines(chat, w)
@@ -81,9 +80,9 @@ def footer(app: App, w: int) -> str:
     return footer_text(left, right + " ", w)
 
 
-def permission_view(app: App, ask: Ask) -> tuple[str, list[Line]]:
+def permission_view(app: App, ask: Question) -> tuple[str, list[Line]]:
     """The question's title (the tool's own) and what the call does: its command, a diff, or its arguments."""
-    req = ask.req
+    req = ask.request
     view = app.views.get(call_key(req)) or present(app.session.present, req.tool_name, req.arguments)
     title = view.title + (f"  (subagent '{req.subagent}')" if req.subagent else "")
     details: list[Line] = []

@@ -1,77 +1,42 @@
-"""The TUI's permission gate: the agent's tool thread hands each request to the UI thread and waits."""
+"""The chat's permission questions: each arrives as a PermissionAsked event of the turn and waits here,
+oldest first, until the person answers it. Everything happens on the UI thread: nothing polls or locks."""
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
-from openheim.core.permission import Decision, FailClosedGate, PermissionRequest
+from openheim.core.permission import Decision
 
 if TYPE_CHECKING:
-    from openheim.core.turn_context import CancelToken
-
-POLL = 0.25  # seconds between checks that the UI is still there
+    from openheim.core.permission import Question
 
 
-class Ask:
-    """One pending question; ``answer`` is set by the UI thread."""
-
-    def __init__(self, req: PermissionRequest, seq: int) -> None:
-        self.req, self.seq = req, seq
-        self.answer: Decision | None = None
-        self.done = threading.Event()
-
-
-class TuiGate(FailClosedGate):
-    """Queues requests for the UI, one shown at a time; cancel, close or no answer rejects (fail-closed)."""
+class Questions:
+    """Open questions, shown one at a time; closing the chat rejects every one still open (fail-closed)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._asks: list[Ask] = []
+        self._open: list[Question] = []
         self._closed = False
-        self._seq = 0
 
-    def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
-        with self._lock:
-            if self._closed:
-                return None
-            self._seq += 1
-            pending = Ask(req, self._seq)
-            self._asks.append(pending)
-        remove = cancel.on_cancel(pending.done.set) if cancel is not None else (lambda: None)
-        try:
-            while not pending.done.wait(POLL):
-                if self._closed:
-                    break
-        finally:
-            remove()
-            self._drop(pending)
-        if self._closed or (cancel is not None and cancel.cancelled):
-            return None
-        return pending.answer
+    def add(self, question: Question) -> None:
+        if self._closed:
+            question.answer(Decision.REJECT_ONCE)
+        else:
+            self._open.append(question)
 
-    def _drop(self, pending: Ask) -> None:
-        with self._lock:
-            if pending in self._asks:
-                self._asks.remove(pending)
-
-    def current(self) -> Ask | None:
-        """The request to show now (the oldest one still waiting)."""
-        with self._lock:
-            return self._asks[0] if self._asks else None
+    def current(self) -> Question | None:
+        """The question to show now: the oldest one nobody has answered (a cancelled turn answers its own)."""
+        self._open = [q for q in self._open if not q.answered]
+        return self._open[0] if self._open else None
 
     def waiting(self) -> int:
-        with self._lock:
-            return len(self._asks)
+        return sum(1 for q in self._open if not q.answered)
 
-    def answer(self, pending: Ask, decision: Decision) -> None:
-        pending.answer = decision
-        self._drop(pending)
-        pending.done.set()
+    def answer(self, question: Question, decision: Decision) -> None:
+        question.answer(decision)
 
     def close(self) -> None:
-        """The UI is going away: every waiting and future request is rejected."""
-        with self._lock:
-            self._closed = True
-            asks = list(self._asks)
-        for pending in asks:
-            pending.done.set()
+        """The chat is going away: every open and later question is rejected."""
+        self._closed = True
+        for question in self._open:
+            question.answer(Decision.REJECT_ONCE)
+        self._open.clear()

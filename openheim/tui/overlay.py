@@ -75,7 +75,8 @@ class ListView:
         if height < 3:
             return body[:height]
         hint = "↑↓ move · Enter choose · Esc back" if self.picker else "↑↓ PgUp/PgDn scroll · Esc back"
-        return [Line(ellipsize(f"─── {self.title} ", cells), "title"), *body[:rows], Line(ellipsize(hint, cells), "dim")]
+        title = Line(ellipsize(f"─── {self.title} ", cells), "title")
+        return [title, *body[:rows], Line(ellipsize(hint, cells), "dim")]
 
 
 def diff_lines(diff: DiffPreview, limit: int) -> list[Line]:

@@ -14,9 +14,9 @@ from acp_wire import client_env
 from fake_llm import Reply, ToolCall
 
 acp = pytest.importorskip("acp")
-from acp import PROTOCOL_VERSION, spawn_agent_process, text_block  # noqa: E402
-from acp.connection import StreamDirection  # noqa: E402
-from acp.schema import (  # noqa: E402
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.connection import StreamDirection
+from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     CreateTerminalResponse,
@@ -230,7 +230,7 @@ def test_fs_delegation_uses_the_editor_buffer_not_the_disk(srv, project, tmp_pat
     assert "BUFFER = 2" in str(srv.requests[1].body["messages"][-1])
     assert editor.writes == {str(path): "EDITED = 3\n"}
     assert path.read_text() == "DISK = 1\n"
-    diff = [u for u in editor.of("tool_call") if u.title == "Edit main.py"][0].content[0]
+    diff = next(u for u in editor.of("tool_call") if u.title == "Edit main.py").content[0]
     assert (diff.old_text, diff.new_text) == ("BUFFER = 2\n", "EDITED = 3\n")
 
 

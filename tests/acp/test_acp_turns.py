@@ -1,6 +1,7 @@
 """`openheim acp` turns on the wire: busy sessions, concurrency, cancellation and shutdown."""
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -41,7 +42,7 @@ def test_two_sessions_run_concurrently(wire, srv, project):
         elif frame.get("id") in ids:
             done[ids[frame["id"]]] = frame["result"]["stopReason"]
     assert done == {s1: "end_turn", s2: "end_turn"}
-    switches = sum(1 for a, b in zip(owners, owners[1:]) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(owners) if a != b)
     assert switches >= 2, owners  # the two turns' chunks interleave
     assert sorted([text[s1], text[s2]]) == ["alpha alpha alpha alpha", "beta beta beta beta"]
 

@@ -8,8 +8,8 @@ import pytest
 from fake_llm import Reply, ToolCall
 
 acp = pytest.importorskip("acp")
-from acp import text_block  # noqa: E402
-from test_acp_client import FakeEditor, run  # noqa: E402
+from acp import text_block
+from test_acp_client import FakeEditor, run
 
 
 def test_a_cancelled_reply_is_replayed_by_session_load(srv, project, tmp_path):

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
-from acp_wire import AcpWire  # noqa: E402
-from cli_helpers import write_config  # noqa: E402
-from common import ROOT, table  # noqa: E402
-from fake_llm import FakeLLMServer  # noqa: E402
+from acp_wire import AcpWire
+from cli_helpers import write_config
+from common import ROOT, table
+from fake_llm import FakeLLMServer
 
 PROMPTS = 500
 UPDATES = 200_000

@@ -53,11 +53,11 @@ def bench_append(hm: HistoryManager) -> tuple[float, float]:
     small = fill(hm, hm.create(), 10)
     big = fill(hm, hm.create(), BIG)
     small_times, big_times = [], []
-    for i in range(SAMPLES):
+    for _i in range(SAMPLES):
         for conv, times in ((small, small_times), (big, big_times)):
             message = sample_message(len(conv.messages))
             conv.messages.append(message)
-            times.append(timed(lambda: hm.append_message(conv, message)))
+            times.append(timed(lambda conv=conv, message=message: hm.append_message(conv, message)))
     return statistics.median(small_times), statistics.median(big_times)
 
 

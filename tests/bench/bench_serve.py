@@ -222,7 +222,7 @@ async def active(port: int, project: Path, own: float) -> list[tuple]:
         times: list[float] = []
         deadline = time.perf_counter() + ACTIVE_SECONDS
 
-        async def loop(c: Client) -> None:
+        async def loop(c: Client, deadline: float = deadline, times: list[float] = times) -> None:
             i = 0
             while time.perf_counter() < deadline:
                 times.append(await c.prompt(f"busy {i}"))

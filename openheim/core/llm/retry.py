@@ -141,5 +141,5 @@ class RetryClient:
             forwarded = True
             on_chunk(chunk)
 
-        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel, **options), cancel, "LLM request",
-                               may_retry=lambda: not forwarded)
+        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel, **options), cancel,
+                               "LLM request", may_retry=lambda: not forwarded)

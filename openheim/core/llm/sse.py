@@ -74,7 +74,7 @@ class EventStream(sseclient.SSEClient):
                 self._check_line(carried)
             for line in lines:
                 first = line[0]
-                if first == _LF or first == _CR:  # a blank line ends the event
+                if first in (_LF, _CR):  # a blank line ends the event
                     if event:
                         ready = event[0] if len(event) == 1 else b"".join(event)
                         yield ready if ready.isascii() else _utf8(ready)
