@@ -67,7 +67,9 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
     A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
     text of its own to give), ``error`` {message, kind} and ``exit_code``, as a failure does."""
     cfg = handle.config
-    out = {"text": result.final_response or streamed, "stop_reason": result.stop_reason.value,
+    cut = _cut_short(result)
+    text = result.final_response or (streamed if cut is not None else "")
+    out = {"text": text, "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
            "model": cfg.model, "provider": cfg.provider_name, "denied": list(denied or [])}
     if result.budget is not None:
@@ -76,7 +78,6 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
         out["structured"] = result.structured
     if result.output_error is not None:
         out["output_error"] = result.output_error
-    cut = _cut_short(result)
     if cut is not None:
         out["error"], out["exit_code"] = cut, EXIT_CODES[result.stop_reason]
     return out
