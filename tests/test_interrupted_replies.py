@@ -9,7 +9,7 @@ import time
 
 import pytest
 from cli_helpers import openheim, spawn, write_config
-from fake_llm import FakeLLMServer, Reply
+from fake_llm import FakeLLMServer, Fault, Reply
 
 SLOW = Reply(text="word " * 400 + "NEVER", delay=0.02)
 
@@ -65,3 +65,17 @@ def test_a_reply_that_ended_has_no_error(srv, tmp_path):
     srv.enqueue(Reply(text="whole"))
     obj = json.loads(openheim("run", "-o", "json", "hi", cwd=tmp_path).stdout)
     assert obj["text"] == "whole" and "error" not in obj and "exit_code" not in obj
+
+
+def test_a_stream_that_breaks_off_keeps_what_came(srv, tmp_path):
+    srv.enqueue(Fault(drop_after_chunks=6, reply=Reply(text="first words of a reply that never ends", chunk_size=4)))
+    r = openheim("run", "-o", "json", "tell me", cwd=tmp_path)
+    assert r.returncode == 1
+    obj = json.loads(r.stdout)
+    streamed = "first words of a reply that never ends"[:24]  # 6 chunks of 4 characters
+    assert obj["text"] == streamed and obj["error"]["kind"] in ("incomplete_response", "transport_error")
+    shown = openheim("sessions", "show", obj["session_id"]).stdout
+    assert streamed in shown and "[Reply interrupted: the stream failed:" in shown
+    srv.enqueue(Reply(text="again"))
+    assert openheim("run", "--continue", "go on", cwd=tmp_path).stdout == "again\n"
+    assert "Reply interrupted" in srv.requests[-1].body["messages"][-2]["content"]

@@ -208,6 +208,8 @@ class Printer:
         known = dict(self.known)
         if self.usage is not None:
             known["usage"] = self.usage.to_dict()
+        if self.streamed and "text" not in known:  # a reply that broke off: what had arrived
+            known["text"] = "".join(self.streamed)
         print_failure(self.output, error, self.out, known)
 
     def interrupted(self, signum: int, result: AgentResult | None = None, handle: SessionHandle | None = None) -> int:
@@ -215,8 +217,6 @@ class Printer:
         ``error``), else a failure object with what had streamed; returns the exit code."""
         code = 128 + signum
         if result is None or handle is None:
-            if self.streamed:
-                self.known["text"] = "".join(self.streamed)
             self.failure(Interrupted(signum))
             return code
         if self.output == "text":

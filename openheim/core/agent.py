@@ -21,7 +21,7 @@ from openheim.core.models import (
     Usage,
 )
 from openheim.core.tool_calls import run_tool_calls
-from openheim.errors import Cancelled, ContextOverflow
+from openheim.errors import Cancelled, ContextOverflow, OpenheimError, describe
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
@@ -71,8 +71,11 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
         except Cancelled:
-            partial = _keep_interrupted(history, state, ctx, on_event)
+            partial = _keep_interrupted(history, state, ctx.cancel.reason, on_event)
             return _finish(on_event, state, partial, iteration, StopReason.CANCELLED)
+        except OpenheimError as e:  # the stream broke off (a timeout, a dropped connection): keep what came
+            _keep_interrupted(history, state, f"the stream failed: {describe(e)}", on_event)
+            raise
         _append(history, choice.message, on_event)
         if choice.usage is not None:
             state.usage = state.usage + choice.usage
@@ -167,14 +170,15 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         return choice
 
 
-def _keep_interrupted(history: list[Message], state: _TurnState, ctx: TurnContext,
+def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | None,
                       on_event: OnEvent) -> str | None:
-    """A reply cut off by a cancel (the user, a signal, a time budget): what had been streamed joins the
-    conversation, marked as interrupted, so it is shown on reload and the model sees what it had said."""
+    """A reply cut off by a cancel (the user, a signal, a time budget) or a broken stream: what had been
+    streamed joins the conversation, marked as interrupted, so it is shown on reload and the model sees what
+    it had said. ``reason``: the cancel token's (None: the user) or the failure's."""
     partial = "".join(state.streamed)
     if not partial.strip():
         return None
-    why = _interruption(ctx.cancel.reason)
+    why = _interruption(reason)
     _append(history, Message("assistant", [TextBlock(partial), TextBlock(INTERRUPTED_MARK.format(why=why))]),
             on_event)
     return partial
