@@ -64,6 +64,13 @@ def imports_of(path: Path) -> set[str]:
     return {n for n in found if n.startswith("openheim.")}
 
 
+def test_every_code_folder_is_a_regular_package():
+    """A folder without __init__.py imports as a namespace package from a checkout, but the wheel's package
+    list and the frozen binary's module collection both leave it out."""
+    for folder in {p.parent for p in modules()}:
+        assert (folder / "__init__.py").exists(), f"{folder.relative_to(PACKAGE.parent)} has no __init__.py"
+
+
 def test_the_layers_cover_every_package():
     for path in modules():
         name = module_name(path)

@@ -1,0 +1,2 @@
+"""Front-end commands: one module per `openheim` subcommand (run, acp, serve, permissions, mcp, memory,
+sessions, doctor). Each parses its options, opens the door (OpenheimClient) and renders what it gets."""
