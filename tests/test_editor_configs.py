@@ -2,6 +2,7 @@
 checked by `luac -p`) and starts a command that exists (`openheim acp`)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,6 +21,7 @@ LUAC = shutil.which("luac5.4") or shutil.which("luac")
 EDITORS = ("## Zed", "## JetBrains IDEs", "## Neovim: avante.nvim", "## Neovim: CodeCompanion")
 
 
+@functools.cache
 def subcommands() -> set[str]:
     r = openheim("--help")
     listed = r.stdout.split("Commands:")[1]
@@ -29,7 +31,12 @@ def subcommands() -> set[str]:
 def check_command(argv: list[str]) -> None:
     assert Path(argv[0]).name == "openheim", argv
     assert argv[1] in subcommands() and argv[1] in ("acp", "stdio"), argv
-    assert openheim(argv[1], "--help").returncode == 0
+    assert acp_help_works(argv[1])
+
+
+@functools.cache
+def acp_help_works(command: str) -> bool:
+    return openheim(command, "--help").returncode == 0
 
 
 def test_every_editor_has_a_section():
