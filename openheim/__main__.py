@@ -5,6 +5,10 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, standard library only
+        from openheim.sandbox.helper import main as helper
+
+        sys.exit(helper(sys.argv[3:]))
     try:
         if sys.argv[1:] in (["--version"], ["-V"]):
             from openheim.version import __version__

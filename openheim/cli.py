@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.commands.sandbox import sandbox_options
 from openheim.errors import EXIT_CODE_HELP, describe, error_message, exit_code_for
 from openheim.version import __version__
 
@@ -31,6 +32,7 @@ class LazyGroup(click.Group):
         "acp": "openheim.commands.acp:acp_command",
         "stdio": "openheim.commands.acp:stdio_command",
         "serve": "openheim.commands.serve:serve_command",
+        "sandbox": "openheim.commands.sandbox:sandbox_group",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -148,8 +150,10 @@ def fail(message: str, code: int) -> NoReturn:
 @click.option("--mcp-config", "mcp_config", type=click.Path(dir_okay=False), metavar="FILE",
               help='Also use the MCP servers of this {"mcpServers": ...} JSON file.')
 @click.option("--skills", help="Comma-separated skills for the chat's new session (with no subcommand).")
+@sandbox_options
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, skills: str | None) -> None:
+def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, skills: str | None,
+         sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible).
 
     With no subcommand it opens the terminal chat (type :help there)."""
@@ -157,12 +161,14 @@ def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, sk
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
     ctx.obj["mcp_config"] = mcp_config
+    ctx.obj["sandbox_mode"], ctx.obj["sandbox_required"] = sandbox_mode, sandbox_required
     ctx.obj["ltm_factory"] = lambda: _long_term_memory(config_path)
     if ctx.invoked_subcommand is None:
-        sys.exit(_chat(config_path, mcp_config, skills))
+        sys.exit(_chat(config_path, mcp_config, skills, sandbox_mode, sandbox_required))
 
 
-def _chat(config_path: str | None, mcp_config: str | None, skills: str | None) -> int:
+def _chat(config_path: str | None, mcp_config: str | None, skills: str | None, sandbox_mode: str | None = None,
+          sandbox_required: bool | None = None) -> int:
     """The curses chat; without a terminal, a hint to use `openheim run` (exit 2)."""
     from openheim.client import OpenheimClient
 
@@ -171,7 +177,8 @@ def _chat(config_path: str | None, mcp_config: str | None, skills: str | None) -
                    err=True)
         return 2
     names = [s.strip() for s in (skills or "").split(",") if s.strip()]
-    with OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build() as client:
+    builder = OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config)
+    with builder.sandbox(sandbox_mode, sandbox_required).build() as client:
         available = {s.name for s in client.skills()}
         unknown = [n for n in names if n not in available]
         if unknown:

@@ -218,7 +218,7 @@ class SessionHandle:
         root, cwd = self._state.sandbox_for(self.cwd)
         path = None
         for rule in rules:
-            path = save_allow_rule(root, cwd, rule)
+            path = save_allow_rule(root, cwd, rule, self._state.settings.data_dir)
         return path
 
     def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:
@@ -278,18 +278,25 @@ class OpenheimClient:
 
     def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
                     skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig | dict] | None = None) -> SessionHandle:
+                    mcp_servers: list[McpServerConfig | dict] | None = None, hold: bool = False) -> SessionHandle:
         """A new session rooted at ``cwd``. ``mcp_servers`` are its own (started now, in the background,
-        and stopped when it closes), added to the configured ones."""
+        and stopped when it closes), added to the configured ones. ``hold``: a connected client shows it,
+        so it is never evicted to make room until ``let_go``; when every live session is running or held
+        and the map is full, TooManySessions."""
         configs = mcp_server_configs(mcp_servers)
-        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs)
+        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs, hold)
         return SessionHandle(self, session.id)
 
     def resume_session(self, session_id: str, cwd: str | Path | None = None,
-                       mcp_servers: list[McpServerConfig | dict] | None = None) -> tuple[SessionHandle, LoadedSession]:
+                       mcp_servers: list[McpServerConfig | dict] | None = None,
+                       hold: bool = False) -> tuple[SessionHandle, LoadedSession]:
         configs = mcp_server_configs(mcp_servers) if mcp_servers is not None else None
-        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs)
+        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs, hold)
         return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
+
+    def let_go(self, session_id: str) -> None:
+        """A client that held the session (``hold=True``) no longer shows it; it may be evicted once idle."""
+        self.state.sessions.let_go(session_id)
 
     def session(self, session_id: str) -> SessionHandle:
         """The handle of a live session (NotFound if there is none with that id)."""
@@ -433,6 +440,14 @@ class OpenheimBuilder:
 
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
+
+    def sandbox(self, mode: str | None = None, required: bool | None = None,
+                network: bool | None = None) -> OpenheimBuilder:
+        """Override ``[sandbox]``: ``mode`` read-only | workspace-write | off, ``required`` (refuse commands the
+        kernel cannot confine), ``network``; None keeps the config's value (docs/security.md)."""
+        self._set("sandbox_mode", mode)
+        self._set("sandbox_required", required or None)
+        return self._set("sandbox_network", network)
 
     def allow(self, rule: str, source: str = "builder") -> OpenheimBuilder:
         """Add a permission rule that lets matching calls run without asking: ``read_file``,

@@ -110,6 +110,15 @@ class SessionBusy(OpenheimError):
         self.session_id = session_id
 
 
+class TooManySessions(OpenheimError):
+    """Every live session is running a turn or held by a connected client, and the map is full."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(f"too many live sessions ({capacity}, each running a turn or open in a connected client); "
+                         "close sessions you no longer use (session/close) or try again later")
+        self.capacity = capacity
+
+
 class HistoryDiverged(OpenheimError):
     """The on-disk log is no longer a prefix of the in-memory conversation."""
 

@@ -92,6 +92,16 @@ def build(name: str) -> MCPServer:
         return str(child.pid)
 
     @server.tool()
+    def write(path: str, text: str) -> str:
+        """Write ``text`` to ``path``: 'wrote', or the error (for the sandbox tests)."""
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError as e:
+            return f"refused: {e.strerror}"
+        return "wrote"
+
+    @server.tool()
     def pid() -> str:
         """The server's process id."""
         return str(os.getpid())

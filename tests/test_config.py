@@ -238,5 +238,6 @@ def test_a_config_that_is_dev_zero_is_refused_quickly(isolated_home, tmp_path):
     r = subprocess.run([sys.executable, "-m", "openheim", "--config", str(link), "run", "hi"], capture_output=True,
                        text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, preexec_fn=_limited_memory)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().splitlines() == [f"Error: Config error: config file {link} is larger than 1 MiB; "
-                                             "point --config (or OPENHEIM_CONFIG) at your config.toml"]
+    assert r.stderr.strip().splitlines() == [f"Error: Config error: config file {link} is not a regular file (a "
+                                             "device, FIFO or directory); point --config (or OPENHEIM_CONFIG) at "
+                                             "your config.toml"]

@@ -391,7 +391,7 @@ def test_acp_frames(acp_srv: FakeLLMServer, isolated_home: Path, tmp_path: Path)
         a.wait_for_commands(1)
         acp_srv.enqueue(*TURN)
         response, _ = a.prompt(sid, "Create hello.txt, then say hello there", on_request=FsClient(a))
-        assert response["result"] == {"stopReason": "end_turn"}
+        assert response["result"]["stopReason"] == "end_turn" and response["result"]["_meta"]["openheim"]["usage"]
         assert (project / "hello.txt").read_text() == "hello\nthere\n"
         a.result("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "fake/other-model"})
         a.result("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "architect"})

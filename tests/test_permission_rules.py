@@ -45,11 +45,18 @@ def test_malformed_rules_are_refused_naming_them(text):
     ("a\nb", ["a", "b"]),
     ("echo $(rm x)", ["echo", "rm x"]),
     ("echo `rm x`", ["echo", "rm x"]),
-    ('echo "a $(rm) b"', ['echo "a', "rm", 'b"']),
+    ('echo "a $(rm) b"', ["echo a", "rm", "b"]),
     ("(cd x; rm y)", ["cd x", "rm y"]),
-    ('git commit -m "a; b && c"', ['git commit -m "a; b && c"']),
-    ("echo 'a | $(b)'", ["echo 'a | $(b)'"]),
-    ("echo a\\; rm", ["echo a\\; rm"]),
+    ('git commit -m "a; b && c"', ["git commit -m a; b && c"]),
+    ("echo 'a | $(b)'", ["echo a | $(b)"]),
+    ("echo a\\; rm", ["echo a; rm"]),
+    ("rm\t-rf  x", ["rm -rf x"]),
+    ("\\rm x; r''m y; \"rm\" z", ["rm x", "rm y", "rm z"]),
+    ("env -i FOO=1 command nohup rm x", ["rm x"]),
+    ("FOO=1", ["FOO=1"]),
+    ("git diff # a comment; rm x", ["git diff"]),
+    ("git diff #'\ntouch PWNED\n#'", ["git diff", "touch PWNED"]),
+    ("echo a#b", ["echo a#b"]),
     ("make 2>&1", ["make 2>&1"]),
     ("a;;b;", ["a", "b"]),
 ])
@@ -57,9 +64,25 @@ def test_split_command(line, parts):
     assert [p.text for p in split_command(line)] == parts
 
 
-@pytest.mark.parametrize("line", ['echo "x', "echo 'x", "echo $(x", "echo `x", "echo x\\"])
+@pytest.mark.parametrize("line", ['echo "x', "echo 'x", "echo $(x", "echo `x", "echo x\\", "git diff 'a\nb'",
+                                  'git diff "a\n; rm x"'])
 def test_unbalanced_commands_cannot_be_parsed(line):
     assert split_command(line) is None
+
+
+@pytest.mark.parametrize("command", ["rm\t-rf x", "\\rm x", "r''m x", '"rm" x', "command rm x", "/bin/rm x",
+                                     "env rm x", "FOO=1 rm x", "sh -c 'rm x'", "bash -c \"cd /; rm x\"", "eval rm x",
+                                     "echo x | xargs rm", "echo x | xargs -0 rm -f"])
+def test_a_deny_rule_sees_through_quoting_prefixes_and_wrappers(command):
+    deny = parse_rules([], ["execute_command(rm *)"], "t")
+    assert decide("execute_command", {"command": command}, deny).outcome == "deny"
+
+
+def test_a_comment_cannot_hide_a_second_command_from_an_allow_rule():
+    rules = parse_rules(["execute_command(git diff *)"], [], "t")
+    verdict = decide("execute_command", {"command": "git diff #'\ntouch PWNED\n#'"}, rules)
+    assert verdict.outcome == "fall_through" and "touch PWNED" in verdict.reason
+    assert decide("execute_command", {"command": "git diff\t--stat # why"}, rules).outcome == "allow"
 
 
 def test_redirections_are_noticed():

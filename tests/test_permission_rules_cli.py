@@ -141,6 +141,7 @@ def test_a_project_deny_narrows_what_the_config_allows(srv, isolated_home, tmp_p
 def test_a_project_allow_cannot_widen_a_config_deny_nor_approve_none(srv, isolated_home, tmp_path):
     config(isolated_home, srv, 'deny = ["execute_command(touch *)"]')
     project_settings(tmp_path, '[permissions]\nallow = ["execute_command(touch *)", "write_file"]\n')
+    assert openheim("permissions", "trust", cwd=tmp_path).returncode == 0  # even trusted, it cannot widen
     calls(srv, ("execute_command", {"command": "touch t1"}), ("write_file", {"path": "w.txt", "content": "w"}))
     r = openheim("run", "--approve", "none", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -152,6 +153,7 @@ def test_a_project_allow_cannot_widen_a_config_deny_nor_approve_none(srv, isolat
 def test_a_project_allow_answers_what_approve_reads_would_refuse(srv, isolated_home, tmp_path):
     config(isolated_home, srv, work_dir=tmp_path)
     project_settings(tmp_path, '[permissions]\nallow = ["write_file(notes/*)"]\n')
+    assert openheim("permissions", "trust", cwd=tmp_path).returncode == 0  # a project's allows need trust
     (tmp_path / "notes").mkdir()
     sub = tmp_path / "notes"
     calls(srv, ("write_file", {"path": "n.md", "content": "n"}), ("write_file", {"path": "../o.md", "content": "o"}))
@@ -201,6 +203,7 @@ def test_explain_names_the_deciding_rule_and_the_failing_part(srv, isolated_home
     assert "decision: allowed by rule" in r.stdout and "(from command line)" in r.stdout
 
     project_settings(tmp_path, '[permissions]\nallow = ["write_file"]\n')
+    assert openheim("permissions", "trust", cwd=tmp_path).returncode == 0
     r = explain("write_file", '{"path": "a.txt"}', "--approve", "none", cwd=tmp_path)
     assert "project allow rules do not apply under --approve none" in r.stdout
 

@@ -65,7 +65,10 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
         srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": ATTACK})]), Reply(text="done"))
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(nobody_home),
                "OPENHEIM_HOME": str(nobody_home / ".openheim"), "NO_PROXY": "127.0.0.1", "MOCK_API_KEY": key}
-        r = subprocess.run(prefix + [sys.executable, "-m", "openheim", "run", "go"], cwd=nobody_home / "work",
+        # --sandbox off: the sandbox helper re-runs this Python, which the unprivileged user may not be able to
+        # start here (e.g. it lives under /root); the sandboxed case is tests/test_shell_sandbox.py's
+        r = subprocess.run(prefix + [sys.executable, "-m", "openheim", "run", "go", "--sandbox", "off"],
+                           cwd=nobody_home / "work",
                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr
         assert srv.requests[0].headers.get("Authorization") == f"Bearer {key}"  # openheim itself had the key

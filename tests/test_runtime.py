@@ -11,7 +11,7 @@ from fake_client import ScriptedLlm, text_reply, tool_reply
 
 from openheim.client import OpenheimClient
 from openheim.core.models import StopReason
-from openheim.errors import ConfigError, InvalidArgument, NotFound, SessionBusy
+from openheim.errors import ConfigError, InvalidArgument, NotFound, SessionBusy, TooManySessions
 from openheim.runtime.session import SessionMap, SessionState
 
 
@@ -146,17 +146,22 @@ class RunningTurn:
     cancelled = False
 
 
-def test_session_map_eviction_spares_in_flight_sessions():
+def test_session_map_eviction_spares_in_flight_and_held_sessions():
     live = SessionMap(idle_limit=100, capacity=2)
     sessions = [SessionState(f"s{i}", None, Path("/")) for i in range(4)]
     sessions[0].turn = RunningTurn()  # type: ignore[assignment]
     for s in sessions:
         live.insert(s)
     assert len(live) == 2 and "s0" in live and "s3" in live
-    old = SessionState("old", None, Path("/"))
-    old.last_active -= 1000
-    live.insert(old)
-    assert "old" not in live
+    sessions[3].last_active -= 1000  # idle past the limit: dropped first
+    live.insert(SessionState("new", None, Path("/")), hold=True)
+    assert "s3" not in live and "new" in live
+    with pytest.raises(TooManySessions):  # one running, one held by a client: nothing may go
+        live.insert(SessionState("more", None, Path("/")))
+    assert "more" not in live and len(live) == 2
+    live.let_go("new")
+    live.insert(SessionState("more", None, Path("/")))
+    assert "new" not in live and "more" in live and "s0" in live
 
 
 def test_live_session_rereads_history_another_client_appended(isolated_home, tmp_path):

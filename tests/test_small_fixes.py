@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import requests
 from cli_helpers import ROOT, openheim, spawn, write_config
 from fake_llm import FakeLLMServer, Fault, Reply
@@ -34,16 +35,17 @@ def test_memory_search_shows_keyword_matches_not_a_zero_rank(isolated_home):
     assert "rank 0.00" not in r.stdout
 
 
-def test_serve_banner_reads_plainly(isolated_home, tmp_path):
+@pytest.mark.parametrize("args", [(), ("--no-token",)])
+def test_serve_banner_reads_plainly(isolated_home, tmp_path, args):
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url)
-        proc = spawn("serve", "--port", "0", cwd=tmp_path)
+        proc = spawn("serve", "--port", "0", *args, cwd=tmp_path)
         try:
             line = proc.stderr.readline()
         finally:
             proc.terminate()
             proc.communicate(timeout=10)
-    assert "(no token: loopback only)" in line and "((" not in line and "))" not in line
+    assert line.startswith("openheim serve: listening on ") and "((" not in line and "))" not in line
 
 
 def test_retry_warning_has_no_logger_name(isolated_home, tmp_path):

@@ -13,7 +13,7 @@ from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 from openheim import OpenheimClient
-from openheim.core.events import SubagentEvent, ToolResult
+from openheim.core.events import SubagentEvent, ToolResult, UsageReport
 from openheim.core.models import StopReason
 from openheim.subagents.profiles import ProfileError, load_profiles, parse_profile
 
@@ -98,7 +98,7 @@ def test_delegation_to_a_profile_end_to_end(srv, tmp_path):
     r = openheim("run", "-v", "-o", "stream-json", "review app.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(line) for line in r.stdout.splitlines()]
-    sub = [e for e in lines if e["type"] == "subagent"]
+    sub = [e for e in lines if e["type"] == "subagent" and e["event"]["event_type"] != "usage"]
     assert [e["event"]["event_type"] for e in sub] == ["tool_call", "tool_result"]
     assert sub[0]["subagent"] == "reviewer" and sub[0]["parent_tool_call_id"] == "d1"
     assert sub[1]["event"]["result"] == "print('hi')\n"
@@ -191,7 +191,7 @@ def test_library_sees_subagent_events(srv, isolated_home, tmp_path):
                 Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Reply(text="alpha"), Reply(text="ok"))
     with OpenheimClient.builder().build() as client:
         events = list(client.new_session(cwd=tmp_path).stream("go"))
-    sub = [e for e in events if isinstance(e, SubagentEvent)]
+    sub = [e for e in events if isinstance(e, SubagentEvent) and not isinstance(e.event, UsageReport)]
     assert [type(e.event).__name__ for e in sub] == ["ToolCall", "ToolResult"]
     assert sub[1].event.result == "alpha\n" and sub[1].parent_tool_call_id == "p1"
     assert next(e for e in events if isinstance(e, ToolResult)).result == "alpha"

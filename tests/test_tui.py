@@ -391,3 +391,18 @@ def test_over_ssh_a_dropped_connection_saves_the_session_and_leaves_nothing_runn
     meta = json.loads(logs[0].with_suffix(".json").read_text())["meta"]
     assert meta["title"] == "hello 世界"
     assert "signal 1" in (isolated_home / "openheim.log").read_text()
+
+
+def test_cost_counts_the_subagents_calls(srv, isolated_home, work, tmp_path):
+    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You help.", "task": "t"})],
+                      usage=(100, 10)),
+                Reply(text="sub answer", usage=(1000, 50)), Reply(text="all done", usage=(200, 20)))
+    with start(tmp_path, isolated_home, work) as pane:
+        pane.line("delegate it")
+        pane.wait_for("Reject always (r)")
+        pane.keys("y")
+        pane.wait_for("all done")
+        idle(pane)
+        pane.line(":cost")
+        screen = pane.wait_for("3 model call(s)")
+        assert re.search(r"input\s+1,?300 tokens", screen) and re.search(r"output\s+80 tokens", screen)

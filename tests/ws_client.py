@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import queue
+import re
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,52 @@ from openheim.client import OpenheimClient
 from openheim.serve.server import OpenheimServer, ServeOptions
 
 TOKEN = "test-token-0123456789abcdef"
+
+
+@dataclass
+class ServeProcess:
+    """A real `openheim serve` subprocess: its port, base URL, the token its first line shows, its stderr."""
+
+    proc: subprocess.Popen
+    port: int
+    base: str
+    token: str | None
+    first_line: str
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> tuple[int, str]:
+        """Signal it and wait; (exit code, the rest of its stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        return self.proc.returncode, err
+
+
+def start_serve(project: Path, *args: str, env: dict | None = None) -> ServeProcess:
+    """`openheim serve --port 0 ARGS` in ``project``; returns once its first stderr line says where it listens."""
+    from cli_helpers import spawn
+
+    proc = spawn("serve", "--port", "0", *args, cwd=project, env=env)
+    line = proc.stderr.readline()
+    while line.startswith("openheim: "):  # log lines (OPENHEIM_LOG) may come first
+        line = proc.stderr.readline()
+    match = re.search(r"listening on (http://[^/\s]+?:(\d+))/(?:\?token=(\S+))? ", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"no listening line: {line!r} {proc.stderr.read()}")
+    return ServeProcess(proc, int(match.group(2)), match.group(1), match.group(3), line)
+
+
+@contextmanager
+def serve_process(project: Path, *args: str, env: dict | None = None):
+    served = start_serve(project, *args, env=env)
+    try:
+        yield served
+    finally:
+        served.stop()
 
 
 @contextmanager
@@ -37,7 +87,7 @@ def running_server(work_dir: Path, **options: Any):
 class WsAcp:
     """One socket to `/acp` (bare JSON-RPC) or `/ws` (``{channel, data}``; fs and system frames kept apart)."""
 
-    def __init__(self, server: OpenheimServer, path: str = "/acp", token: str | None = None,
+    def __init__(self, server: OpenheimServer | ServeProcess, path: str = "/acp", token: str | None = None,
                  query_token: bool = False, validate: bool = True, **connect_kw: Any) -> None:
         self.enveloped = path == "/ws"
         url = f"ws://127.0.0.1:{server.port}{path}"

@@ -45,10 +45,11 @@ class AcpClientIo:
     def can_run_commands(self) -> bool:
         return self.terminals is not None
 
-    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int) -> str:
+    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int,
+                    argv: list[str] | None = None) -> str:
         if self.terminals is None:
             raise ToolExecutionError("the editor offered no terminal")
-        return self.terminals.run(command, ctx, timeout, cap)
+        return self.terminals.run(command, ctx, timeout, cap, argv)
 
     def read_text_file(self, path: Path, line: int | None, limit: int | None,
                        cancel: CancelToken | None) -> str:

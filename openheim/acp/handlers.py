@@ -29,12 +29,14 @@ DEFERRED = object()  # a handler that answers later (session/prompt)
 class Handlers:
     """Method name → handler; each returns the result, raises for an error, or returns DEFERRED."""
 
-    def __init__(self, client: OpenheimClient | LazyClient, conn: Connection) -> None:
+    def __init__(self, client: OpenheimClient | LazyClient, conn: Connection, allow_mcp_commands: bool = True) -> None:
         self.lazy_client = client if isinstance(client, LazyClient) else LazyClient.ready(client)
         self.conn = conn
+        self.allow_mcp_commands = allow_mcp_commands  # False: a client's stdio MCP servers are refused
         self.features = ClientFeatures()
         self.runs: dict[str, PromptRun] = {}
         self._runs_lock = threading.Lock()
+        self.held: set[str] = set()  # sessions this connection shows: never evicted while it is open
         self.methods = {
             "initialize": self.initialize, "authenticate": self.authenticate,
             "session/new": self.new_session, "session/load": self.load_session,
@@ -77,7 +79,7 @@ class Handlers:
 
     def new_session(self, request_id: Any, params: dict) -> Any:
         cwd = _cwd(params)
-        servers = mcp_servers(params)
+        servers = mcp_servers(params, self.allow_mcp_commands)
         meta = util.meta_of(params)
         skills = meta.get("skills") or []
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
@@ -85,7 +87,9 @@ class Handlers:
         model = meta.get("model")
         provider, model = (session_options.parse_model_value(self.client, model) if isinstance(model, str)
                            else (None, None))
-        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers)
+        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers,
+                                          hold=True)
+        self.held.add(session.id)
         self.conn.respond(request_id, {"sessionId": session.id, **session_options.session_setup(self.client, session)})
         self._announce_commands(session.id)
         return DEFERRED
@@ -110,9 +114,11 @@ class Handlers:
     def load_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
-        servers = mcp_servers(params)
+        servers = mcp_servers(params, self.allow_mcp_commands)
         self._check_idle(session_id)
-        session, loaded = self.client.resume_session(session_id, cwd, mcp_servers=servers)
+        session, loaded = self.client.resume_session(session_id, cwd, mcp_servers=servers,
+                                                     hold=session_id not in self.held)
+        self.held.add(session.id)
         if loaded.warning:
             self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
         for update in replay(loaded.messages, session.present):
@@ -124,9 +130,10 @@ class Handlers:
     def resume_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
-        servers = mcp_servers(params)
+        servers = mcp_servers(params, self.allow_mcp_commands)
         self._check_idle(session_id)
-        session, _ = self.client.resume_session(session_id, cwd, mcp_servers=servers)
+        session, _ = self.client.resume_session(session_id, cwd, mcp_servers=servers, hold=session_id not in self.held)
+        self.held.add(session.id)
         self.conn.respond(request_id, session_options.session_setup(self.client, session))
         self._announce_commands(session.id)
         return DEFERRED
@@ -147,6 +154,7 @@ class Handlers:
         session_id = require_str(params, "sessionId")
         self.cancel(session_id)
         self.client.close_session(session_id)
+        self.held.discard(session_id)
         return {}
 
     def delete_session(self, request_id: Any, params: dict) -> dict:
@@ -207,6 +215,14 @@ class Handlers:
         elif self.lazy_client.built is not None:
             self.lazy_client.built.cancel(session_id)
 
+    def let_go_all(self) -> None:
+        """The connection ended: the sessions it showed may be evicted again once idle."""
+        built = self.lazy_client.built
+        held, self.held = self.held, set()
+        if built is not None:
+            for session_id in held:
+                built.let_go(session_id)
+
     def cancel_all(self) -> list[PromptRun]:
         with self._runs_lock:
             runs = list(self.runs.values())
@@ -253,8 +269,16 @@ class Handlers:
 
 def _cwd(params: dict) -> Path:
     cwd = require_str(params, "cwd")
+    if "\0" in cwd:
+        raise invalid_params("cwd contains a NUL byte; send the directory's path without it")
     path = Path(cwd)
     if not path.is_absolute():
         raise invalid_params(f"cwd must be an absolute path, got '{cwd}'")
+    try:
+        is_dir = path.is_dir()
+    except (OSError, ValueError):
+        is_dir = False
+    if not is_dir:
+        raise invalid_params(f"cwd '{cwd}' is not an existing directory; give the directory the session works in")
     return path
 

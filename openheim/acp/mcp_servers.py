@@ -13,8 +13,12 @@ from openheim.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def mcp_servers(params: dict) -> list:
-    """The usable servers of ``params["mcpServers"]`` (an array; absent or null means none)."""
+def mcp_servers(params: dict, allow_commands: bool = True) -> list:
+    """The usable servers of ``params["mcpServers"]`` (an array; absent or null means none).
+
+    Without ``allow_commands`` (a network client of `openheim serve`) a stdio entry, which would run a
+    command on this machine, fails the request with invalid params; http entries stay allowed.
+    """
     from openheim.client import mcp_server_configs
 
     entries = params.get("mcpServers", [])
@@ -22,6 +26,8 @@ def mcp_servers(params: dict) -> list:
         return []
     if not isinstance(entries, list):
         raise invalid_params("'mcpServers' must be an array")
+    if not allow_commands:
+        _refuse_commands(entries)
     servers, names = [], set()
     for index, entry in enumerate(entries):
         try:
@@ -34,6 +40,16 @@ def mcp_servers(params: dict) -> list:
             message = e.message if isinstance(e, ConfigError) else str(e)
             log.warning("MCP server #%d from the client is not used: %s", index + 1, message)
     return servers
+
+
+def _refuse_commands(entries: list) -> None:
+    for entry in entries:
+        if isinstance(entry, dict) and (entry.get("type") or "stdio") == "stdio":
+            name = entry.get("name")
+            shown = f"'{name}'" if isinstance(name, str) else "a stdio entry"
+            raise invalid_params(f"MCP server {shown} would run a command on the server's machine, which this "
+                                 "server does not allow for its clients; use an http MCP server, or set "
+                                 "[serve] allow_client_mcp_commands = true on the server")
 
 
 def _table(entry: object) -> dict:

@@ -105,7 +105,7 @@ class PromptRun:
             return
         if self.first_turn:
             self._announce_title()
-        self.finish(stop_reason(turn.result.stop_reason), None)
+        self.finish(stop_reason(turn.result.stop_reason), None, turn.result.usage.to_dict())
 
     def _announce_title(self) -> None:
         """session_info_update after the first exchange, so the client's history shows a title."""
@@ -120,8 +120,9 @@ class PromptRun:
         if self.turn is not None:
             self.turn.cancel()
 
-    def finish(self, reason: str | None, error: BaseException | None) -> None:
-        """Close every open tool call, then answer the prompt exactly once."""
+    def finish(self, reason: str | None, error: BaseException | None, usage: dict | None = None) -> None:
+        """Close every open tool call, then answer the prompt exactly once (with the turn's token usage,
+        its subagents' included, in ``_meta.openheim.usage``)."""
         self.updates.close(INTERRUPTED if self.cancelled else "The turn ended before this tool call finished.")
         with self._lock:
             if self.answered:
@@ -130,7 +131,10 @@ class PromptRun:
             if error is not None:
                 self.conn.respond_error(self.request_id, error_for(error))
             else:
-                self.conn.respond(self.request_id, {"stopReason": reason})
+                answer: dict = {"stopReason": reason}
+                if usage is not None:
+                    answer["_meta"] = {"openheim": {"usage": usage}}
+                self.conn.respond(self.request_id, answer)
             self._answered.set()
         if self.on_done is not None:
             self.on_done(self)

@@ -10,6 +10,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openheim.acp.connection import MAX_LINE_BYTES, Connection, Sink, Writer, read_lines
@@ -50,18 +51,30 @@ def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryI
     return serve_acp(client, read_lines(inp, max_line), out, max_line)
 
 
-class AcpServer:
-    """Serve one ACP client: messages in, a writer thread out, until the input ends."""
+@dataclass(frozen=True, eq=False)
+class Parsed:
+    """A message its framing parsed already (a `/ws` envelope's data): dispatched as it is, not parsed again."""
 
-    def __init__(self, client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None],
-                 out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> None:
+    message: Any
+
+
+class AcpServer:
+    """Serve one ACP client: messages in, a writer thread out, until the input ends.
+
+    ``allow_mcp_commands`` False refuses the stdio MCP servers a client lists in session/new or load
+    (a network client must not run commands on this machine).
+    """
+
+    def __init__(self, client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | Parsed | None],
+                 out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True,
+                 allow_mcp_commands: bool = True) -> None:
         self.client = client
         self.messages = messages
         self.max_line = max_line
         self.kill_children = kill_children
         self.writer = out if isinstance(out, Writer) else Writer(out)
         self.conn = Connection(self.writer)
-        self.handlers = Handlers(client, self.conn)
+        self.handlers = Handlers(client, self.conn, allow_mcp_commands)
         self._shut_down = False
 
     def serve(self) -> int:
@@ -73,7 +86,10 @@ class AcpServer:
                     self.conn.respond_error(None, RpcError(INVALID_REQUEST,
                                                            f"message longer than {self.max_line} bytes; refused"))
                     continue
-                self.handle_line(line)
+                if isinstance(line, Parsed):
+                    self.dispatch(line.message)
+                else:
+                    self.handle_line(line)
         finally:
             self.shutdown()
         return 0
@@ -157,6 +173,7 @@ class AcpServer:
             return
         self._shut_down = True
         runs = self.handlers.cancel_all()
+        self.handlers.let_go_all()
         self.conn.close()
         deadline = time.monotonic() + grace
         for run in runs:

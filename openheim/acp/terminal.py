@@ -51,10 +51,13 @@ class Terminals:
     def _params(self, terminal_id: str) -> dict:
         return {"sessionId": self.session_id, "terminalId": terminal_id}
 
-    def run(self, command: str, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP) -> str:
+    def run(self, command: str, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP,
+            argv: list[str] | None = None) -> str:
+        """Run ``command`` (as ``sh -c``, or as ``argv``: the sandbox helper wrapping it) in the client's terminal."""
         if ctx.cancel.cancelled:
             raise ToolExecutionError(CANCELLED)
-        create = {"sessionId": self.session_id, "command": "sh", "args": ["-c", command],
+        program, *args = argv or ["sh", "-c", command]
+        create = {"sessionId": self.session_id, "command": program, "args": args,
                   "cwd": str(ctx.effective_cwd), "outputByteLimit": cap}
         try:
             created = self.conn.request("terminal/create", create, ctx.cancel, CONTROL_TIMEOUT,

@@ -66,6 +66,8 @@ class AcpUpdates:
     def _subagent(self, event: events.SubagentEvent) -> None:
         """A delegated agent's tool call: its own tool_call, tied to the parent's call by ``_meta``."""
         inner = event.event
+        if isinstance(inner, events.UsageReport):
+            return  # its tokens are in the prompt response's _meta usage; the context is the parent's
         call_id = subagent_call_id(event.subagent, event.parent_tool_call_id, inner.id)
         if isinstance(inner, events.ToolCall):
             meta = subagent_meta(event.subagent, event.parent_tool_call_id)

@@ -58,6 +58,7 @@ def error_for(exc: BaseException) -> RpcError:
         OpenheimError,
         SessionBusy,
         SessionLocked,
+        TooManySessions,
         Unavailable,
         file_error,
     )
@@ -70,6 +71,8 @@ def error_for(exc: BaseException) -> RpcError:
         return RpcError(RESOURCE_NOT_FOUND, str(exc), str(exc))
     if isinstance(exc, (InvalidArgument, ConfigError)):
         return RpcError(INVALID_PARAMS, str(exc))
+    if isinstance(exc, TooManySessions):
+        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "too_many_sessions", "capacity": exc.capacity})
     if isinstance(exc, SessionBusy):
         return RpcError(INTERNAL_ERROR, str(exc), {"kind": "session_busy", "session_id": exc.session_id})
     if isinstance(exc, SessionLocked):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core.signals import SignalRoute, exit_code
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ def _on_signal(signum: int) -> None:
     raise SystemExit(exit_code(signum))
 
 
-def serve(config_path: str | None, mcp_config: str | None = None) -> int:
+def serve(config_path: str | None, mcp_config: str | None = None, sandbox: tuple[str | None, bool | None] = (None, None)
+          ) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
     from openheim.acp.lazy import LazyClient
@@ -40,7 +42,7 @@ def serve(config_path: str | None, mcp_config: str | None = None) -> int:
     def build() -> OpenheimClient:
         from openheim.client import OpenheimClient
 
-        return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).build()
+        return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).sandbox(*sandbox).build()
 
     client = LazyClient(build)
     inp, out = protocol_streams()
@@ -55,16 +57,18 @@ def serve(config_path: str | None, mcp_config: str | None = None) -> int:
 
 
 @click.command("acp")
+@sandbox_options
 @click.pass_context
-def acp_command(ctx: click.Context) -> None:
+def acp_command(ctx: click.Context, sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Serve the Agent Client Protocol on stdin/stdout for editors (Zed, JetBrains, Neovim, ...)."""
     obj = ctx.obj or {}
-    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config"), chosen(ctx, sandbox_mode, sandbox_required)))
 
 
 @click.command("stdio")
+@sandbox_options
 @click.pass_context
-def stdio_command(ctx: click.Context) -> None:
+def stdio_command(ctx: click.Context, sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Alias of `openheim acp`."""
     obj = ctx.obj or {}
-    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config")))
+    sys.exit(serve(obj.get("config_path"), obj.get("mcp_config"), chosen(ctx, sandbox_mode, sandbox_required)))

@@ -49,8 +49,8 @@ def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: flo
         checks.append(_config_check(config_path, "fail", " ".join(e.message.split())))
     checks.append(check_data_dir(config))
     checks += check_providers(config)
-    checks += [check_vectors(), check_mcp(config, config_path, mcp_config, mcp_timeout), check_ca_bundle(),
-               check_terminal(), check_locale()]
+    checks += [check_sandbox(config), check_vectors(), check_mcp(config, config_path, mcp_config, mcp_timeout),
+               check_ca_bundle(), check_terminal(), check_locale()]
     return checks
 
 
@@ -320,6 +320,26 @@ def check_locale() -> Check:
     if not facts["utf8"]:
         return Check("locale", "locale", "warn", f"{shown}: non-ASCII text may be mangled; set LANG=C.UTF-8", facts)
     return Check("locale", "locale", "ok", shown, facts)
+
+
+def check_sandbox(config: Config | None) -> Check:
+    """What the kernel enforces of [sandbox] here, as the sandbox helper itself reports it."""
+    from openheim.config.schema import SandboxConfig
+    from openheim.sandbox.policy import Sandbox
+    from openheim.sandbox.support import probe, summary
+
+    sandbox = Sandbox.from_config(config.sandbox if config is not None else SandboxConfig())
+    root = os.path.realpath(config.work_dir if config is not None and config.work_dir else os.getcwd())
+    report = probe(sandbox, root)
+    enforced = {k: bool(report.get(k)) for k in ("filesystem", "protected", "tcp", "udp", "scoped", "seccomp")}
+    facts = {"mode": sandbox.mode, "network": sandbox.network, "required": sandbox.required,
+             "writable_roots": list(sandbox.writable_roots), "landlock_abi": report.get("landlock_abi", 0),
+             "enforced": enforced, "not_enforced": list(report.get("not_enforced", []))}
+    if "error" in report:
+        facts["not_enforced"].append(report["error"])
+    gaps = bool(facts["not_enforced"])
+    status = "fail" if gaps and sandbox.required else "warn" if gaps or not sandbox.active else "ok"
+    return Check("sandbox", "sandbox", status, summary(report), facts)
 
 
 def exit_code(checks: list[Check]) -> int:

@@ -1,4 +1,5 @@
-"""`openheim permissions explain TOOL ARGS_JSON`: which permission rule decides a call, and why."""
+"""`openheim permissions explain TOOL ARGS_JSON`: which permission rule decides a call, and why;
+`openheim permissions trust/untrust`: whether a project's .openheim/settings.toml allow rules apply."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Ve
 
 @click.group()
 def permissions() -> None:
-    """Permission rules: see what they decide (docs/pipelines.md)."""
+    """Permission rules: see what they decide, trust a project's rules (docs/pipelines.md)."""
 
 
 def fallback(policy: str, read_only: bool) -> str:
@@ -86,3 +87,68 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
     if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
         click.echo(f"note: {tool} is not offered by this configuration"
                    + (" (allow_shell = false)" if tool == "execute_command" else ""))
+
+
+def _project_files(ctx: click.Context, file: str | None, cwd: str | None) -> tuple[Path, list[Path]]:
+    """(data dir, the settings files meant): FILE, else every .openheim/settings.toml from the sandbox root
+    (the configured work_dir, else the session directory) down to the session directory."""
+    from openheim.config.load import data_dir, load_config
+    from openheim.config.project_settings import settings_files
+    from openheim.errors import InvalidArgument, OpenheimError
+
+    obj = ctx.find_object(dict) or {}
+    try:
+        config = load_config(obj.get("config_path"))
+    except OpenheimError:
+        config = None
+    here = Path(cwd) if cwd else Path.cwd()
+    if file:
+        return data_dir(config), [Path(file)]
+    root = Path(config.work_dir) if config is not None and config.work_dir else here
+    found = settings_files(root, here)
+    if not found:
+        raise InvalidArgument(f"no .openheim/settings.toml from {root} down to {here}; give the file's path")
+    return data_dir(config), found
+
+
+@permissions.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="The session directory whose project settings to trust (default: the current directory).")
+@click.pass_context
+def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
+    """Let a project's .openheim/settings.toml allow tool calls (default: every one that applies here).
+
+    Its allow rules approve calls without asking, so read them first; until you trust the file only its
+    deny rules apply, and any later change to it needs trusting again.
+    """
+    from openheim.config.project_settings import trust_file
+    from openheim.config.trust import real_path
+    from openheim.errors import ConfigError
+
+    data_dir, files = _project_files(ctx, file, cwd)
+    for path in files:
+        if not path.is_file():
+            raise ConfigError(f"{path} does not exist; give the path of a .openheim/settings.toml")
+        sha, rules = trust_file(data_dir, path)
+        click.echo(f"Trusted {real_path(path)} (sha256 {sha[:12]}…).")
+        click.echo("  allows: " + (", ".join(str(r) for r in rules.allow) or "(nothing)"))
+        if rules.deny:
+            click.echo("  denies: " + ", ".join(str(r) for r in rules.deny))
+    click.echo("Its allow rules now apply in sessions here; if the file changes, trust it again.")
+
+
+@permissions.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="The session directory whose project settings to untrust (default: the current directory).")
+@click.pass_context
+def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
+    """Stop a project's .openheim/settings.toml from allowing tool calls (its deny rules still apply)."""
+    from openheim.config.project_settings import untrust_file
+    from openheim.config.trust import real_path
+
+    data_dir, files = _project_files(ctx, file, cwd)
+    for path in files:
+        done = untrust_file(data_dir, path)
+        click.echo(f"{real_path(path)} {'is no longer trusted' if done else 'was not trusted'}.")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
 from openheim.core.models import AgentResult, StopReason, Usage
 from openheim.core.signals import SignalRoute, ignore
@@ -149,9 +150,10 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
-        if isinstance(event, events.UsageReport):
-            self.usage = event.usage if self.usage is None else self.usage + event.usage
-        elif isinstance(event, events.IterationStart):
+        used = events.usage_of(event)
+        if used is not None:
+            self.usage = used if self.usage is None else self.usage + used
+        if isinstance(event, events.IterationStart):
             self.streamed = []
         elif isinstance(event, events.LlmResponse):
             self.streamed.append(event.content)
@@ -169,13 +171,16 @@ class Printer:
     def _activity(self, event: StreamEvent) -> None:
         if isinstance(event, events.SubagentEvent):
             inner = event.event
+            if isinstance(inner, events.UsageReport):
+                return
             if isinstance(inner, events.ToolCall):
-                self.err.write(f"  ⚙ [{event.subagent}] {inner.tool_name} {_preview(inner.arguments)}\n")
+                self.err.write(f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} "
+                               f"{_preview(inner.arguments)}\n")
             else:
                 mark = "✗" if inner.is_error else "→"
                 self.err.write(f"    {mark} {_preview(inner.result)}\n")
         elif isinstance(event, events.ToolCall):
-            self.err.write(f"⚙ {event.tool_name} {_preview(event.arguments)}\n")
+            self.err.write(f"⚙ {_preview(event.tool_name)} {_preview(event.arguments)}\n")
         elif isinstance(event, events.ToolResult):
             mark = "✗" if event.is_error else "→"
             self.err.write(f"  {mark} {_preview(event.result)}\n")
@@ -249,7 +254,10 @@ def _notice(result: AgentResult) -> str | None:
 
 
 def _preview(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
+    """One line of at most ``limit`` characters, without terminal control sequences (as the chat shows it)."""
+    from openheim.core.control_chars import one_line
+
+    flat = one_line(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -404,12 +412,14 @@ class RunCommand(click.Command):
               help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
 @click.option("--fail-on-deny", is_flag=True,
               help="Exit 8 when a tool call was denied (by --approve or a rule), even if the model finished.")
+@sandbox_options
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
         output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False) -> None:
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False,
+        sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -424,7 +434,8 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
                   .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
                   .turn_timeout_secs(turn_timeout).record(record).replay(replay)
-                  .permissions(allow_rules, deny_rules, "command line").build())
+                  .permissions(allow_rules, deny_rules, "command line")
+                  .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise

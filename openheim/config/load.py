@@ -49,13 +49,13 @@ def data_dir(config: Config | None, override: str | Path | None = None) -> Path:
 def load_config(path: str | Path | None = None) -> Config:
     """Read and validate config.toml; every failure is a ConfigError saying what to fix."""
     p = config_path(path)
-    try:
-        with open(p, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)  # capped: a config pointing at /dev/zero must not eat memory
+    from openheim.config.regular_file import read_regular
+
+    try:  # capped, and only a regular file: /dev/zero or a FIFO must not eat memory or hang the start
+        raw = read_regular(p, MAX_CONFIG_BYTES, f"config file {p}",
+                           "point --config (or OPENHEIM_CONFIG) at your config.toml")
     except FileNotFoundError:
         raise ConfigError(f"Config file not found at {p}. Run `openheim init` to create one.") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB; "
                           "point --config (or OPENHEIM_CONFIG) at your config.toml")
@@ -65,6 +65,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(f"{p} is not valid UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"TOML parse error in {p}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"TOML parse error in {p}: nested too deeply") from None
     try:
         return parse_config(data, p)
     except ConfigError as e:

@@ -1,21 +1,30 @@
 """A project's ``.openheim/settings.toml``: its ``[permissions]`` rules, read and appended to.
 
 The files are looked for like ``AGENTS.md``: in every directory from the sandbox root down to the
-session's directory; their rules are added together. Their allow rules can only narrow what the user
-allows (see ``rules.decide`` and docs/pipelines.md); "allow always" in ACP appends to the innermost one.
+session's directory; their rules are added together. A repository is code from strangers, so a file's
+allow rules apply only once the user trusted it (``openheim permissions trust``, recorded by content hash
+in ``{data_dir}/settings-trust.json``; a changed file needs trusting again); its deny rules, which can only
+refuse, always apply. "Allow always" in ACP appends to the innermost one (and keeps it trusted when it was).
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
+from openheim.config import trust
 from openheim.config.rules import RuleSet
 from openheim.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 SETTINGS = Path(".openheim") / "settings.toml"
+TRUST_FILE = "settings-trust.json"
 MAX_BYTES = 1 << 20
+_warned: set[tuple[str, str]] = set()  # (file, sha256) already reported as untrusted in this process
 
 
 def directories(root: Path, cwd: Path | None) -> list[Path]:
@@ -41,47 +50,118 @@ def settings_files(root: Path, cwd: Path | None) -> list[Path]:
     return [d / SETTINGS for d in directories(root, cwd) if (d / SETTINGS).is_file()]
 
 
-def _read(path: Path) -> dict:
+@dataclass(frozen=True)
+class SettingsFile:
+    """One project settings file as read: its real path, content hash, trust and parsed TOML."""
+
+    path: Path
+    sha256: str
+    trust: str  # trusted | changed | untrusted
+    data: dict
+
+    def notice(self) -> str:
+        how = f"run `openheim permissions trust {self.path}` to use them"
+        if self.trust == trust.CHANGED:
+            return f"{self.path} changed since you trusted it, so its allow rules are ignored; {how}"
+        return f"{self.path} is not trusted, so its allow rules are ignored; {how}"
+
+
+def _raw(path: Path) -> bytes:
+    from openheim.config.regular_file import read_regular
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        raw = read_regular(path, MAX_BYTES)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     if len(raw) > MAX_BYTES:
         raise ConfigError(f"{path} is larger than 1 MiB; it should hold only [permissions]")
+    return raw
+
+
+def _parse(path: Path, raw: bytes) -> dict:
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"TOML parse error in {path}: {e} (fix or delete the file)") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply (fix or delete the file)") from None
 
 
-def load_project_rules(root: Path, cwd: Path | None) -> RuleSet:
-    """Every project settings file's rules, outermost first; a ConfigError naming the file and the rule."""
+def _read(path: Path) -> dict:
+    return _parse(path, _raw(path))
+
+
+def read_settings(root: Path, cwd: Path | None, data_dir: Path | None) -> list[SettingsFile]:
+    """Every project settings file from the root down to ``cwd``, with whether the user trusts it
+    (``data_dir`` None: none is trusted)."""
+    found = []
+    for path in settings_files(root, cwd):
+        raw = _raw(path)
+        sha = trust.digest(raw)
+        state = trust.check(data_dir / TRUST_FILE, path, sha) if data_dir is not None else trust.UNTRUSTED
+        found.append(SettingsFile(trust.real_path(path), sha, state, _parse(path, raw)))
+    return found
+
+
+def load_project_rules(root: Path, cwd: Path | None, data_dir: Path | None = None) -> RuleSet:
+    """Every project settings file's rules, outermost first: deny rules always, allow rules only from
+    files the user trusts (one warning per untrusted file that has any); a ConfigError naming the file
+    and the rule."""
     from openheim.config.schema import parse_permissions
 
     rules = RuleSet()
-    for path in settings_files(root, cwd):
-        data = _read(path)
-        table = data.get("permissions", {})
+    for found in read_settings(root, cwd, data_dir):
+        table = found.data.get("permissions", {})
         if not isinstance(table, dict):
-            raise ConfigError(f"'permissions' must be a table ([permissions]) (in {path})")
+            raise ConfigError(f"'permissions' must be a table ([permissions]) (in {found.path})")
         try:
-            rules = rules + parse_permissions(table, str(path))
+            parsed = parse_permissions(table, str(found.path))
         except ConfigError as e:
-            raise ConfigError(f"{e.message} (in {path})") from None
+            raise ConfigError(f"{e.message} (in {found.path})") from None
+        if found.trust != trust.TRUSTED and parsed.allow:
+            if (str(found.path), found.sha256) not in _warned:
+                _warned.add((str(found.path), found.sha256))
+                log.warning("%s", found.notice())
+            parsed = RuleSet((), parsed.deny)
+        rules = rules + parsed
     return rules
 
 
-def save_allow_rule(root: Path, cwd: Path | None, rule: str) -> Path:
+def trust_file(data_dir: Path, path: Path) -> tuple[str, RuleSet]:
+    """Trust a project settings file as it is now (its rules must parse); returns its SHA-256 and rules."""
+    from openheim.config.schema import parse_permissions
+
+    raw = _raw(path)
+    table = _parse(path, raw).get("permissions", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"'permissions' must be a table ([permissions]) (in {path}); nothing was trusted")
+    try:
+        rules = parse_permissions(table, str(path))
+    except ConfigError as e:
+        raise ConfigError(f"{e.message} (in {path}); nothing was trusted") from None
+    return trust.record(data_dir / TRUST_FILE, path, raw), rules
+
+
+def untrust_file(data_dir: Path, path: Path) -> bool:
+    return trust.untrust(data_dir / TRUST_FILE, path)
+
+
+def save_allow_rule(root: Path, cwd: Path | None, rule: str, data_dir: Path | None = None) -> Path:
     """Append ``rule`` to ``[permissions] allow`` of the innermost settings file (else ``root``'s, created),
-    atomically, keeping what the file holds; returns the file. A rule already there is not repeated."""
+    atomically, keeping what the file holds; returns the file. A rule already there is not repeated.
+    A file the user trusted, or one without allow rules, is trusted with its new content (``data_dir`` given)."""
     import tomli_w
 
     existing = settings_files(root, cwd)
     path = existing[-1] if existing else Path(os.path.realpath(root)) / SETTINGS
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    raw = _raw(path) if path.is_file() else b""
+    text = path.read_text(encoding="utf-8") if raw else ""
     data = _read(path) if text else {}
     table = data.get("permissions")
+    # The user's own choice: the file stays (or becomes) trusted unless it held allow rules nobody trusted.
+    store = data_dir / TRUST_FILE if data_dir is not None else None
+    keep = store is not None and (not _has_allow_rules(table)
+                                  or trust.check(store, path, trust.digest(raw)) == trust.TRUSTED)
     if table is None:  # append a new table as text, so the file's comments stay
         edited = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "")
         edited += tomli_w.dumps({"permissions": {"allow": [rule]}})
@@ -93,7 +173,13 @@ def save_allow_rule(root: Path, cwd: Path | None, rule: str) -> Path:
         table["allow"] = [*table.get("allow", []), rule]
         edited = _with_table(text, "permissions", table) or tomli_w.dumps(data)
     _replace(path, edited)
+    if keep and store is not None:
+        trust.record(store, path, edited.encode("utf-8"))
     return path
+
+
+def _has_allow_rules(table: object) -> bool:
+    return isinstance(table, dict) and bool(table.get("allow"))
 
 
 def _with_table(text: str, name: str, table: dict) -> str | None:

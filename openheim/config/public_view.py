@@ -16,6 +16,8 @@ def public_view(config: Config, work_dir: str) -> dict:
         "max_iterations": config.max_iterations,
         "work_dir": work_dir,
         "allow_shell": config.allow_shell,
+        "sandbox": {"mode": config.sandbox.mode, "network": config.sandbox.network,
+                    "required": config.sandbox.required},
         "tui": {"theme_color": config.theme_color} if config.theme_color else {},
         "providers": {},
         "mcp_servers": {},

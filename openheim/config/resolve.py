@@ -46,6 +46,11 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
         raise ConfigError(f"Provider '{p.name}' has an empty api_base")
     if not (base.startswith(("http://", "https://"))):
         raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' must start with http:// or https://")
+    try:
+        urlsplit(base).port  # noqa: B018  (an unclosed [IPv6 or a bad port raises)
+    except ValueError as e:
+        raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' is not a valid URL ({e}); write it like "
+                          "https://api.example.com/v1") from None
     if "@" in urlsplit(base).netloc and p.name not in _warned_userinfo:
         _warned_userinfo.add(p.name)
         log.warning("provider '%s': the user name and password in api_base are never sent; put the key in "

@@ -3,8 +3,11 @@
 Pure functions only (no I/O). A rule names a tool (``read_file``, ``mcp:server__tool``; ``*`` is a
 wildcard in the name) and optionally a pattern on the call's main argument (``MAIN_ARGUMENTS``).
 Deny wins over allow; a call no rule allows falls through to the front end's fallback (``--approve``).
-Shell commands are split on ``;``, ``&``, ``|``, newlines, ``(``/``)``, backticks and ``$(``: an allow
-covers the command only if it covers every part, a deny matches if it matches any part.
+Shell commands are split on ``;``, ``&``, ``|``, newlines, ``(``/``)``, backticks and ``$(`` (``#`` comments
+dropped), each part matched with quotes removed and ``env``/``VAR=x`` prefixes dropped: an allow covers the
+command only if it covers every part, a deny matches if it matches any part (also ``/bin/rm`` as ``rm`` and
+the command inside ``sh -c``, ``eval`` and ``xargs``). This decides when to ask; the kernel sandbox is the
+boundary (docs/security.md).
 """
 from __future__ import annotations
 
@@ -86,17 +89,29 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
 
 @dataclass(frozen=True)
 class ShellPart:
-    """One simple command of a compound shell command."""
+    """One simple command of a compound shell command, as rules see it: quotes and backslashes removed,
+    blanks collapsed to one space, ``env``/``command``/``exec``/``nohup``/``VAR=x`` prefixes dropped."""
 
     text: str
     redirects: bool = False  # an unquoted > or < (writes or reads a file the rule may not name)
+    raw: str = ""  # as written
+    also: tuple[str, ...] = ()  # what a deny rule also checks: /bin/rm as rm; the command of sh -c, eval, xargs
+
+
+_COMMENT_AFTER = " \t\n;&|()`"
+_BLANKS = " \t\r\f\v\n"
+_PREFIXES = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "time", "stdbuf", "setsid"})
+_WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=", re.DOTALL)
 
 
 def split_command(line: str) -> list[ShellPart] | None:
-    """The simple commands of a shell line, quote-aware; None when it cannot be parsed (unbalanced quotes).
+    """The simple commands of a shell line, quote-aware; None when it cannot be parsed (unbalanced quotes, or
+    a newline inside quotes, which no allow rule may cover).
 
     Separators: ``;`` ``&`` ``|`` newline ``(`` ``)`` outside quotes, and backticks and ``$(`` also inside
     double quotes (their contents run as commands). ``>&``, ``<&`` and ``&>`` are redirections, not ``&``.
+    An unquoted ``#`` at the start of a word starts a comment that runs to the end of the line.
     """
     parts: list[ShellPart] = []
     current: list[str] = []
@@ -107,14 +122,16 @@ def split_command(line: str) -> list[ShellPart] | None:
 
     def cut() -> None:
         nonlocal redirects
-        text = "".join(current).strip()
-        if text:
-            parts.append(ShellPart(text, redirects))
+        raw = "".join(current).strip(_BLANKS)
+        if raw:
+            parts.append(_part(raw, redirects))
         current.clear()
         redirects = False
 
     while i < n:
         c = line[i]
+        if quote and c == "\n":
+            return None
         if quote == "'":
             current.append(c)
             quote = "" if c == "'" else quote
@@ -138,6 +155,9 @@ def split_command(line: str) -> list[ShellPart] | None:
         elif c in "'\"":
             current.append(c)
             quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in _COMMENT_AFTER):
+            while i + 1 < n and line[i + 1] != "\n":
+                i += 1
         elif c == "&" and (line[i - 1: i] in ("<", ">") or line[i + 1: i + 2] == ">"):
             current.append(c)
             redirects = redirects or line[i + 1: i + 2] == ">"
@@ -152,6 +172,91 @@ def split_command(line: str) -> list[ShellPart] | None:
         return None
     cut()
     return parts
+
+
+def shell_words(text: str) -> list[str]:
+    """``text`` split into words as the shell would: blanks separate, quotes and backslashes are removed (an
+    unclosed quote runs to the end)."""
+    words: list[str] = []
+    word: list[str] = []
+    started, quote, i = False, "", 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = ""
+            else:
+                word.append(c)
+        elif quote == '"':
+            if c == '"':
+                quote = ""
+            elif c == "\\" and text[i + 1: i + 2] in ('"', "\\", "$", "`"):
+                word.append(text[i + 1])
+                i += 1
+            else:
+                word.append(c)
+        elif c in "'\"":
+            quote, started = c, True
+        elif c == "\\" and i + 1 < len(text):
+            word.append(text[i + 1])
+            started = True
+            i += 1
+        elif c in _BLANKS:
+            if started or word:
+                words.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(c)
+        i += 1
+    if started or word:
+        words.append("".join(word))
+    return words
+
+
+def _drop_prefixes(words: list[str]) -> list[str]:
+    """``FOO=1 env -i command nohup rm x`` -> ``rm x`` (a line of assignments only stays as it is)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if _ASSIGNMENT.match(word):
+            i += 1
+        elif word in _PREFIXES:
+            i += 1
+            while i < len(words) and words[i].startswith("-") and words[i] != "-":
+                takes_value = words[i] in ("-u", "-C", "-S", "-n", "-i0", "-o", "-e") and i + 1 < len(words)
+                i += 2 if takes_value and words[i] != "-i0" else 1
+        else:
+            break
+    return words[i:] if i < len(words) else words
+
+
+def _inner_commands(words: list[str]) -> tuple[str, ...]:
+    """What a deny rule must also see: the command word without its directory, and the command run by
+    ``sh -c X``, ``eval X`` and ``xargs [opts] X``."""
+    if not words:
+        return ()
+    out: list[str] = []
+    base = words[0].rsplit("/", 1)[-1]
+    if base != words[0]:
+        out.append(" ".join([base, *words[1:]]))
+    if base in _WRAPPERS and "-c" in words[1:]:
+        at = words.index("-c")
+        if at + 1 < len(words):
+            for part in split_command(words[at + 1]) or [ShellPart(words[at + 1])]:
+                out += [part.text, *part.also]
+    elif base == "eval" and len(words) > 1:
+        for part in split_command(" ".join(words[1:])) or []:
+            out += [part.text, *part.also]
+    elif base == "xargs":
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        if rest:
+            out.append(" ".join(_drop_prefixes(rest)))
+    return tuple(dict.fromkeys(out))
+
+
+def _part(raw: str, redirects: bool) -> ShellPart:
+    words = _drop_prefixes(shell_words(raw))
+    return ShellPart(" ".join(words) or raw, redirects, raw, _inner_commands(words))
 
 
 # --- matching ----------------------------------------------------------------
@@ -213,7 +318,9 @@ def main_argument(tool: str, args: object, root: str | None = None, cwd: str | N
 
 def relative_path(path: str, root: str | None, cwd: str | None) -> str | None:
     """``path`` (relative to ``cwd``) relative to ``root``, normalised with symlinks resolved (so a link is
-    judged by where it leads); ``.`` for the root; None outside it."""
+    judged by where it leads); ``.`` for the root; None outside it or when it holds a NUL byte."""
+    if "\0" in path or "\0" in (root or "") or "\0" in (cwd or ""):
+        return None  # no file has such a name (the tools refuse it with their own message)
     root = os.path.realpath(root or cwd or "/")
     base = os.path.realpath(cwd) if cwd else root
     full = os.path.realpath(os.path.join(base, os.path.expanduser(path)))  # a symlink is judged by its target
@@ -286,8 +393,17 @@ def _denied_by(rule: Rule, tool: str, parts: list[ShellPart] | None, whole: str 
         return None
     if rule.pattern is None:
         return ""
-    candidates = [p.text for p in parts or ()] + ([whole] if whole is not None else [])
+    candidates = [form for p in parts or () for form in (p.text, p.raw, *p.also)]
+    candidates += [whole] if whole is not None else []
     return next((s for s in candidates if pattern_matches(rule.pattern, s, tool)), None)
+
+
+def read_denied(rules: RuleSet, relative: str) -> Rule | None:
+    """The deny rule with a path pattern that forbids reading ``relative`` (root-relative) with read_file:
+    tools returning file content some other way (search) honour it too. A rule on every read_file call
+    (no pattern) is not a path deny and is left to the gate."""
+    return next((r for r in rules.deny if r.pattern is not None and tool_matches(r, "read_file")
+                 and pattern_matches(r.pattern, relative, "read_file")), None)
 
 
 def decide(tool: str, args: object, user: RuleSet, project: RuleSet = RuleSet(),
@@ -303,8 +419,8 @@ def decide(tool: str, args: object, user: RuleSet, project: RuleSet = RuleSet(),
             why = f"deny rule '{rule}' ({rule.source}) matches " + (f"'{hit}'" if hit else f"every {tool} call")
             return Verdict(DENY, rule, why, shown)
     if tool == SHELL_TOOL and parts is None and whole is not None:
-        return Verdict(FALL_THROUGH, None, "the command cannot be parsed (unbalanced quotes), so no rule allows it",
-                       shown)
+        return Verdict(FALL_THROUGH, None, "the command cannot be parsed (unbalanced quotes, or a newline inside "
+                       "quotes), so no rule allows it", shown)
     verdict = _allowed(tool, parts, user.allow, ALLOW)
     if verdict.outcome == ALLOW:
         return verdict

@@ -52,6 +52,7 @@ class McpServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     tool_timeout_secs: int = 600
+    sandbox: str = "off"  # a stdio server may run sandboxed: read-only | workspace-write | off
     source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
 
@@ -64,6 +65,19 @@ class McpServerConfig:
                 f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
                 f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs}, "
                 f"source={self.source!r})")
+
+
+SANDBOX_MODES = ("read-only", "workspace-write", "off")
+
+
+@dataclass
+class SandboxConfig:
+    """The ``[sandbox]`` table: how the kernel confines the commands openheim starts for the model."""
+
+    mode: str = "workspace-write"  # read-only | workspace-write | off
+    network: bool = False  # TCP and UDP sockets (Unix sockets always work)
+    writable_roots: list[str] = field(default_factory=list)  # extra absolute directories (workspace-write)
+    required: bool = False  # refuse commands when the kernel cannot enforce the mode
 
 
 @dataclass
@@ -84,6 +98,9 @@ class ServeConfig:
     port: int | None = None
     token_env: str = "OPENHEIM_SERVE_TOKEN"
     cors_origins: list[str] = field(default_factory=list)
+    allow_client_mcp_commands: bool = False  # may a client's session/new start stdio MCP servers (host commands)?
+    max_message_bytes: int = 8 * 1024 * 1024  # an ACP frame larger than this is refused unparsed
+    max_file_bytes: int = 16 * 1024 * 1024  # the largest file the fs channel reads or writes
 
 
 @dataclass
@@ -96,6 +113,7 @@ class Config:
     max_tokens_total: int | None = None  # a turn's token budget (input + output, every iteration)
     turn_timeout_secs: float | None = None  # a turn's time budget
     max_parallel_tools: int = 8
+    max_parallel_subagents: int = 4  # delegate_task calls of one turn that run at once
     default_skills: list[str] = field(default_factory=list)
     work_dir: Path | None = None
     allow_shell: bool = False
@@ -106,6 +124,7 @@ class Config:
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     path: Path | None = None  # where it was loaded from
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
@@ -227,7 +246,7 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     )
 
 
-_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs"}
+_MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "sandbox"}
 
 
 def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServerConfig:
@@ -246,6 +265,7 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
         url=_get_str(d, "url", section),
         headers=_get_str_map(d, "headers", section),
         tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
+        sandbox=sandbox_mode(_get_str(d, "sandbox", section) or "off", f"{section}.sandbox"),
     )
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
@@ -292,7 +312,8 @@ def parse_memory(d: dict) -> MemoryConfig:
 def parse_serve(d: dict) -> ServeConfig:
     from urllib.parse import urlsplit
 
-    _warn_unknown(d, {"host", "port", "token_env", "cors_origins"}, "serve")
+    _warn_unknown(d, {"host", "port", "token_env", "cors_origins", "allow_client_mcp_commands", "max_message_bytes",
+                      "max_file_bytes"}, "serve")
     port = _get_int(d, "port", "serve", minimum=0)
     if port is not None and port > 65535:
         raise ConfigError(f"'serve.port' must be at most 65535, got {port}")
@@ -303,7 +324,28 @@ def parse_serve(d: dict) -> ServeConfig:
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
             raise ConfigError(f"'serve.cors_origins' entry '{origin}' must be an origin like https://example.com "
                               "(scheme, host and optional port; no path, no wildcard)")
-    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins])
+    sizes = {key: _get_int(d, key, "serve", minimum=1024, maximum=1 << 30)
+             for key in ("max_message_bytes", "max_file_bytes")}
+    allow_commands = _get_bool(d, "allow_client_mcp_commands", "serve")
+    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins],
+                       allow_commands, **{k: v for k, v in sizes.items() if v is not None})
+
+
+def sandbox_mode(value: str, where: str) -> str:
+    if value not in SANDBOX_MODES:
+        raise ConfigError(f"'{where}' must be one of {', '.join(SANDBOX_MODES)}, got {value!r}")
+    return value
+
+
+def parse_sandbox(d: dict) -> SandboxConfig:
+    _warn_unknown(d, {"mode", "network", "writable_roots", "required"}, "sandbox")
+    roots = _get_str_list(d, "writable_roots", "sandbox")
+    for root in roots:
+        if not Path(root).expanduser().is_absolute():
+            raise ConfigError(f"'sandbox.writable_roots' entry '{root}' must be an absolute directory")
+    return SandboxConfig(sandbox_mode(_get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
+                         _get_bool(d, "network", "sandbox"), [str(Path(r).expanduser()) for r in roots],
+                         _get_bool(d, "required", "sandbox"))
 
 
 def parse_permissions(d: dict, source: str) -> RuleSet:
@@ -317,7 +359,8 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
 
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
-             "max_parallel_tools", "serve", "max_tokens_total", "turn_timeout_secs", "permissions"}
+             "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
+             "permissions", "sandbox"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -339,6 +382,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         max_tokens_total=_get_int(d, "max_tokens_total"),
         turn_timeout_secs=_get_seconds(d, "turn_timeout_secs"),
         max_parallel_tools=_get_int(d, "max_parallel_tools", default=8) or 8,
+        max_parallel_subagents=_get_int(d, "max_parallel_subagents", default=4) or 4,
         default_skills=_get_str_list(d, "default_skills"),
         work_dir=Path(work_dir).expanduser() if work_dir else None,
         allow_shell=_get_bool(d, "allow_shell"),
@@ -349,6 +393,7 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
+        sandbox=parse_sandbox(_get_table(d, "sandbox")),
         path=path,
     )
 

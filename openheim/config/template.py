@@ -16,6 +16,12 @@ max_iterations = 10
 # allow_shell = false                # set true to give the model execute_command
 # mcp_startup_timeout_secs = 10      # how long a turn waits for MCP servers still starting
 
+[sandbox]                            # how the kernel confines shell commands (docs/security.md)
+# mode = "workspace-write"           # read-only | workspace-write | off
+# network = false                    # true: commands may open TCP/UDP sockets
+# writable_roots = []                # extra absolute directories commands may write
+# required = false                   # true: refuse commands when the kernel cannot enforce the mode
+
 [tui]
 # theme_color = "gray"               # white, gray, blue, cyan, magenta, green, yellow, red, pink
 

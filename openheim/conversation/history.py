@@ -163,6 +163,7 @@ class _LogRead:
     size: int  # bytes up to the end of the last good line
     needs_newline: bool
     torn: bool
+    skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
 
 
 class HistoryManager:
@@ -300,6 +301,21 @@ class HistoryManager:
         body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
         _atomic_write(self.meta_path(conv.id), body.encode("utf-8"))
 
+    def roll_back(self, conv: Conversation, count: int, log_size: int, needs_newline: bool) -> None:
+        """Forget everything after the first ``count`` messages, in memory and on disk (the log is cut back
+        to ``log_size`` bytes, which needs no free space): a turn that could not be saved leaves the log as
+        it was before it. The caller holds the session's lease, so the lines after ``log_size`` are its own."""
+        path = self.log_path(conv.id)
+        with _io("write", path):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                if os.fstat(fd).st_size > log_size:
+                    os.ftruncate(fd, log_size)
+            finally:
+                os.close(fd)
+        del conv.messages[count:]
+        conv.persisted, conv.log_size, conv.log_needs_newline = count, log_size, needs_newline
+
     def append_message(self, conv: Conversation, message: Message) -> None:
         """Append one message to the log as a compact JSON line, written straight through (no user-space buffer).
 
@@ -337,7 +353,12 @@ class HistoryManager:
         Raises HistoryDiverged when the log on disk is not a prefix of ``conv.messages``.
         """
         path = self.log_path(conv.id)
-        on_disk = self._read_log(path).messages
+        read = self._read_log(path)
+        if read.skipped:
+            raise ParseError(f"line {read.skipped[0]} of {path} is not a message this version can read, and "
+                             "rewriting the log would lose it: upgrade openheim or repair that line (the log was "
+                             "left untouched)")
+        on_disk = read.messages
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
@@ -392,7 +413,7 @@ class HistoryManager:
 
 def parse_log(data: bytes, where: str = "log") -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line a ParseError."""
+    bad line skipped with a warning (the rest of the session stays usable)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
@@ -412,27 +433,30 @@ def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
         if len(docs) != len(present):
             return None
         return [Message.from_dict(doc) for doc in docs]
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 
 def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
+    skipped: list[int] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
             messages.append(Message.from_dict(json.loads(raw)))
-        except (ValueError, TypeError, AttributeError) as e:
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:
-                raise ParseError(f"line {index + 1} of {where} is not a message this version can read ({e}); it was "
-                                 "written by a newer version of openheim or is damaged: upgrade openheim or repair "
-                                 "that line (the log was left untouched)") from None
-            log.warning("dropping a torn last line of %s: %s", where, e)
-            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+                log.warning("skipping line %d of %s: not a message this version can read (%s); it was written by "
+                            "a newer openheim or is damaged (the line is left in the file)", index + 1, where, why)
+                skipped.append(index + 1)
+                continue
+            log.warning("dropping a torn last line of %s: %s", where, why)
+            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped))
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped))
 
 
 def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:
@@ -458,14 +482,17 @@ def _gc_paused() -> Iterator[None]:
 def _is_message(raw: bytes) -> bool:
     try:
         Message.from_dict(json.loads(raw))
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return False
     return True
 
 
 def _parse_meta(data: bytes) -> ConversationMeta:
     """The metadata in ``data``; ValueError for anything malformed."""
-    doc = json.loads(data)
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("expected a JSON object")
     try:

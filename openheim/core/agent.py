@@ -67,6 +67,9 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     for iteration in range(1, cfg.max_iterations + 1):
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
+        spent = _token_budget_reached(cfg, ctx)  # subagents may have used it up meanwhile
+        if spent is not None:
+            return _finish(on_event, state, None, iteration - 1, StopReason.BUDGET, spent)
         on_event(events.IterationStart(iteration))
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
@@ -80,9 +83,10 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         if choice.usage is not None:
             state.usage = state.usage + choice.usage
             state.last_usage = choice.usage
+            ctx.usage.add(choice.usage)
             on_event(events.UsageReport(choice.usage))
         calls = choice.message.tool_calls()
-        over = _token_budget_reached(cfg, state)
+        over = _token_budget_reached(cfg, ctx)
         if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
             for call in calls:  # the reply's calls get a result, so the history has no dangling call
                 _append(history, Message.tool_result(call.id, call.name,
@@ -113,12 +117,14 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
 
 
-def _token_budget_reached(cfg: AgentConfig, state: _TurnState) -> Budget | None:
-    """The token budget, once the turn's calls (input + output, cache traffic included) have used it up."""
+def _token_budget_reached(cfg: AgentConfig, ctx: TurnContext) -> Budget | None:
+    """The token budget, once the turn's calls (input + output, cache traffic included; its subagents'
+    too) have used it up."""
     limit = cfg.max_tokens_total
-    if limit is None or state.usage.total < limit:
+    used = ctx.usage.total.total
+    if limit is None or used < limit:
         return None
-    return Budget("tokens", limit, state.usage.total)
+    return Budget("tokens", limit, used)
 
 
 def _stop_reason(choice: Choice, text: str | None) -> StopReason:

@@ -118,7 +118,7 @@ class SubagentEvent(_Event):
     kind: ClassVar[str] = "subagent"
     subagent: str
     parent_tool_call_id: str
-    event: ToolCall | ToolResult
+    event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -170,3 +170,12 @@ StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingCo
                | ToolDenied)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
+
+
+def usage_of(event: StreamEvent) -> Usage | None:
+    """The tokens an event reports: a model call's, or one of a subagent's (part of the same turn)."""
+    if isinstance(event, UsageReport):
+        return event.usage
+    if isinstance(event, SubagentEvent) and isinstance(event.event, UsageReport):
+        return event.event.usage
+    return None

@@ -108,6 +108,15 @@ _BLOCK_TYPES: dict[str, type[ContentBlock]] = {
 }
 
 
+def _field_types() -> dict[str, dict[str, str]]:
+    from dataclasses import fields
+
+    return {kind: {f.name: str(f.type) for f in fields(cls) if f.init} for kind, cls in _BLOCK_TYPES.items()}
+
+
+_FIELD_TYPES = _field_types()  # a block read from a log must have the types its class promises
+
+
 def block_from_dict(d: dict) -> ContentBlock:
     """Rebuild a content block from its JSON shape; unknown types raise ValueError."""
     kind = d.get("type")
@@ -115,10 +124,23 @@ def block_from_dict(d: dict) -> ContentBlock:
     if cls is None:
         raise ValueError(f"unknown content block type {kind!r}")
     fields = {k: v for k, v in d.items() if k != "type"}
+    types = _FIELD_TYPES[str(kind)]  # kind is a str here: it named a block type
+    for name, value in fields.items():
+        expected = types.get(name)
+        if expected is not None and not _has_type(value, expected):
+            raise ValueError(f"bad {kind} block: '{name}' must be {expected}, not {type(value).__name__}")
     try:
         return cls(**fields)
     except TypeError as e:
         raise ValueError(f"bad {kind} block: {e}") from None
+
+
+def _has_type(value: object, expected: str) -> bool:
+    """Whether ``value`` fits a block field's annotation (``str``, ``bool``, ``str | None``)."""
+    if value is None:
+        return expected.endswith("| None")
+    base = expected.removesuffix(" | None")
+    return isinstance(value, bool) if base == "bool" else isinstance(value, str) if base == "str" else True
 
 
 # --- messages ---------------------------------------------------------------
@@ -319,7 +341,7 @@ class AgentResult:
     final_response: str | None
     iterations_used: int
     stop_reason: StopReason
-    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls
+    usage: Usage = field(default_factory=Usage)  # summed over the turn's calls (a session's: subagents' too)
     context_usage: Usage | None = None  # the last call's usage: what the context holds
     budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
     structured: Any = None  # the answer parsed and validated against the turn's output schema

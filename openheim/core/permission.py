@@ -1,8 +1,9 @@
 """PermissionGate: how a front end approves or rejects a tool call before it runs.
 
 Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``), FailClosedGate
-(base for interactive front ends), RememberingGate (per-session *Always decisions around any gate) and
-RulesGate (permission rules from config, flags and the project, in front of all of them).
+(base for interactive front ends), RememberingGate (per-session *Always decisions around any gate),
+RulesGate (permission rules from config, flags and the project, in front of them) and ProtectedWritesGate
+(writes to the project's own configuration need a person, in front of everything).
 """
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ class PermissionGate(Protocol):
     gates_read_only: bool = False  # True: read-only tools are put to the gate too
     # False: a project's allow rules must not let a call past this gate's refusal (``--approve none``)
     project_allows_apply: bool = True
+    # True: ``request`` puts the call to a person (so it may approve writing the project's configuration)
+    asks_a_person: bool = False
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision: ...
 
@@ -73,6 +76,11 @@ class PermissionGate(Protocol):
         """Who refused a call, for scripts: ``{"by": "user"}``, ``{"by": "approve", "mode": ...}`` or
         ``{"by": "rule", "rule": ..., "source": ...}``."""
         return {"by": "user"}
+
+    def hides(self, relative: str) -> bool:
+        """Whether a deny rule forbids reading this root-relative path: tools that return file content
+        other than read_file (search) leave such files out."""
+        return False
 
 
 CapabilitiesLookup = Callable[[str], "ToolCapabilities"]
@@ -113,6 +121,12 @@ def check_gate(gate: object) -> PermissionGate:
         raise TypeError(f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
                         "subclass openheim.PermissionGate")
     return gate  # type: ignore[return-value]
+
+
+def hides(gate: object, relative: str) -> bool:
+    """``gate.hides(relative)`` for any gate (one that predates the method hides nothing)."""
+    method = getattr(gate, "hides", None)
+    return bool(method(relative)) if callable(method) else False
 
 
 def needs_permission(gate: PermissionGate, capabilities: ToolCapabilities) -> bool:
@@ -158,6 +172,8 @@ class PolicyGate(PermissionGate):
 
 class FailClosedGate(PermissionGate):
     """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
+
+    asks_a_person = True
 
     def ask(self, req: PermissionRequest, cancel: CancelToken | None) -> Decision | None:
         """Ask the user; None means no answer (UI gone, request dropped)."""
@@ -233,6 +249,9 @@ class RememberingGate(PermissionGate):
     def denied_by(self, req: PermissionRequest) -> dict[str, str]:
         return denial_source(self.inner, req)
 
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
+
     def key(self, req: PermissionRequest) -> str:
         scope = self._capabilities(req.tool_name).approval_scope if self._capabilities else "tool_name"
         return approval_key(req.tool_name, req.arguments, scope)
@@ -265,6 +284,9 @@ class SubagentGate(PermissionGate):
 
     def denied_by(self, req: PermissionRequest) -> dict[str, str]:
         return denial_source(self.inner, req)
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from dataclasses import replace
@@ -313,6 +335,11 @@ class RulesGate(PermissionGate):
             return Decision.ALLOW_ONCE
         return self.inner.request(req, cancel)
 
+    def hides(self, relative: str) -> bool:
+        from openheim.config.rules import read_denied
+
+        return read_denied(self.user + self.project, relative) is not None or hides(self.inner, relative)
+
     def denial_message(self, req: PermissionRequest) -> str:
         from openheim.config.rules import DENY
 
@@ -337,3 +364,69 @@ def denial_source(gate: object, req: PermissionRequest) -> dict[str, str]:
         log.exception("could not tell who denied %s", req.tool_name)
         found = None
     return found if isinstance(found, dict) else {"by": "user"}
+
+
+class ProtectedWritesGate(PermissionGate):
+    """In front of every other gate: a write to the project's own configuration (``.openheim/**``,
+    ``.mcp.json``; see ``config.protected``) is refused by a deny rule, allowed by a user allow rule
+    naming the path, else put to ``person`` afresh (no remembered *Always, no mode, no rule allowing
+    every write, no ``--approve all``) and refused when no person can be asked. Other calls go to ``inner``."""
+
+    def __init__(self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet,
+                 root: str, cwd: str) -> None:
+        self.inner, self.user, self.project, self.root, self.cwd = inner, user, project, root, cwd
+        self.person = person if person is not None and getattr(person, "asks_a_person", False) else None
+
+    @property
+    def gates_read_only(self) -> bool:  # type: ignore[override]
+        return self.inner.gates_read_only
+
+    def hides(self, relative: str) -> bool:
+        return hides(self.inner, relative)
+
+    def _protected(self, req: PermissionRequest) -> str | None:
+        from openheim.config.protected import protected_write
+        from openheim.core.tool_args import parse_arguments
+
+        return protected_write(req.tool_name, parse_arguments(req.arguments), self.root, self.cwd)
+
+    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
+        from openheim.config.protected import naming_rule
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        relative = self._protected(req)
+        if relative is None:
+            return self.inner.request(req, cancel)
+        if decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root,
+                  self.cwd).outcome == DENY:
+            return Decision.REJECT_ONCE
+        if naming_rule(self.user, req.tool_name, relative) is not None:
+            return Decision.ALLOW_ONCE
+        if self.person is None:
+            return Decision.REJECT_ONCE
+        return Decision.ALLOW_ONCE if self.person.request(req, cancel).allowed else Decision.REJECT_ONCE
+
+    def denial_message(self, req: PermissionRequest) -> str:
+        from openheim.config.protected import refusal
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        relative = self._protected(req)
+        if relative is None:
+            return self.inner.denial_message(req)
+        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
+        if verdict.outcome == DENY:
+            return rule_denied_message(verdict)
+        return self.person.denial_message(req) if self.person is not None else refusal(relative)
+
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        if self._protected(req) is None:
+            return denial_source(self.inner, req)
+        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
+        if verdict.outcome == DENY and verdict.rule is not None:
+            return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
+        return denial_source(self.person, req) if self.person is not None else {"by": "protected"}

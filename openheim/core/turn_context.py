@@ -10,6 +10,7 @@ from openheim.core.cancel import CancelToken
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
+    from openheim.core.models import Usage
     from openheim.core.permission import PermissionGate
 
 __all__ = ["CancelToken", "ClientIo", "TurnContext"]
@@ -36,9 +37,29 @@ class ClientIo(Protocol):
 
     def write_text_file(self, path: Path, content: str, cancel: CancelToken | None) -> None: ...
 
-    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int) -> str:
-        """Run ``command`` in the client's terminal; the result text, or a ToolExecutionError."""
+    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int,
+                    argv: list[str] | None = None) -> str:
+        """Run ``command`` in the client's terminal; the result text, or a ToolExecutionError.
+
+        ``argv``: the program and arguments to run instead of ``sh -c command`` (the sandbox helper)."""
         ...
+
+
+class TurnUsage:
+    """The tokens one turn used, its subagents' included (they share it through their context copies):
+    what the turn reports and what its token budget counts."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from openheim.core.models import Usage
+
+        self._lock = threading.Lock()
+        self.total = Usage()
+
+    def add(self, usage: Usage) -> None:
+        with self._lock:
+            self.total = self.total + usage
 
 
 @dataclass(eq=False)
@@ -57,6 +78,7 @@ class TurnContext:
     # Wait until the front end has handled every event so far, so a request to the client made next
     # (a diff's file read, a tool's fs or terminal call) reaches it after them.
     sync: Callable[[], None] | None = None
+    usage: TurnUsage = field(default_factory=lambda: TurnUsage())  # the whole turn's, subagents' included
 
     @property
     def effective_cwd(self) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import re
 import threading
 import time
@@ -274,7 +275,8 @@ class McpServer:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         cfg = self.config
-        params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=dict(cfg.env) or None,
+        command, *args = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
+        params = StdioServerParameters(command=command, args=args, env=dict(cfg.env) or None,
                                        cwd=str(cfg.cwd) if cfg.cwd else None)
         return await stack.enter_async_context(stdio_client(params, errlog=errlog))
 
@@ -411,3 +413,13 @@ async def _list_tools(session: Any) -> list[dict]:
         if not cursor:
             break
     return specs
+
+
+def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:
+    """A stdio server's command line, run through the sandbox helper when its entry opts in (``sandbox =
+    "read-only"`` or ``"workspace-write"``: writable is its cwd; no network; see docs/security.md)."""
+    if mode == "off":
+        return argv
+    from openheim.sandbox.policy import Sandbox
+
+    return Sandbox(mode=mode).wrap(argv, os.path.realpath(cwd or os.getcwd()))

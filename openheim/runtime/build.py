@@ -78,6 +78,7 @@ def build_state(opts: dict, tools: list[ToolHandler],
         config.default_skills = opts["default_skills"]
     if opts.get("allow_shell") is not None:
         config.allow_shell = bool(opts["allow_shell"])
+    _sandbox_overrides(config, opts)
     config.permissions = config.permissions + _builder_rules(opts)
     overrides = {k: opts[k] for k in _OVERRIDES if opts.get(k) is not None}
     settings = RuntimeSettings(
@@ -89,7 +90,9 @@ def build_state(opts: dict, tools: list[ToolHandler],
         default_provider=opts.get("provider"),
         default_model=opts.get("model"),
     )
+    _keep_private(settings.data_dir, config.path)
     _record_and_replay(config, opts)
+    _keep_secrets_from_children(settings.secret_env_vars | {config.serve.token_env})
     config.mcp_servers = _mcp_servers(config, opts)
     ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
     registry = _build_registry(config, ltm, tools)
@@ -99,6 +102,16 @@ def build_state(opts: dict, tools: list[ToolHandler],
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
         state.mcp.start(list(config.mcp_servers.values()))
     return state
+
+
+def _keep_private(data_dir: Path, config_file: Path | None) -> None:
+    """The data dir (config, keys, every project's history) and the config file are never reachable
+    through a file tool or the fs channel, whatever the sandbox root."""
+    from openheim.tools.sandbox import keep_private
+
+    keep_private(data_dir)
+    if config_file is not None:
+        keep_private(config_file)
 
 
 def _record_and_replay(config: Config, opts: dict) -> None:
@@ -146,12 +159,32 @@ def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:
     return servers
 
 
+def _keep_secrets_from_children(names: frozenset[str]) -> None:
+    """The key variables' values leave this process's initial environment block (/proc/PID/environ)."""
+    from openheim.sandbox.environ import scrub_initial_environ
+
+    scrub_initial_environ(names)
+
+
+def _sandbox_overrides(config: Config, opts: dict) -> None:
+    """``--sandbox``/``--sandbox-required`` (builder ``sandbox()``) over ``[sandbox]``."""
+    from openheim.config.schema import sandbox_mode
+
+    if opts.get("sandbox_mode") is not None:
+        config.sandbox.mode = sandbox_mode(opts["sandbox_mode"], "--sandbox")
+    if opts.get("sandbox_required") is not None:
+        config.sandbox.required = bool(opts["sandbox_required"])
+    if opts.get("sandbox_network") is not None:
+        config.sandbox.network = bool(opts["sandbox_network"])
+
+
 def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandler]) -> ToolRegistry:
     from openheim.memory.tools import memory_tools
+    from openheim.sandbox.policy import Sandbox
     from openheim.tools.builtins import register_builtins
 
     registry = ToolRegistry()
-    register_builtins(registry, allow_shell=config.allow_shell)
+    register_builtins(registry, allow_shell=config.allow_shell, sandbox=Sandbox.from_config(config.sandbox))
     for handler in [*memory_tools(ltm), *custom]:
         registry.register(handler)
     return registry

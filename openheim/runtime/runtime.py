@@ -16,11 +16,13 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    FileAccessError,
     InvalidArgument,
     NotFound,
     OpenheimError,
     ParseError,
     SessionBusy,
+    TooManySessions,
     file_error,
 )
 from openheim.runtime.mcp_wiring import McpWiring
@@ -129,14 +131,27 @@ class Runtime:
 
     def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
                     skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig] | None = None) -> SessionState:
+                    mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> SessionState:
+        """A new live session; ``hold``: a connected client shows it, so it is not evicted until let go."""
         self.sandbox_for(cwd)
+        if not self.sessions.has_room():  # before any MCP server of the session starts
+            raise TooManySessions(self.sessions.capacity)
         merged = list(dict.fromkeys([*self.config.default_skills, *skills]))
         if provider is None and model is None:
             provider, model = self.settings.default_provider, self.settings.default_model
         session = SessionState(str(uuid.uuid4()), self.resolve_model(provider, model), cwd, merged)
         self._attach_tools(session, mcp_servers or [])
-        return self.sessions.insert(session)
+        return self._insert(session, hold)
+
+    def _insert(self, session: SessionState, hold: bool) -> SessionState:
+        try:
+            inserted = self.sessions.insert(session, hold)
+        except TooManySessions:
+            session.release()
+            raise
+        if inserted is not session:  # another thread made it live meanwhile: its state wins
+            session.release()
+        return inserted
 
     def session(self, session_id: str) -> SessionState:
         sid = check_session_id(session_id)
@@ -146,9 +161,9 @@ class Runtime:
         return session
 
     def load_session(self, session_id: str, cwd: Path | None = None,
-                     mcp_servers: list[McpServerConfig] | None = None) -> ResumedSession:
+                     mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
-        and different, replace its own servers)."""
+        and different, replace its own servers); ``hold`` as for new_session."""
         sid = self.conversations.history.resolve_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
@@ -157,18 +172,17 @@ class Runtime:
                 raise SessionBusy(sid)
             if mcp_servers is not None and list(mcp_servers) != live.mcp_servers:
                 self._attach_tools(live, mcp_servers)
-            return ResumedSession(live, conv.messages)
+            return ResumedSession(self._insert(live, hold), conv.messages)
         meta = conv.meta
         session_cwd = cwd or (Path(meta.cwd) if meta.cwd else Path.cwd())
         self.sandbox_for(session_cwd)
         mode = self._stored_mode(sid, meta.mode)
         cfg, warning = self._restore_model(meta.provider, meta.model)
         session = SessionState(sid, cfg, session_cwd, list(meta.skills), mode)
+        if not self.sessions.has_room():
+            raise TooManySessions(self.sessions.capacity)
         self._attach_tools(session, mcp_servers or [])
-        inserted = self.sessions.insert(session)
-        if inserted is not session:  # another thread made it live meanwhile: its state wins
-            session.release()
-        return ResumedSession(inserted, conv.messages, warning)
+        return ResumedSession(self._insert(session, hold), conv.messages, warning)
 
     # --- tools and MCP servers ---------------------------------------------------------------
 
@@ -341,7 +355,7 @@ class Runtime:
             gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
-                          gate=self._rules_gate(remembering, gate, root, cwd, every_tool.capabilities),
+                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
                           emit=on_event, sync=sync)
         if session.fitter is None:
@@ -354,6 +368,7 @@ class Runtime:
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                result.usage = ctx.usage.total  # the turn's own calls and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
                 conv.meta.failed = False
@@ -370,19 +385,21 @@ class Runtime:
         from openheim.config.project_settings import load_project_rules
 
         root, cwd = self.sandbox_for(cwd)
-        return self.config.permissions, load_project_rules(root, cwd), root
+        return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
-    def _rules_gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-                    capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
-        """``inner`` behind the permission rules, when there are any (a bad project file fails the turn here)."""
+    def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
+              capabilities: Callable[[str], ToolCapabilities]) -> PermissionGate:
+        """``inner`` behind the permission rules, when there are any, and the guard on writes to the
+        project's own configuration (config.protected); a bad project file fails the turn here."""
         from openheim.config.project_settings import load_project_rules
-        from openheim.core.permission import RulesGate
+        from openheim.core.permission import ProtectedWritesGate, RulesGate
 
-        user, project = self.config.permissions, load_project_rules(root, cwd)  # root, cwd: already resolved
-        if not (user or project):
-            return inner
-        project_allows = getattr(fallback, "project_allows_apply", True)
-        return RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        user = self.config.permissions
+        project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
+        if user or project:
+            project_allows = getattr(fallback, "project_allows_apply", True)
+            inner = RulesGate(inner, user, project, str(root), str(cwd), capabilities, project_allows)
+        return ProtectedWritesGate(inner, fallback, user, project, str(root), str(cwd))
 
     def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
@@ -392,7 +409,8 @@ class Runtime:
         from openheim.tools.delegate import DelegateTool, Delegation
 
         base = base if base is not None else self.base_tools(session)
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base)
+        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base,
+                                self.config.max_parallel_subagents, frozenset(self.models()))
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
@@ -447,6 +465,9 @@ class _Recorder:
     def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
+        # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
+        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
+            conv.messages) else None
 
     def record(self, message: Message) -> None:
         """The user's message: on disk before the model is asked (rewriting the log if the append fails),
@@ -484,5 +505,19 @@ class _Recorder:
                 self.failed = False
             else:
                 self.history.save_meta(self.conv)
-        except OSError as e:
+        except (OSError, FileAccessError) as e:  # not HistoryDiverged: lines someone else wrote stay
+            if self.failed:
+                self._roll_back()
+            if isinstance(e, FileAccessError):
+                raise
             raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
+
+    def _roll_back(self) -> None:
+        """The turn could not be saved: take its lines out of the log again (best effort), so the log holds
+        no unanswered prompt and the next turn does not follow one."""
+        if self.before is None:
+            return
+        try:
+            self.history.roll_back(self.conv, *self.before)
+        except (OSError, OpenheimError) as e:
+            log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)

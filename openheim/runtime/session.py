@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.errors import TooManySessions
+
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.schema import McpServerConfig
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from openheim.runtime.turn import Turn
 
 IDLE_LIMIT_SECS = 7 * 24 * 3600
-MAX_LIVE_SESSIONS = 512
+MAX_LIVE_SESSIONS = 2048  # twice serve's socket cap: every connected client has room for a session
 
 
 @dataclass(eq=False)
@@ -38,10 +40,15 @@ class SessionState:
     tools: SessionTools | None = None  # with MCP servers: the session's tool set; None: the runtime's registry
     mcp_servers: list[McpServerConfig] = field(default_factory=list)  # the session's own servers, as given
     releases: list[Callable[[], object]] = field(default_factory=list)  # run once when the session goes away
+    holders: int = 0  # connected clients showing this session: while any does, it is never evicted
 
     @property
     def in_flight(self) -> bool:
         return self.turn is not None and self.turn.running
+
+    @property
+    def evictable(self) -> bool:
+        return not self.holders and not self.in_flight
 
     def stop(self) -> None:
         """Cancel whatever runs on this session."""
@@ -75,16 +82,32 @@ class SessionMap:
             session.touch()
         return session
 
-    def insert(self, session: SessionState) -> SessionState:
-        """Add a session, or return the live one with that id (its state wins)."""
+    def insert(self, session: SessionState, hold: bool = False) -> SessionState:
+        """Add a session, or return the live one with that id (its state wins); ``hold``: a connected client
+        shows it (see let_go). TooManySessions when the map is full of sessions that may not be evicted."""
         with self._lock:
             live = self._sessions.get(session.id)
-            if live is not None:
-                live.touch()
-                return live
-            self._sessions[session.id] = session
-            self._evict()
-            return session
+            if live is None:
+                self._evict()
+                if len(self._sessions) >= self.capacity:
+                    raise TooManySessions(self.capacity)
+                self._sessions[session.id] = live = session
+            live.touch()
+            if hold:
+                live.holders += 1
+            return live
+
+    def let_go(self, session_id: str) -> None:
+        """A client that held the session no longer shows it: once idle it may be evicted again."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None and session.holders:
+                session.holders -= 1
+
+    def has_room(self) -> bool:
+        """Whether a new session could be inserted now (a hint; insert decides)."""
+        with self._lock:
+            return len(self._sessions) < self.capacity or any(s.evictable for s in self._sessions.values())
 
     def remove(self, session_id: str) -> SessionState | None:
         with self._lock:
@@ -110,16 +133,18 @@ class SessionMap:
         return session_id in self._sessions
 
     def _evict(self) -> None:
+        """Drop sessions idle past the limit, then the least recently used until one more fits; a session
+        with a running turn or a connected client is never dropped."""
         now = time.monotonic()
         for sid, s in list(self._sessions.items()):
-            if now - s.last_active > self.idle_limit and not s.in_flight:
+            if now - s.last_active > self.idle_limit and s.evictable:
                 del self._sessions[sid]
                 s.release()
-        if len(self._sessions) <= self.capacity:
+        if len(self._sessions) < self.capacity:
             return
         for s in sorted(self._sessions.values(), key=lambda s: s.last_active):
-            if len(self._sessions) <= self.capacity:
+            if len(self._sessions) < self.capacity:
                 break
-            if not s.in_flight:
+            if s.evictable:
                 del self._sessions[s.id]
                 s.release()

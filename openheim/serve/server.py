@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import queue
+import re
+import secrets
 import socket
 import threading
 import time
@@ -22,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from openheim.acp.connection import MAX_LINE_BYTES, Sink, Writer
-from openheim.acp.server import AcpServer
+from openheim.acp.connection import Sink, Writer
+from openheim.acp.server import AcpServer, Parsed
 from openheim.config.loopback import is_loopback
 from openheim.errors import ConfigError, OpenheimError
 from openheim.serve import guard, rest
-from openheim.serve.fs_channel import FsChannel
+from openheim.serve.fs_channel import MAX_FILE_BYTES, FsChannel, WatchHub
 
 if TYPE_CHECKING:
     from websockets.datastructures import Headers
@@ -45,7 +47,11 @@ MAX_PENDING = 8 * 1024 * 1024  # bytes a socket may have waiting to be sent befo
 MAX_SOCKETS = 1024
 SHUTDOWN_GRACE = 2.0  # seconds cancelled turns get to answer before sockets are closed
 CLOSE_TIMEOUT = 2.0
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024  # an ACP frame larger than this is refused before it is parsed
+ENVELOPE_SLACK = 64 * 1024  # what an fs write's frame may carry besides the file's content
+MIN_READ_RATE = 64 * 1024  # bytes per second a REST client must at least read for its reply to be completed
 AGENT_PREFIX = b'{"channel":"agent","data":'
+FS_ENVELOPE = re.compile(r'\s*\{\s*"channel"\s*:\s*"fs"\s*,')
 _END = object()
 
 
@@ -53,26 +59,44 @@ _END = object()
 class ServeOptions:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    token: str | None = None
+    token: str | None = None  # None only with --no-token, on loopback
     cors_origins: tuple[str, ...] = ()
     max_pending: int = MAX_PENDING
     max_sockets: int = MAX_SOCKETS
     watch_interval: float = 1.0  # seconds between polls of a watched tree
+    allow_client_mcp_commands: bool = False  # may a client's session/new start stdio MCP servers?
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_file_bytes: int = MAX_FILE_BYTES
+    token_generated: bool = False  # no token was configured: this one was made up at start
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame read at all: an ACP message, or an fs write with its envelope."""
+        return max(self.max_message_bytes, self.max_file_bytes + ENVELOPE_SLACK)
 
 
 def resolve_options(config: ServeConfig, host: str | None, port: int | None, token: str | None,
-                    environ: dict | None = None) -> ServeOptions:
-    """Flags over ``[serve]`` over defaults; a non-loopback address without a token is refused."""
+                    environ: dict | None = None, no_token: bool = False) -> ServeOptions:
+    """Flags over ``[serve]`` over defaults. A network address needs a token; on loopback, without one, one
+    is generated (``token_generated``), unless ``no_token`` asks to serve without."""
     env = os.environ if environ is None else environ
     host = host or config.host or DEFAULT_HOST
     port = config.port if port is None else port
     token = token if token is not None else env.get(config.token_env)
     if token is not None and not token.strip():
         raise ConfigError(f"the serve token is empty; set {config.token_env} (or --token) to a long random string")
+    if no_token and token is not None:
+        raise ConfigError(f"--no-token contradicts the token given (by --token or {config.token_env}); drop one")
     if token is None and not is_loopback(host):
         raise ConfigError(f"binding {host} makes the agent reachable from the network, so it needs a token: "
                           f"set {config.token_env} (or pass --token) to a long random string")
-    return ServeOptions(host, DEFAULT_PORT if port is None else port, token, tuple(config.cors_origins))
+    generated = token is None and not no_token
+    if generated:
+        token = secrets.token_urlsafe(32)
+    return ServeOptions(host, DEFAULT_PORT if port is None else port, token, tuple(config.cors_origins),
+                        allow_client_mcp_commands=config.allow_client_mcp_commands,
+                        max_message_bytes=config.max_message_bytes, max_file_bytes=config.max_file_bytes,
+                        token_generated=generated)
 
 
 # --- HTTP -------------------------------------------------------------------------------
@@ -122,17 +146,47 @@ def single(headers: Headers, name: str) -> str | None:
     return values[0] if values else None
 
 
+def _library_logger() -> logging.Logger:
+    """The websockets library's logger, never at debug: its debug lines carry request headers (the token)."""
+    logger = logging.getLogger("openheim.serve.websockets")
+    logger.setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
+    return logger
+
+
 # --- sockets ----------------------------------------------------------------------------
 
 
-def frames(ws: ServerConnection) -> Iterator[str | bytes]:
-    """A socket's incoming messages until it closes (however it closes)."""
+def frames(ws: ServerConnection, limit: int | None = None) -> Iterator[str | bytes | None]:
+    """A socket's incoming messages until it closes (however it closes); None stands for one longer than
+    ``limit``, which is never parsed."""
     from websockets.exceptions import ConnectionClosed
 
     try:
-        yield from ws
+        for frame in ws:
+            yield None if limit is not None and len(frame) > limit else frame
     except ConnectionClosed:
         return
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def parse_envelope(frame: str | bytes) -> tuple[Any, str | None]:
+    """(the parsed frame, None), or (None, why it is not JSON): strict JSON, so no NaN or infinity gets in."""
+    try:
+        return json.loads(frame, parse_constant=_refuse_constant, parse_float=_finite), None
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, f"Invalid message: not JSON ({e})"
+    except RecursionError:
+        return None, "Invalid message: nested too deeply"
 
 
 def frame_sink(ws: ServerConnection) -> Sink:
@@ -175,8 +229,13 @@ class OpenheimServer:
     """The HTTP + WebSocket server; ``start()`` binds and serves on a background thread."""
 
     def __init__(self, client: OpenheimClient, options: ServeOptions) -> None:
+        from openheim.config.secrecy import remember_secrets
+
         self.client, self.options = client, options
+        if options.token:
+            remember_secrets(options.token)  # never in a log line
         self.root = Path(client.work_dir or os.getcwd())
+        self.watches = WatchHub(options.watch_interval)  # one poller per watched tree, for every socket
         self.peers: set[Peer] = set()
         self._lock = threading.Lock()
         self._server: Server | None = None
@@ -194,8 +253,8 @@ class OpenheimServer:
         try:
             self._server = serve(self._handle, self.options.host, self.options.port,
                                  process_request=self._process_request, compression=None,
-                                 max_size=MAX_LINE_BYTES, close_timeout=CLOSE_TIMEOUT, server_header=None,
-                                 logger=logging.getLogger("openheim.serve.websockets"))
+                                 max_size=self.options.max_frame_bytes, close_timeout=CLOSE_TIMEOUT,
+                                 server_header=None, logger=_library_logger())
         except OSError as e:
             raise OpenheimError(f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
                                 "(is another server using the port? choose one with --port)") from None
@@ -210,12 +269,16 @@ class OpenheimServer:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP requests are answered here; a WebSocket upgrade that passes the checks returns None."""
         try:
-            return self._answer(request)
+            answer = self._answer(request)
         except BadRequest as e:
             return error(400, str(e))
         except Exception:
-            log.exception("%s %s failed", request.method, request.path)
+            log.exception("%s %s failed", request.method, urlsplit(request.path).path)
             return error(500, "internal error; see the server log")
+        if answer is not None and len(answer.body) > MIN_READ_RATE * CLOSE_TIMEOUT:
+            # websockets gives a reply close_timeout seconds to leave: long enough for a slow reader
+            connection.close_timeout = max(CLOSE_TIMEOUT, len(answer.body) / MIN_READ_RATE)
+        return answer
 
     def _answer(self, request: Request) -> Response | None:
         url = urlsplit(request.path)
@@ -278,7 +341,9 @@ class OpenheimServer:
 
     def _serve_acp(self, peer: Peer) -> None:
         """`/acp`: bare JSON-RPC frames, the same ACP server as stdio."""
-        peer.acp = AcpServer(self.client, frames(peer.ws), peer.out, kill_children=False)
+        limit = self.options.max_message_bytes
+        peer.acp = AcpServer(self.client, frames(peer.ws, limit), peer.out, limit, kill_children=False,
+                             allow_mcp_commands=self.options.allow_client_mcp_commands)
         peer.acp.serve()
 
     def _serve_enveloped(self, peer: Peer) -> None:
@@ -286,37 +351,45 @@ class OpenheimServer:
         out = peer.out.start()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         peer.agent_writer = Writer(lambda lines: out.send_lines(AGENT_PREFIX + line[:-1] + b"}\n" for line in lines))
-        peer.acp = AcpServer(self.client, iter(inbox.get, _END), peer.agent_writer, kill_children=False)
+        peer.acp = AcpServer(self.client, iter(inbox.get, _END), peer.agent_writer, self.options.max_message_bytes,
+                             kill_children=False, allow_mcp_commands=self.options.allow_client_mcp_commands)
         agent = threading.Thread(target=peer.acp.serve, name="ws-agent", daemon=True)
         agent.start()
-        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}), self.options.watch_interval)
+        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}), hub=self.watches,
+                       max_file_bytes=self.options.max_file_bytes)
         out.send({"channel": "fs", "data": {"type": "connected", "message": "Connected to Openheim"}})
         try:
             for frame in frames(peer.ws):
-                self._route(frame, inbox, fs, out)
+                if frame is not None:  # (no limit given: every frame is one)
+                    self._route(frame, inbox, fs, out)
         finally:
             inbox.put(_END)
             fs.close()
             agent.join(SHUTDOWN_GRACE + CLOSE_TIMEOUT)
             out.close()
 
-    @staticmethod
-    def _route(frame: str | bytes, inbox: queue.SimpleQueue, fs: FsChannel, out: Writer) -> None:
-        try:
-            envelope = json.loads(frame)
-        except (ValueError, UnicodeDecodeError) as e:
+    def _route(self, frame: str | bytes, inbox: queue.SimpleQueue, fs: FsChannel, out: Writer) -> None:
+        """One `/ws` frame, parsed once: its data goes to the ACP server as parsed, or to the fs channel.
+        A frame larger than an ACP message may only be an fs request; anything else that large is refused
+        unparsed."""
+        big = len(frame) > self.options.max_message_bytes
+        head = frame[:64] if isinstance(frame, str) else frame[:64].decode("utf-8", "replace")
+        if big and not FS_ENVELOPE.match(head):
+            problem: str | None = (f"Invalid message: larger than {self.options.max_message_bytes} bytes "
+                                   "(only an fs write may be larger)")
             envelope = None
-            problem = f"Invalid message: not JSON ({e})"
         else:
-            problem = "Invalid message: expected {\"channel\": \"agent\" | \"fs\", \"data\": ...}"
-        channel = envelope.get("channel") if isinstance(envelope, dict) else None
-        if channel == "agent":
-            inbox.put(json.dumps(envelope.get("data")))
+            envelope, problem = parse_envelope(frame)
+        channel, data = (envelope.get("channel"), envelope.get("data")) if isinstance(envelope, dict) else (None, None)
+        if channel == "agent" and not big:
+            inbox.put(Parsed(data))
         elif channel == "fs":
-            fs.handle(envelope.get("data"))
+            fs.handle(data)
         else:
-            if channel is not None:
-                problem = f"Unknown channel {channel!r}; use 'agent' or 'fs'"
+            if problem is None:
+                problem = "Invalid message: expected {\"channel\": \"agent\" | \"fs\", \"data\": ...}"
+                if channel is not None:
+                    problem = f"Unknown channel {str(channel)[:40]!r}; use 'agent' or 'fs'"
             out.send({"channel": "system", "data": {"type": "error", "message": problem}})
 
     # --- shutdown -----------------------------------------------------------------------

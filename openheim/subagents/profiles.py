@@ -11,6 +11,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openheim.core.control_chars import one_line
+
 log = logging.getLogger(__name__)
 
 MAX_PROFILE_BYTES = 256 * 1024
@@ -126,12 +128,15 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
             data = tomllib.loads(front or "")
         except tomllib.TOMLDecodeError as e:
             raise ProfileError(f"invalid frontmatter: {e}") from None
+        except RecursionError:
+            raise ProfileError("invalid frontmatter: nested too deeply") from None
     elif style == "yaml":
         data = parse_yaml_subset(front or "")
     prompt = body.strip()  # may be empty: the frontmatter alone is a profile (as upstream loads it)
     model = _str_or_none(data, "model")
-    return AgentProfile(name=_str_or_none(data, "name") or name, system_prompt=prompt,
-                        description=_str_or_none(data, "description") or "",
+    # name and description reach the terminal (run -v, the chat) and the model: no control characters
+    return AgentProfile(name=one_line(_str_or_none(data, "name") or "") or one_line(name), system_prompt=prompt,
+                        description=one_line(_str_or_none(data, "description") or ""),
                         model=None if model == "inherit" else model, provider=_str_or_none(data, "provider"),
                         tools=_tools(data), max_iterations=_max_iterations(data), path=path)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from openheim.core.tools import ToolRegistry
+from openheim.sandbox.policy import Sandbox
 from openheim.tools.edit_file import EditFileTool
 from openheim.tools.list_dir import ListDirTool
 from openheim.tools.plan import UpdatePlanTool
@@ -12,7 +13,8 @@ from openheim.tools.web_fetch import Resolver, WebFetchTool
 from openheim.tools.write_file import WriteFileTool
 
 
-def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None) -> None:
+def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None,
+                      sandbox: Sandbox | None = None) -> None:
     """Add read_file, write_file, edit_file, list_dir, search, web_fetch, update_plan (+ execute_command).
 
     Also makes this process non-dumpable before any tool can run, so the children tools start
@@ -23,6 +25,9 @@ def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Re
                  WebFetchTool(resolver), UpdatePlanTool()):
         registry.register(tool)
     if allow_shell:
+        from openheim.sandbox.support import announce
         from openheim.tools.execute_command import ExecuteCommandTool
 
-        registry.register(ExecuteCommandTool())
+        sandbox = sandbox or Sandbox()
+        announce(sandbox)
+        registry.register(ExecuteCommandTool(sandbox=sandbox))

@@ -1,11 +1,12 @@
 """delegate_task: hand a self-contained task to a subagent with its own prompt, model and tools."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from openheim.core.events import SubagentEvent, ToolCall, ToolResult
+from openheim.core.events import SubagentEvent, ToolCall, ToolResult, UsageReport
 from openheim.core.models import Message, StopReason
 from openheim.core.permission import SubagentGate
 from openheim.core.tools import (
@@ -38,6 +39,12 @@ class Delegation:
     resolve: Callable[[str | None, str | None], AgentConfig]  # (provider, model) -> config
     llm_for: Callable[[AgentConfig], LlmClient]
     executor: ToolExecutor  # the parent's tools, without delegate_task: no recursion
+    max_parallel: int = 4  # subagents of one turn that run at once (config: max_parallel_subagents)
+    models: frozenset[tuple[str, str]] | None = None  # (provider, model) pairs the model may pick; None: any
+    slots: threading.BoundedSemaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, self.max_parallel))
 
 
 def describe(profiles: list[AgentProfile]) -> str:
@@ -98,10 +105,24 @@ class DelegateTool(BaseTool):
         try:
             cfg, note = self._config(profile, args)
         except OpenheimError as e:
-            raise ToolExecutionError(f"cannot start subagent '{profile.name}': {e}") from None
-        if ctx.cancel.cancelled:
+            why = e.message if isinstance(e, ToolExecutionError) else str(e)
+            raise ToolExecutionError(f"cannot start subagent '{profile.name}': {why}") from None
+        if not self._wait_for_a_slot(ctx):
             return ""
-        return self._run(profile, task, cfg, tools if tools is not None else profile.tools, ctx) + note
+        try:
+            return self._run(profile, task, cfg, tools if tools is not None else profile.tools, ctx) + note
+        finally:
+            self.delegation.slots.release()
+
+    def _wait_for_a_slot(self, ctx: TurnContext) -> bool:
+        """Take one of the turn's max_parallel_subagents slots; False when the turn is cancelled first."""
+        while not ctx.cancel.cancelled:
+            if self.delegation.slots.acquire(timeout=0.1):
+                if ctx.cancel.cancelled:
+                    self.delegation.slots.release()
+                    return False
+                return True
+        return False
 
     def _profile(self, args: dict) -> tuple[AgentProfile | None, str]:
         """The profile to run, or None and the text that tells the model why not."""
@@ -130,6 +151,13 @@ class DelegateTool(BaseTool):
         provider = args.get("provider") or profile.provider
         model = args.get("model") or profile.model
         cfg = d.session_config if not (provider or model) else d.resolve(provider, model)
+        picked = (cfg.provider_name, cfg.model)
+        own = (d.session_config.provider_name, d.session_config.model)
+        if (args.get("provider") or args.get("model")) and d.models is not None and picked != own \
+                and picked not in d.models:
+            listed = ", ".join(f"{p}/{m}" for p, m in sorted(d.models))
+            raise ToolExecutionError(f"model '{cfg.model}' of provider '{cfg.provider_name}' is not one this "
+                                     f"configuration lists; pick one of: {listed}")
         limit = d.session_config.max_iterations
         wanted = args.get("max_iterations") or profile.max_iterations
         note = ""
@@ -151,7 +179,7 @@ class DelegateTool(BaseTool):
         gate = SubagentGate(ctx.gate, profile.name, parent) if ctx.gate is not None else None
 
         def forward(event: StreamEvent) -> None:
-            if ctx.emit is not None and isinstance(event, (ToolCall, ToolResult)):
+            if ctx.emit is not None and isinstance(event, (ToolCall, ToolResult, UsageReport)):
                 ctx.emit(SubagentEvent(profile.name, parent, event))
 
         history = [Message.user(task)]

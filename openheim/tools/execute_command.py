@@ -1,10 +1,12 @@
 """execute_command: run a shell command in its own process group, capped, timed out and cancellable."""
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
@@ -12,6 +14,7 @@ from openheim.core.client_io import terminal
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
+from openheim.sandbox.policy import REFUSED_EXIT, Sandbox, explain_refusal
 from openheim.tools.process import (
     child_env,
     kill_group,
@@ -21,12 +24,18 @@ from openheim.tools.process import (
 )
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from openheim.sandbox.server import Served
+
+    Process: TypeAlias = "subprocess.Popen[bytes] | Served"
     from openheim.core.turn_context import CancelToken, TurnContext
 
 TIMEOUT = 120.0
 CAP = 65536
 DRAIN_SECONDS = 1.0
 REAP_SECONDS = 5.0
+HELPER_STOP_SECONDS = 2.0
 _POLL = 0.1
 
 
@@ -60,9 +69,13 @@ class Outcome:
     cancelled: bool = False
 
 
-def _pidfd(pid: int) -> int | None:
+def _pidfd(proc: Process) -> int | None:
+    """An fd that becomes readable when the process ends (a sandboxed command's answer socket, else a pidfd)."""
+    exit_fd = getattr(proc, "exit_fd", None)
+    if exit_fd is not None:
+        return os.dup(exit_fd)
     try:
-        return os.pidfd_open(pid)
+        return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
         return None
 
@@ -94,7 +107,7 @@ def _read_ready(sel: selectors.BaseSelector, timeout: float, streams: dict) -> b
     return exited
 
 
-def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes]]:
+def _pipes(proc: Process) -> tuple[IO[bytes], IO[bytes]]:
     """The shell's stdout and stderr (it is always started with both piped)."""
     assert proc.stdout is not None and proc.stderr is not None
     return proc.stdout, proc.stderr
@@ -104,7 +117,7 @@ def _pipes_open(sel: selectors.BaseSelector) -> bool:
     return any(key.data != "exit" for key in sel.get_map().values())
 
 
-def _pump(proc: subprocess.Popen, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
+def _pump(proc: Process, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
           pidfd: int | None) -> None:
     """Read both pipes until the shell exits, time runs out or the turn is cancelled."""
     stdout, stderr = _pipes(proc)
@@ -122,7 +135,7 @@ def _pump(proc: subprocess.Popen, out: Outcome, sel: selectors.BaseSelector, dea
             return
 
 
-def _drain(sel: selectors.BaseSelector, proc: subprocess.Popen, out: Outcome) -> None:
+def _drain(sel: selectors.BaseSelector, proc: Process, out: Outcome) -> None:
     """After the group is killed, take what is still buffered in the pipes (bounded in time)."""
     stdout, stderr = _pipes(proc)
     streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
@@ -131,7 +144,7 @@ def _drain(sel: selectors.BaseSelector, proc: subprocess.Popen, out: Outcome) ->
         _read_ready(sel, until - time.monotonic(), streams)
 
 
-def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelector:
+def _selector(proc: Process, pidfd: int | None) -> selectors.BaseSelector:
     sel = selectors.DefaultSelector()
     for pipe in _pipes(proc):
         os.set_blocking(pipe.fileno(), False)
@@ -141,21 +154,40 @@ def _selector(proc: subprocess.Popen, pidfd: int | None) -> selectors.BaseSelect
     return sel
 
 
-def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelToken) -> Outcome:
-    """Supervise a started process group to the end; the group is always killed and reaped."""
+def _stop_helper(proc: Process) -> None:
+    """Ask the sandbox helper to kill every descendant (it is their subreaper) and wait a little for it."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.terminate()
+        proc.wait(timeout=HELPER_STOP_SECONDS)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def run_group(proc: Process, timeout: float, cap: int, cancel: CancelToken, helper: bool = False) -> Outcome:
+    """Supervise a started process group to the end; the group is always killed and reaped.
+
+    ``helper``: the process is the sandbox helper, which kills the command's other descendants (also those
+    in new sessions) when it gets SIGTERM; it is stopped that way before the group is killed."""
     out = Outcome(Capped(cap), Capped(cap))
     pgid = proc.pid
-    register_group(pgid)
-    remove = cancel.on_cancel(lambda: kill_group(pgid))
-    pidfd = _pidfd(proc.pid)
+    register_group(pgid, helper)
+    stop = (lambda: proc.terminate()) if helper else (lambda: kill_group(pgid))
+    remove = cancel.on_cancel(stop)
+    pidfd = _pidfd(proc)
     sel = _selector(proc, pidfd)
     deadline = time.monotonic() + timeout
     try:
         _pump(proc, out, sel, deadline, cancel, pidfd)
+        if helper:
+            _stop_helper(proc)
         kill_group(pgid)
         _drain(sel, proc, out)
     finally:
         remove()
+        if helper:
+            _stop_helper(proc)
         kill_group(pgid)
         _finish(proc, sel, pidfd, out)
         unregister_group(pgid)
@@ -163,7 +195,7 @@ def run_group(proc: subprocess.Popen, timeout: float, cap: int, cancel: CancelTo
     return out
 
 
-def _finish(proc: subprocess.Popen, sel: selectors.BaseSelector, pidfd: int | None, out: Outcome) -> None:
+def _finish(proc: Process, sel: selectors.BaseSelector, pidfd: int | None, out: Outcome) -> None:
     sel.close()
     if pidfd is not None:
         os.close(pidfd)
@@ -215,21 +247,73 @@ class ExecuteCommandTool(BaseTool):
             return ToolView(self.name, self.capabilities.kind)
         return ToolView(f"Run `{short(command)}`", self.capabilities.kind, command=str(command))
 
-    def __init__(self, timeout: float = TIMEOUT, cap: int = CAP) -> None:
+    def __init__(self, timeout: float = TIMEOUT, cap: int = CAP, sandbox: Sandbox | None = None) -> None:
         self.timeout = timeout
         self.cap = cap
+        self.sandbox = sandbox or Sandbox(mode="off")
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         command = require_str(args, "command")
         if ctx.cancel.cancelled:
             raise ToolExecutionError("Command cancelled.")
         client = terminal(ctx.client_io)
-        if client is not None:  # an editor that runs commands in its own terminal
-            return client.run_command(command, ctx, self.timeout, self.cap)
+        if client is not None:  # an editor that runs commands in its own terminal (on this machine)
+            argv = self.sandbox.wrap(["sh", "-c", command], ctx.work_dir) if self.sandbox.active else None
+            try:
+                return client.run_command(command, ctx, self.timeout, self.cap, argv=argv)
+            except ToolExecutionError as e:
+                raise _explained(e, self.sandbox, ctx.work_dir, e.message) from None
+        with _private_tmp(self.sandbox) as tmp:
+            proc = self._start(command, ctx, tmp)
+            out = run_group(proc, self.timeout, self.cap, ctx.cancel, helper=self.sandbox.active)
+        return sandboxed_outcome(out, self.timeout, self.sandbox, ctx.work_dir)
+
+
+    def _start(self, command: str, ctx: TurnContext, tmp: str | None) -> Process:
+        """``sh -c command`` in the session cwd, as its own process group; through the sandbox's fork server
+        when the sandbox is on."""
+        env = child_env(ctx.secret_env_vars)
         try:
-            proc = subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                    env=child_env(ctx.secret_env_vars))
+            if self.sandbox.active:
+                from openheim.sandbox.server import spawn
+
+                options = self.sandbox.helper_options(ctx.work_dir, tmp)
+                return spawn([*options, "--", "sh", "-c", command], ctx.effective_cwd, env)
+            return subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
         except OSError as e:
             raise ToolExecutionError(f"Failed to execute command: {e}") from None
-        return format_outcome(run_group(proc, self.timeout, self.cap, ctx.cancel), self.timeout)
+
+
+@contextlib.contextmanager
+def _private_tmp(sandbox: Sandbox) -> Iterator[str | None]:
+    """A command's own temp dir (TMPDIR), removed afterwards; None when the sandbox is off."""
+    if not sandbox.active:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="openheim-cmd-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sandboxed_outcome(out: Outcome, timeout: float, sandbox: Sandbox, root: str | os.PathLike) -> str:
+    """format_outcome, plus one line saying what the sandbox refused when the command failed because of it."""
+    if sandbox.required and out.returncode == REFUSED_EXIT and "required but not enforced" in out.stderr.text():
+        reason = out.stderr.text().strip().splitlines()[-1].removeprefix("openheim sandbox: ")
+        raise ToolExecutionError(f"Command refused: the sandbox ({sandbox.mode}) is {reason}; nothing was run. "
+                                 "Set [sandbox] required = false (or mode = \"off\") to run commands unconfined.")
+    try:
+        return format_outcome(out, timeout)
+    except ToolExecutionError as e:
+        raise _explained(e, sandbox, root, out.stderr.text() + "\n" + out.stdout.text()) from None
+
+
+def _explained(error: ToolExecutionError, sandbox: Sandbox, root: str | os.PathLike, output: str) -> ToolExecutionError:
+    """``error`` with one more line when the output shows the sandbox refused something."""
+    note = explain_refusal(sandbox, root, output)
+    return error if note is None else ToolExecutionError(f"{error.message}\n{note}")

@@ -14,17 +14,21 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _groups: set[int] = set()
+_helpers: set[int] = set()  # groups led by a sandbox helper (it cleans up after SIGTERM)
 
 
-def register_group(pgid: int) -> None:
+def register_group(pgid: int, helper: bool = False) -> None:
     """Remember a running process group so kill_all can reach it."""
     with _lock:
         _groups.add(pgid)
+        if helper:
+            _helpers.add(pgid)
 
 
 def unregister_group(pgid: int) -> None:
     with _lock:
         _groups.discard(pgid)
+        _helpers.discard(pgid)
 
 
 def running_groups() -> list[int]:
@@ -40,9 +44,27 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+STOP_GRACE = 0.3  # seconds a sandbox helper gets to kill what its command left behind
+
+
 def kill_all() -> None:
-    """Kill every running tool process group (for the CLI's SIGTERM/SIGHUP handler)."""
-    for pgid in running_groups():
+    """Kill every running tool process group (for the CLI's SIGTERM/SIGHUP handler).
+
+    A sandbox helper (the leader of its group) gets SIGTERM first: it then kills its command's descendants,
+    also those that left the group with setsid, before the groups are SIGKILLed."""
+    groups = running_groups()
+    with _lock:
+        helpers = sorted(_helpers)
+    for pid in helpers:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if helpers:
+        import time
+
+        time.sleep(STOP_GRACE)
+    for pgid in groups:
         kill_group(pgid)
 
 

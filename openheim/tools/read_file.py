@@ -50,9 +50,13 @@ def _validate_utf8(buf: Buffer, end: int) -> None:
 
 
 def _line_start(buf: Buffer, offset: int) -> int | None:
-    """Byte index where 1-based line ``offset`` starts, or None when it is past the end."""
+    """Byte index where 1-based line ``offset`` starts, or None when it is past the end; a ToolExecutionError
+    when it does not start within the first SCAN_LIMIT bytes (a huge or sparse file is never scanned whole)."""
     n, pos, remaining = len(buf), 0, offset - 1
     while remaining > 0 and pos < n:
+        if pos >= SCAN_LIMIT:
+            raise ToolExecutionError(f"line {offset} does not start within the first {SCAN_LIMIT >> 20} MiB of the "
+                                     "file, which read_file does not scan past; use search to find what you need")
         end = min(pos + _CHUNK, n)
         found = _count_nl(buf, pos, end)
         if found < remaining:

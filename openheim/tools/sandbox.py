@@ -8,6 +8,7 @@ cannot lead a tool outside.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -119,12 +120,15 @@ def _contain(requested: str, norm: str, root: str) -> str:
 
 def validate_path(requested: str | os.PathLike, work_dir: str | os.PathLike,
                   cwd: str | os.PathLike | None = None) -> Path:
-    """The real path for ``requested`` (relative to ``cwd``), refused unless inside ``work_dir``."""
+    """The real path for ``requested`` (relative to ``cwd``), refused unless inside ``work_dir`` and
+    outside every private path (openheim's data dir)."""
     req = os.fspath(requested)
     check_text(req)
     root = canonical_root(work_dir)
     norm = normalize(req, _base(root, cwd))
-    return Path(_contain(req, norm, root))
+    real = _contain(req, norm, root)
+    _refuse_private(req, real, root)
+    return Path(real)
 
 
 def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
@@ -145,7 +149,40 @@ def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
         raise ToolExecutionError(f"path '{_shown(req)}' is the work directory itself")
     if not is_inside(result, root):
         raise _outside(req, root)
+    _refuse_private(req, result, root)
+    if any(is_inside(private, result) for private in _private):
+        raise ToolExecutionError(f"path '{_shown(req)}' holds openheim's data directory; it cannot be moved or "
+                                 "deleted through a file tool")
     return Path(result)
+
+
+# --- private paths: openheim's own data, never reachable through a file tool -----------------------
+#
+# The data dir holds the config (maybe a key) and every project's history. Whatever the sandbox root
+# (a session rooted at $HOME contains ~/.openheim), no file tool and no fs client reaches it. The set is
+# process-wide: the runtime adds its data dir and config file when it is built.
+
+_private: set[str] = set()
+
+
+def keep_private(path: str | os.PathLike) -> None:
+    """Make ``path`` (and everything below it) unreachable through validate_path and validate_entry."""
+    text = os.path.abspath(os.fspath(path))
+    _private.add(normalize(text, "/"))
+    _private.add(os.path.realpath(text))
+
+
+def is_private(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path`` (absolute, canonical) is a private path or lies below one, for a session rooted at
+    ``root`` (canonical). A root inside a private path is a choice to work there: nothing below it is hidden."""
+    text, top = os.fspath(path), os.fspath(root)
+    return any(is_inside(text, private) and not is_inside(top, private) for private in _private)
+
+
+def _refuse_private(requested: str, real: str, root: str) -> None:
+    if is_private(real, root):
+        raise ToolExecutionError(f"path '{_shown(requested)}' is inside openheim's data directory, which file "
+                                 "tools never reach; choose a path in the project")
 
 
 def sandbox_root(work_dir: str | os.PathLike | None, cwd: str | os.PathLike) -> Path:
@@ -212,6 +249,25 @@ def _is_link(dir_fd: int, name: str) -> bool:
         return False
 
 
+def _resolved(whole: str, flags: int, mode: int = 0, dir_fd: int | None = None) -> int | None:
+    """openat2 with no symlink at any component (beneath ``dir_fd`` when given); None: walk instead."""
+    from openheim.tools import openat2
+
+    if not openat2.available():
+        return None
+    if dir_fd is None:
+        _parts(whole)  # absolute and normalised, as the walk requires
+        resolve, base = openat2.RESOLVE_NO_SYMLINKS, openat2.AT_FDCWD
+    else:
+        resolve, base = openat2.RESOLVE_NO_SYMLINKS | openat2.RESOLVE_BENEATH, dir_fd
+    try:
+        return openat2.openat2(whole, flags, mode, dir_fd=base, resolve=resolve)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a component is a symlink now: validate_path resolved every one
+            raise _changed(whole) from None
+        raise
+
+
 def open_dir(path: str | os.PathLike, *, create: bool = False, listing: bool = False) -> int:
     """A descriptor of directory ``path`` (absolute, as validate_path returns it), walked from "/".
 
@@ -220,6 +276,11 @@ def open_dir(path: str | os.PathLike, *, create: bool = False, listing: bool = F
     ToolExecutionError when a component turned into a symlink.
     """
     whole = os.fspath(path)
+    if not create:
+        flags = (os.O_RDONLY if listing else (_O_PATH or os.O_RDONLY)) | os.O_DIRECTORY
+        fast = _resolved(whole, flags)
+        if fast is not None:
+            return fast
     fd = os.open("/", _WALK)
     try:
         parts = _parts(whole)
@@ -241,6 +302,9 @@ def open_dir(path: str | os.PathLike, *, create: bool = False, listing: bool = F
 
 def open_file(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
     """os.open(path, flags) with every directory on the way walked by open_dir and O_NOFOLLOW on the file."""
+    fast = _resolved(os.fspath(path), flags, mode)
+    if fast is not None:
+        return fast
     head, name = os.path.split(os.fspath(path))
     parent = open_dir(head)
     try:
@@ -283,6 +347,9 @@ class Beneath:
 
     def open(self, rel: str, flags: int) -> int:
         """os.open of ``rel`` (relative to the root, '/'-separated) without following any symlink."""
+        fast = _resolved(rel, flags, dir_fd=self.root_fd)
+        if fast is not None:
+            return fast
         head, _, name = rel.rpartition("/")
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.dir_fd(head))
 

@@ -5,13 +5,13 @@ import os
 import re
 import stat
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from openheim.core.tool_args import optional_bool, optional_str, require_str
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
-from openheim.tools.sandbox import Beneath, open_dir, open_file, validate_path
+from openheim.tools.sandbox import Beneath, canonical_root, is_private, open_dir, open_file, validate_path
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken, TurnContext
@@ -113,6 +113,8 @@ def iter_files(root: str) -> Iterator[str]:
             if levels and is_ignored(levels, path, is_dir):
                 continue
             if is_dir:
+                if is_private(path, root):  # openheim's data dir: never searched from a root above it
+                    continue
                 sub = _open_subdir(fd, entry.name)
                 if sub is not None:
                     enter(sub, path, levels, repo)
@@ -146,15 +148,25 @@ class SearchFiles:
         self._cut = len(root.rstrip("/")) + 1
 
     def open(self, index: int) -> int | None:
-        """A read descriptor of file ``index``, or None if it cannot be opened."""
+        """A read descriptor of file ``index``, or None if it cannot be opened or is not a regular file of
+        at most MAX_FILE_BYTES (neither engine ever scans a huge or sparse file)."""
         try:
             if self.single:
-                return open_file(self.root, os.O_RDONLY | os.O_NONBLOCK)
-            if self._tree is None:
-                self._tree = Beneath(self.root)
-            return self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
+                fd = open_file(self.root, os.O_RDONLY | os.O_NONBLOCK)
+            else:
+                if self._tree is None:
+                    self._tree = Beneath(self.root)
+                fd = self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
         except (OSError, ValueError, ToolExecutionError):
             return None
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+            os.close(fd)
+            return None
+        return fd
 
     def text(self, index: int, fd: int | None = None) -> str | None:
         """File ``index`` as text (None when unreadable as text), read through ``fd`` when the caller has it open."""
@@ -287,12 +299,15 @@ def format_results(found: list[Match], files: list[str], root: str, capped_files
 
 
 def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken | None = None,
-               use_rg: bool | None = None) -> str:
-    """Search ``root`` (a directory or one file); rg is used when available and the pattern allows it."""
+               use_rg: bool | None = None, hidden: Callable[[str], bool] | None = None) -> str:
+    """Search ``root`` (a directory or one file); rg is used when available and the pattern allows it.
+    Files for which ``hidden(path)`` is true (a read deny rule) are never opened."""
     from openheim.tools import search_rg
 
     rx = compile_pattern(pattern, case_insensitive)
     paths, capped = collect_files(root)
+    if hidden is not None:
+        paths = [p for p in paths if not hidden(p)]
     files = SearchFiles(root, paths)
     try:
         found = None
@@ -306,7 +321,8 @@ def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelTo
 
 
 def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken,
-                    use_rg: bool | None = None, timeout: float = TIMEOUT) -> str:
+                    use_rg: bool | None = None, timeout: float = TIMEOUT,
+                    hidden: Callable[[str], bool] | None = None) -> str:
     """run_search in a child process that the deadline, a cancel or a signal ends, whatever the pattern.
 
     Python's re can backtrack for hours on some patterns without letting any other thread run.
@@ -316,10 +332,10 @@ def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: Can
     if cancel.cancelled:
         raise ToolExecutionError("search cancelled")
     if not forked.can_fork():
-        return run_search(root, pattern, case_insensitive, cancel, use_rg)
+        return run_search(root, pattern, case_insensitive, cancel, use_rg, hidden)
     try:
-        return str(forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg), timeout,
-                                     cancel))
+        return str(forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg, hidden),
+                                     timeout, cancel))
     except forked.Interrupted:
         raise ToolExecutionError("search cancelled") from None
     except forked.Expired:
@@ -366,4 +382,22 @@ class SearchTool(BaseTool):
         root = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
         if not root.exists():
             raise ToolExecutionError(f"path '{requested}' does not exist")
-        return search_killable(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg, self.timeout)
+        return search_killable(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg, self.timeout,
+                               read_denied_paths(ctx))
+
+
+def read_denied_paths(ctx: TurnContext) -> Callable[[str], bool] | None:
+    """Whether a deny rule forbids reading a file (an absolute path under the sandbox root), from the
+    turn's gate; None when no gate hides anything."""
+    from openheim.core.permission import hides
+
+    gate = ctx.gate
+    if gate is None:
+        return None
+    base = canonical_root(ctx.work_dir)  # the files found are real paths below it (the walk follows no link)
+
+    def hidden(path: str) -> bool:
+        relative = os.path.relpath(path, base)
+        return not relative.startswith("..") and hides(gate, relative.replace(os.sep, "/"))
+
+    return hidden

@@ -248,11 +248,14 @@ class App:
         elif isinstance(event, events.ToolResult):
             self._tool_result(event, event.id, 0)
         elif isinstance(event, events.SubagentEvent):
-            key = f"{event.subagent}:{event.parent_tool_call_id}:{event.event.id}"  # as call_key() makes it
-            if isinstance(event.event, events.ToolCall):
-                self._tool_call(turn, event.event, key, 1, f"[{event.subagent}] ")
+            inner = event.event
+            key = f"{event.subagent}:{event.parent_tool_call_id}:{getattr(inner, 'id', '')}"  # as call_key() makes it
+            if isinstance(inner, events.UsageReport):
+                self.cost, self.calls = self.cost + inner.usage, self.calls + 1  # :cost counts subagents too
+            elif isinstance(inner, events.ToolCall):
+                self._tool_call(turn, inner, key, 1, f"[{event.subagent}] ")
             else:
-                self._tool_result(event.event, key, 1)
+                self._tool_result(inner, key, 1)
         elif isinstance(event, events.UsageReport):
             self.context = event.usage
             self.cost, self.calls = self.cost + event.usage, self.calls + 1

@@ -45,6 +45,7 @@ class FakeEditor:
         self.reads: list[str] = []
         self.writes: dict[str, str] = {}
         self.terminal_calls: list[str] = []
+        self.created: list[list[str]] = []  # each terminal's command and arguments
         self.terminals: dict[str, asyncio.subprocess.Process] = {}
         self.hold_permission: asyncio.Event | None = None
 
@@ -75,6 +76,7 @@ class FakeEditor:
     async def create_terminal(self, command: str, session_id: str, args: list | None = None, env: Any = None,
                               cwd: str | None = None, output_byte_limit: int | None = None, **kw: Any) -> Any:
         self.terminal_calls.append("create")
+        self.created.append([command, *(args or [])])
         proc = await asyncio.create_subprocess_exec(command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         terminal_id = f"term-{len(self.terminals) + 1}"
@@ -248,6 +250,24 @@ def test_terminal_delegation_embeds_the_terminal(srv, project, tmp_path):
     assert "from-terminal" in str(srv.requests[1].body["messages"][-1])
     embedded = [c for u in editor.of("tool_call_update") for c in (u.content or []) if c.type == "terminal"]
     assert embedded and embedded[0].terminal_id == "term-1"
+
+
+def test_terminal_delegation_runs_the_command_inside_the_sandbox_helper(srv, project, tmp_path):
+    outside = tmp_path / "outside-acp"
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": f"echo inside > in.txt; touch {outside}"})]),
+                Reply(text="ran"))
+    editor = FakeEditor()
+
+    async def scenario(conn):
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("run")])).stop_reason == "end_turn"
+
+    run(scenario, editor, tmp_path, CAPS)
+    created = editor.created[0]
+    assert created[0] == sys.executable and "--mode" in created and created[-3:-1] == ["sh", "-c"]
+    assert created[created.index("--write") + 1] == str(project.resolve())
+    assert (project / "in.txt").read_text() == "inside\n" and not outside.exists()
+    assert "sandbox (workspace-write) refused writing" in str(srv.requests[1].body["messages"][-1])
 
 
 def test_cancel_during_streaming(srv, project, tmp_path):

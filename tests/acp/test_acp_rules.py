@@ -46,3 +46,26 @@ def test_allow_always_is_saved_for_the_project_and_a_later_run_honours_it(wire, 
     assert "--approve reads" in results[1] and not (project / "other.txt").exists()
     assert "--approve reads" not in results[2] and (project / "out.txt").read_text() == "b\n"
     assert "--approve reads" in results[3]
+
+
+def test_writing_the_projects_configuration_asks_the_person_every_time(wire, srv, project):
+    """An editor's person may approve a write to .mcp.json; "allow always" for write_file does not cover the
+    next one (no remembered answer, rule or mode approves the project's own configuration)."""
+    srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]), Reply(text="ok"),
+                Reply(tool_calls=[ToolCall("write_file", {"path": ".mcp.json", "content": "{}"})]), Reply(text="ok"),
+                Reply(tool_calls=[ToolCall("write_file", {"path": ".mcp.json", "content": "{\"x\": 1}"})]),
+                Reply(text="ok"))
+    answers = iter(["allow_always", "allow_once", "reject_once"])
+    asked: list[str] = []
+
+    def answer(frame: dict) -> dict:
+        asked.append(frame["params"]["toolCall"]["toolCallId"])
+        return {"outcome": {"outcome": "selected", "optionId": next(answers)}}
+
+    wire.initialize()
+    sid = wire.new_session(project)
+    for text in ("write a", "write mcp", "write mcp again"):
+        response, _ = wire.prompt(sid, text, on_request=answer)
+        assert response["result"]["stopReason"] == "end_turn"
+    assert len(asked) == 3  # the person was asked each time, despite "allow always" for write_file
+    assert (project / ".mcp.json").read_text() == "{}"  # approved once, then refused

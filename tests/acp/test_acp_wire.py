@@ -119,7 +119,7 @@ def test_prompt_streams_updates_before_the_answer_and_nothing_after(wire, srv, p
     wire.initialize()
     sid = wire.new_session(project)
     response, frames = wire.prompt(sid, "what do my notes say?")
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert response["result"]["stopReason"] == "end_turn" and "usage" in response["result"]["_meta"]["openheim"]
     assert agent_text(frames) == "LookingIt says 42."
     thoughts = updates(frames, "agent_thought_chunk")
     assert "".join(u["content"]["text"] for u in thoughts) == "let me think"

@@ -42,8 +42,12 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 20 else max(values)
 
 
+TOKEN = "bench-serve-token-0123456789"  # serve always wants one; the clients send it as a Bearer header
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
 def start_serve(project: Path) -> tuple[subprocess.Popen, int]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_SERVE_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "openheim", "serve", "--port", "0"], cwd=project, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
@@ -93,7 +97,7 @@ class SyncSocket:
     def __init__(self, port: int) -> None:
         from websockets.sync.client import connect
 
-        self.ws = connect(f"ws://127.0.0.1:{port}/acp", compression=None).__enter__()
+        self.ws = connect(f"ws://127.0.0.1:{port}/acp", compression=None, additional_headers=AUTH).__enter__()
         self.next_id = 0
 
     def call(self, method: str, params: dict) -> dict:
@@ -178,7 +182,7 @@ async def connect_many(port: int, project: Path, count: int, batch: int = 50) ->
     while len(clients) < count:
         n = min(batch, count - len(clients))
         sockets = await asyncio.gather(*(connect(f"ws://127.0.0.1:{port}/acp", compression=None, open_timeout=60,
-                                                 ping_interval=None) for _ in range(n)))
+                                                 additional_headers=AUTH, ping_interval=None) for _ in range(n)))
         clients += await asyncio.gather(*(Client(ws).open(project) for ws in sockets))
     return clients
 
@@ -212,7 +216,7 @@ async def held(port: int, project: Path, own: float, pid: int) -> list[tuple]:
 async def _connect(port: int):
     from websockets.asyncio.client import connect
 
-    return await connect(f"ws://127.0.0.1:{port}/acp", compression=None, ping_interval=None)
+    return await connect(f"ws://127.0.0.1:{port}/acp", compression=None, ping_interval=None, additional_headers=AUTH)
 
 
 async def active(port: int, project: Path, own: float) -> list[tuple]:

@@ -14,7 +14,7 @@ def test_prompt_round_trip_over_acp(acp, srv, project):
     assert init["agentInfo"]["name"] == "openheim" and init["agentCapabilities"]["loadSession"] is True
     sid = acp.new_session(project)
     response, frames = acp.prompt(sid, "hello over a socket")
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert response["result"]["stopReason"] == "end_turn"
     assert agent_text(frames) == "echo: hello over a socket"
     assert srv.requests[-1].body["messages"][-1]["content"] == "hello over a socket"
 
@@ -24,7 +24,7 @@ def test_prompt_round_trip_over_the_ws_agent_channel(ws, srv, project):
     ws.initialize()
     sid = ws.new_session(project)
     response, frames = ws.prompt(sid, "hello through an envelope")
-    assert response["result"] == {"stopReason": "end_turn"}
+    assert response["result"]["stopReason"] == "end_turn"
     assert agent_text(frames) == "echo: hello through an envelope"
     assert ws.system.empty()
 

@@ -127,7 +127,14 @@ def test_a_non_loopback_address_needs_a_token():
     assert (opts.host, opts.port, opts.token, opts.cors_origins) == ("::", 9000, "t", ("https://a.example",))
     assert resolve_options(named, "127.0.0.1", 1, "flag", environ={"MY_TOKEN": "t"}).token == "flag"
     loopback = resolve_options(config, None, None, None, environ={})
-    assert (loopback.host, loopback.port, loopback.token) == ("127.0.0.1", 1217, None)
+    assert (loopback.host, loopback.port, loopback.token_generated) == ("127.0.0.1", 1217, True)
+    assert len(loopback.token) >= 40 and loopback.token != resolve_options(config, None, None, None, environ={}).token
+    bare = resolve_options(config, None, None, None, environ={}, no_token=True)
+    assert bare.token is None and not bare.token_generated
+    with pytest.raises(ConfigError, match="needs a token"):
+        resolve_options(config, "0.0.0.0", None, None, environ={}, no_token=True)
+    with pytest.raises(ConfigError, match="contradicts"):
+        resolve_options(config, None, None, "t", environ={}, no_token=True)
 
 
 def test_serve_section_is_validated():
@@ -136,9 +143,17 @@ def test_serve_section_is_validated():
     config = parse_config({**base, "serve": {"port": 8080, "cors_origins": ["https://a.example/"]}})
     assert config.serve.port == 8080 and config.serve.cors_origins == ["https://a.example"]
     assert config.serve.token_env == "OPENHEIM_SERVE_TOKEN"
+    assert not config.serve.allow_client_mcp_commands and config.serve.max_message_bytes == 8 * 1024 * 1024
+    tuned = parse_config({**base, "serve": {"allow_client_mcp_commands": True, "max_message_bytes": 65536,
+                                            "max_file_bytes": 1 << 20}}).serve
+    assert (tuned.allow_client_mcp_commands, tuned.max_message_bytes, tuned.max_file_bytes) == (True, 65536, 1 << 20)
+    options = resolve_options(tuned, None, 0, "t", environ={})
+    assert (options.allow_client_mcp_commands, options.max_message_bytes, options.max_frame_bytes) == (
+        True, 65536, (1 << 20) + 64 * 1024)
     for bad, message in (({"port": 70000}, "at most 65535"), ({"cors_origins": ["*"]}, "no wildcard"),
                          ({"cors_origins": ["https://a.example/path"]}, "must be an origin"),
-                         ({"host": 1}, "must be a string")):
+                         ({"host": 1}, "must be a string"), ({"max_message_bytes": 10}, "at least 1024"),
+                         ({"allow_client_mcp_commands": "yes"}, "true or false")):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, "serve": bad})
 

@@ -16,13 +16,14 @@ from websockets.sync.client import connect
 
 
 def start(project, *args: str, env: dict | None = None):
+    """A `serve` subprocess, its base URL and the token its first line shows (None when it shows none)."""
     proc = spawn("serve", "--port", "0", *args, cwd=project, env=env)
     line = proc.stderr.readline()
-    match = re.search(r"listening on (http://\S+?)/ ", line)
+    match = re.search(r"listening on (http://\S+?)/(?:\?token=(\S+))? ", line)
     if not match:
         proc.kill()
         raise AssertionError(f"no listening line: {line!r} {proc.stderr.read()}")
-    return proc, match.group(1)
+    return proc, match.group(1), match.group(2)
 
 
 def stop(proc, sig=signal.SIGTERM) -> tuple[int, str]:
@@ -38,12 +39,12 @@ def stop(proc, sig=signal.SIGTERM) -> tuple[int, str]:
 
 
 def test_sigterm_cancels_running_turns_saves_them_and_closes_sockets_with_1001(srv, project, isolated_home):
-    proc, base = start(project)
+    proc, base, token = start(project)
     try:
-        config = json.load(urllib.request.urlopen(f"{base}/api/config"))
+        config = json.load(urllib.request.urlopen(f"{base}/api/config?token={token}"))
         assert config["work_dir"] == str(project)  # no work_dir configured: the directory serve started in
         srv.enqueue(Reply(text=" ".join(["slowly"] * 300), delay=0.05))
-        with connect(base.replace("http", "ws") + "/acp") as ws:
+        with connect(base.replace("http", "ws") + f"/acp?token={token}") as ws:
             def call(request_id, method, params):
                 ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
             call(1, "initialize", {"protocolVersion": 1})
@@ -75,7 +76,7 @@ def test_sigterm_cancels_running_turns_saves_them_and_closes_sockets_with_1001(s
 
 
 def test_ctrl_c_stops_an_idle_server_cleanly(srv, project):
-    proc, base = start(project)
+    proc, base, _ = start(project)
     assert urllib.request.urlopen(f"{base}/").status == 200
     code, err = stop(proc, signal.SIGINT)
     assert code == 0 and "Traceback" not in err
@@ -90,7 +91,8 @@ def test_a_network_address_without_a_token_is_refused(srv, project):
 
 
 def test_token_from_the_environment_guards_every_request(srv, project):
-    proc, base = start(project, env={"OPENHEIM_SERVE_TOKEN": "from-the-env"})
+    proc, base, shown = start(project, env={"OPENHEIM_SERVE_TOKEN": "from-the-env"})
+    assert shown is None  # a token the user set is never printed
     try:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{base}/api/models")
@@ -122,7 +124,7 @@ def test_serve_section_sets_host_and_port(srv, project, isolated_home):
                                                  f'default_provider = "fake"\n[serve]\nport = {port}\n', 1))
     proc = spawn("serve", cwd=project)
     try:
-        assert f"listening on http://127.0.0.1:{port}/ " in proc.stderr.readline()
+        assert f"listening on http://127.0.0.1:{port}/?token=" in proc.stderr.readline()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Reply, ToolCall
-from ws_client import TOKEN, running_server
+from ws_client import TOKEN, running_server, serve_process
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -103,3 +103,16 @@ def test_chat_with_a_token_protected_server(browser, srv, project):
         assert texts(browser, ".msg.agent")[0] == "Done: note.txt now says hello."
         assert find(".tool .title").text == "Write note.txt"
         browser.save_screenshot(str(ARTIFACTS / "serve-page-replayed.png"))
+
+
+def test_the_url_serve_prints_opens_the_page_without_asking_for_the_token(browser, srv, project):
+    from selenium.webdriver.common.by import By
+
+    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)
+    with serve_process(project) as served:  # a real `openheim serve`: no token configured, so one is generated
+        browser.get(f"{served.base}/?token={served.token}")
+        wait(browser, lambda d: find("#status").text == "connected")
+        assert not find("#token-dialog").is_displayed()
+        assert "token" not in browser.current_url  # kept for the tab, dropped from the address bar
+        browser.refresh()
+        wait(browser, lambda d: find("#status").text == "connected")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_object,
@@ -292,7 +293,7 @@ class AnthropicClient:
         self.cfg = cfg
         self.provider_name = cfg.provider_name
         self.model = cfg.model
-        self.url = cfg.api_base.rstrip("/") + "/messages"
+        self.url = join(cfg.api_base, "/messages")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity", "anthropic-version": API_VERSION}
         if cfg.api_key:

@@ -6,6 +6,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_object,
@@ -273,7 +274,7 @@ class GeminiClient:
         self.provider_name = cfg.provider_name
         self.model = cfg.model
         model = cfg.model.removeprefix("models/")
-        self.url = f"{cfg.api_base.rstrip('/')}/models/{model}:streamGenerateContent?alt=sse"
+        self.url = join(cfg.api_base, f"/models/{model}:streamGenerateContent?alt=sse")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity"}
         if cfg.api_key:

@@ -476,6 +476,7 @@ class HttpTransport:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         resp, session = self._open(url, data, headers, cancel)
         remove = cancel.on_cancel(lambda: _shutdown(resp))
+        resp.openheim_idle_secs = self.timeout  # type: ignore[attr-defined]  # sse.IdleWatch: comments are no content
         if tap is not None:
             tap.respond(resp)
             resp.openheim_tap = tap  # type: ignore[attr-defined]  # read_chunks keeps what it reads

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.endpoint import join
 from openheim.core.llm.base import Chunk
 from openheim.core.llm.convert import (
     arguments_text,
@@ -283,7 +284,7 @@ class OpenAIClient:
         self.cfg = cfg
         self.provider_name = cfg.provider_name
         self.model = cfg.model
-        self.url = cfg.api_base.rstrip("/") + "/chat/completions"
+        self.url = join(cfg.api_base, "/chat/completions")
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "Accept-Encoding": "identity"}
         if cfg.api_key:

@@ -59,12 +59,13 @@ def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk,
     if start in (b"{", b"[") or content_type.lower().startswith("application/json"):
         return _whole(read_body(chain((first,), chunks), MAX_EVENT_BYTES, url), parser, on_chunk, url,
                       content_type)
-    return _stream(chain((first,), chunks), parser, on_chunk, url, content_type)
+    return _stream(chain((first,), chunks), parser, on_chunk, url, content_type, resp)
 
 
 def _stream(chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, url: str,
-            content_type: str) -> Choice:
-    stream = EventStream(chunks)
+            content_type: str, resp: object = None) -> Choice:
+    # http sets how long a stream may go without content (timeout_secs); keep-alive comments do not count
+    stream = EventStream(chunks, idle_secs=getattr(resp, "openheim_idle_secs", None))
     parsed = 0
     for _event, data in stream:
         if data[:6] == "[DONE]":

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
 import sseclient
 
-from openheim.errors import ParseError
+from openheim.errors import ParseError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,11 @@ class EventStream(sseclient.SSEClient):
     """
 
     def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES,
-                 max_event: int = MAX_EVENT_BYTES) -> None:
+                 max_event: int = MAX_EVENT_BYTES, idle_secs: float | None = None) -> None:
         super().__init__(iter(chunks))
         self._chunks = chunks
         self.max_line, self.max_event = max_line, max_event
+        self._idle = IdleWatch(idle_secs)
         self.head = b""
         self.data_lines = 0
         self.other_lines = 0
@@ -81,7 +83,9 @@ class EventStream(sseclient.SSEClient):
                         event, size, data = [], 0, 0
                     continue
                 if first == _COLON:
+                    self._idle.comment()
                     continue
+                self._idle.content()
                 if first == _D and line.startswith(b"data:"):
                     data_lines += 1
                     if data == 1 and _complete(event):  # back-to-back payloads, no blank line between
@@ -116,6 +120,24 @@ class EventStream(sseclient.SSEClient):
         """(event name, data) for every dispatched event; comments and data-less events are skipped."""
         for event in self.events():
             yield event.event, event.data
+
+
+class IdleWatch:
+    """``timeout_secs`` counts time without content: a stream of only comments (``: keepalive``) keeps the
+    socket busy, so its read timeout never fires; this does, after ``idle_secs`` with nothing but comments."""
+
+    def __init__(self, idle_secs: float | None) -> None:
+        self.idle_secs = idle_secs
+        self.since = time.monotonic()
+
+    def content(self) -> None:
+        if self.idle_secs is not None:
+            self.since = time.monotonic()
+
+    def comment(self) -> None:
+        if self.idle_secs is not None and time.monotonic() - self.since > self.idle_secs:
+            raise TransportError(f"the provider sent only keep-alive comments for {self.idle_secs:g} s "
+                                 "(timeout_secs); it stopped responding")
 
 
 def _complete(event: list[bytes]) -> bool:
