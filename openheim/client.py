@@ -415,6 +415,11 @@ class OpenheimBuilder:
         stop reason ``budget`` and ``AgentResult.budget`` saying the figure."""
         return self._set("max_tokens_total", n)
 
+    def max_cost(self, dollars: float | None) -> OpenheimBuilder:
+        """A dollar budget per turn (subagents included), at the model's ``[prices."provider/model"]``; a turn
+        that reaches it stops with stop reason ``budget`` (``AgentResult.budget.kind == "cost"``)."""
+        return self._set("max_cost", dollars)
+
     def turn_timeout_secs(self, seconds: float | None) -> OpenheimBuilder:
         """A wall-clock budget per turn; the running stream and tools are cancelled when it runs out
         (stop reason ``budget``)."""

@@ -127,6 +127,12 @@ class HistoryDiverged(OpenheimError):
         self.session_id = session_id
 
 
+class PromptBlocked(OpenheimError):
+    """A user_prompt hook refused the prompt; the turn did not run."""
+
+    prefix = "Prompt blocked by a hook: "
+
+
 class FileAccessError(OpenheimError):
     """Reading or writing a file failed: permissions, a full disk, a file where a directory should be, ..."""
 
@@ -250,7 +256,7 @@ Exit codes:
   3    stopped at max_iterations
   4    reply cut off at max_tokens
   5    the model refused
-  6    stopped at a budget (--max-tokens-total, --timeout)
+  6    stopped at a budget (--max-tokens-total, --timeout, --max-cost)
   7    the answer did not match --output-schema (after one repair round)
   8    a tool call was denied and --fail-on-deny was given
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal

@@ -60,8 +60,11 @@ class AcpUpdates:
                 {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries]})
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
-            self.send({"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
-                       "size": self.context_window})
+            update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
+                            "size": self.context_window}
+            if event.total_cost is not None:  # the model has a price: what the session has spent
+                update["cost"] = {"amount": round(event.total_cost, 6), "currency": "USD"}
+            self.send(update)
 
     def _subagent(self, event: events.SubagentEvent) -> None:
         """A delegated agent's tool call: its own tool_call, tied to the parent's call by ``_meta``."""

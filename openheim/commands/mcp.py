@@ -1,13 +1,18 @@
-"""`openheim mcp …`: the status of the MCP servers openheim would use here, and trusting a project's .mcp.json."""
+"""`openheim mcp …`: the status of the MCP servers openheim would use here, trusting a project's .mcp.json,
+and signing in to HTTP servers that need OAuth (`login`, `logout`)."""
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from openheim.errors import OpenheimError
+
+if TYPE_CHECKING:
+    from openheim.config.schema import McpServerConfig
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 _TIMEOUT = click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
@@ -160,3 +165,71 @@ def untrust(ctx: click.Context, file: str | None) -> None:
         click.echo(f"{store.real_path(path)} is no longer trusted.")
     else:
         click.echo(f"{store.real_path(path)} was not trusted.")
+
+
+def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
+    """The HTTP server ``name`` (from config.toml, --mcp-config or a trusted project's .mcp.json) and the data
+    dir; a one-line error otherwise."""
+    from openheim.config.load import data_dir, load_config
+    from openheim.config.mcp_json import load_mcp_file
+    from openheim.mcp.project import read_project
+
+    obj = ctx.find_object(dict) or {}
+    try:
+        config = load_config(obj.get("config_path"))
+        servers = dict(config.mcp_servers)
+        if obj.get("mcp_config"):
+            servers.update(load_mcp_file(obj["mcp_config"], "mcp-config"))
+        project = read_project(Path(os.path.realpath(config.work_dir or os.getcwd())), data_dir(config))
+        if project is not None and project.trusted:  # a trusted project's .mcp.json
+            servers = {**project.servers, **servers}
+    except OpenheimError as e:
+        raise _fail(e) from None
+    server = servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(servers)) or "none"
+        raise _ConfigProblem(f"no MCP server named '{name}' (configured: {known}); add [mcp_servers.{name}] "
+                             "with its url to config.toml")
+    if not server.url:
+        raise _ConfigProblem(f"MCP server '{name}' runs a command (stdio); only HTTP servers sign in")
+    return server, data_dir(config)
+
+
+@mcp.command()
+@click.argument("name")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Loopback port that catches the browser's redirect (0: any free one).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds to wait for the redirect.")
+@click.pass_context
+def login(ctx: click.Context, name: str, port: int, timeout: float) -> None:
+    """Sign in to the HTTP MCP server NAME with OAuth (works over SSH).
+
+    Prints the authorization address; open it in any browser. If that browser is on this machine, the
+    redirect is caught on a loopback port; if not, paste the address the browser ends up on (it starts
+    with http://127.0.0.1:PORT/callback) here. Tokens are kept (0600) in the data dir and refreshed.
+    """
+    import sys
+
+    from openheim.mcp import oauth
+
+    server, data = _http_server(ctx, name)
+    try:
+        tools = oauth.login(server, data, sys.stdout, sys.stdin, port, timeout)
+    except OpenheimError as e:
+        raise click.ClickException(" ".join(str(e).split())) from None
+    click.echo(f"Signed in to '{name}' ({tools} tools). The login is kept in {oauth.token_path(data, name)}.")
+
+
+@mcp.command()
+@click.argument("name")
+@click.pass_context
+def logout(ctx: click.Context, name: str) -> None:
+    """Forget the sign-in to the MCP server NAME (its tokens are deleted)."""
+    from openheim.mcp import oauth
+
+    _, data = _http_server(ctx, name)
+    if oauth.logout(data, name):
+        click.echo(f"Signed out of '{name}'.")
+    else:
+        click.echo(f"'{name}' had no sign-in.")

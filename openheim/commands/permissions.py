@@ -81,9 +81,13 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
                                    "MCP tools are named server__tool)")
         read_only = tool in offered and client.tool_capabilities(tool).read_only
         verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
+        hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, Path(cwd) if cwd else Path.cwd())
     click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
+    for hook in hooks:
+        click.echo(f"hook: {hook.describe()} is asked first: it can allow, deny (a deny rule still wins over its "
+                   "allow), ask, or rewrite the arguments")
     for line in describe(verdict, approve, read_only):
-        click.echo(line)
+        click.echo(line + (" (unless a hook above decides)" if hooks and line.startswith("decision:") else ""))
     if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
         click.echo(f"note: {tool} is not offered by this configuration"
                    + (" (allow_shell = false)" if tool == "execute_command" else ""))
@@ -152,3 +156,15 @@ def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     for path in files:
         done = untrust_file(data_dir, path)
         click.echo(f"{real_path(path)} {'is no longer trusted' if done else 'was not trusted'}.")
+def _pre_tool_hooks(ctx: click.Context, data_dir: Path, tool: str, args: dict, cwd: Path) -> list:
+    """The pre_tool hooks (the user's and the trusted project files') that would be asked about this call."""
+    import os
+
+    from openheim.config.hooks import hooks_for
+    from openheim.config.load import load_config
+    from openheim.config.project_hooks import load_project_hooks
+
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    root = Path(os.path.realpath(config.work_dir or cwd))
+    hooks = config.hooks + load_project_hooks(root, cwd, data_dir)
+    return hooks_for(hooks, "pre_tool", tool, args, str(root), str(cwd))

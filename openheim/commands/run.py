@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -14,13 +14,14 @@ import click
 
 from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
-from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.core.models import AgentResult, StopReason, TextBlock, Usage
 from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient, SessionHandle
     from openheim.core.events import StreamEvent
+    from openheim.core.models import ContentBlock, ImageBlock
     from openheim.core.structured import OutputSchema
     from openheim.runtime.turn import Turn
 
@@ -51,6 +52,7 @@ class RunOptions:
     resume_latest: bool = False
     output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
     fail_on_deny: bool = False  # exit DENIED when the permission gate refused any tool call
+    images: list[ImageBlock] = field(default_factory=list)  # -i FILE: images sent after the prompt
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -70,7 +72,7 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
     cfg = handle.config
     cut = _cut_short(result)
     text = result.final_response or (streamed if cut is not None else "")
-    out = {"text": text, "stop_reason": result.stop_reason.value,
+    out: dict[str, object] = {"text": text, "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
            "model": cfg.model, "provider": cfg.provider_name, "denied": list(denied or [])}
     if result.budget is not None:
@@ -79,6 +81,8 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
         out["structured"] = result.structured
     if result.output_error is not None:
         out["output_error"] = result.output_error
+    if result.cost is not None:
+        out["cost"] = round(result.cost, 6)
     if cut is not None:
         out["error"], out["exit_code"] = cut, EXIT_CODES[result.stop_reason]
     return out
@@ -205,6 +209,10 @@ class Printer:
         notice = _notice(result)
         if notice:
             self.err.write(f"openheim: {notice}\n")
+        if self.verbose and result.cost is not None:
+            from openheim.config.prices import dollars
+
+            self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
 
     def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
         return result_json(result, handle, self.structured, "".join(self.streamed), self.denied)
@@ -289,7 +297,8 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
                          "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)
         try:
-            turn = handle.start_turn(opts.prompt, output_schema=opts.output_schema)
+            prompt: str | list[ContentBlock] = [TextBlock(opts.prompt), *opts.images] if opts.images else opts.prompt
+            turn = handle.start_turn(prompt, output_schema=opts.output_schema)
             try:
                 _print_events(turn, printer)
             except KeyboardInterrupt:
@@ -388,6 +397,10 @@ class RunCommand(click.Command):
               help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
 @click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), metavar="USD",
+              help="Dollar budget of the turn, subagents included, at the model's [prices] entry (exit 6).")
+@click.option("-i", "--image", "images", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Send this image (PNG, JPEG, GIF or WebP, up to 5 MB) with the prompt (repeatable).")
 @click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
               help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
                    "(exit 7 when it still does not match after one repair round).")
@@ -416,7 +429,8 @@ class RunCommand(click.Command):
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
         max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
-        output_schema: str | None, cwd: str | None, output: str, approve: str, session_id: str | None,
+        max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None,
+        output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
         allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False,
         sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
@@ -429,10 +443,11 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         if record and replay:
             raise click.UsageError("use either --record or --replay, not both")
         schema = _output_schema(output_schema)
+        blocks = _images(images)
         text = _prompt_text(prompt)
         client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
                   .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total)
+                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total).max_cost(max_cost)
                   .turn_timeout_secs(turn_timeout).record(record).replay(replay)
                   .permissions(allow_rules, deny_rules, "command line")
                   .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
@@ -440,7 +455,7 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema, fail_on_deny=fail_on_deny)
+                      output_schema=schema, fail_on_deny=fail_on_deny, images=blocks)
     with client:  # closing stops the MCP servers
         code = run_prompt(client, opts)
     sys.exit(code)
@@ -453,6 +468,15 @@ def _output_schema(path: str | None) -> OutputSchema | None:
     from openheim.core.structured import load_output_schema
 
     return load_output_schema(path)
+
+
+def _images(paths: tuple[str, ...]) -> list[ImageBlock]:
+    """The -i files as image blocks, each checked before anything runs (type by content, size capped)."""
+    if not paths:
+        return []
+    from openheim.core.images import load_image
+
+    return [load_image(p) for p in paths]
 
 
 def _prompt_text(prompt: str | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from openheim.config.prices import Price
 from openheim.config.secrecy import scrub_url
 
 
@@ -26,6 +27,8 @@ class AgentConfig:
     turn_timeout_secs: float | None = None  # wall clock for one turn
     record: str | None = None  # write every exchange to this recording
     replay: str | None = None  # serve every exchange from this recording (no network)
+    price: Price | None = None  # [prices."provider/model"]: what its tokens cost
+    max_cost: float | None = None  # US dollars one turn may spend (subagents included)
 
     def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
         return replace(self, **changes)

@@ -81,7 +81,8 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
                        max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking,
-                       record=config.record, replay=config.replay)
+                       record=config.record, replay=config.replay,
+                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
 
 
 def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
@@ -100,7 +101,8 @@ def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
                        max_tokens=p.max_tokens or (max_tokens if isinstance(max_tokens, int) else None),
                        context_window=p.context_window, thinking=bool(header.get("thinking")),
-                       record=config.record, replay=recording)
+                       record=config.record, replay=recording,
+                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
 
 
 def resolve(config: Config, model: str | None = None) -> AgentConfig:

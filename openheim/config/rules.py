@@ -453,3 +453,9 @@ def _allowed(tool: str, parts: list[ShellPart] | None, rules: tuple[Rule, ...], 
     assert deciding is not None
     what = f"covers every part of '{' ; '.join(shown)}'" if len(parts) > 1 else f"matches '{shown[0]}'"
     return Verdict(outcome, deciding, f"allow rule '{deciding}' ({deciding.source}) {what}", shown)
+
+
+def rule_names(rule: Rule, tool: str, args: object, root: str | None = None, cwd: str | None = None) -> bool:
+    """Whether ``rule`` names this call the way a deny rule would: its tool, and (with a pattern) the call's
+    main argument or any part of a compound shell command. Hooks' matchers use it."""
+    return _denied_by(rule, tool, _subjects(tool, args, root, cwd), main_argument(tool, args, root, cwd)) is not None

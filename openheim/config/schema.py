@@ -5,6 +5,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openheim.config.hooks import HookSpec, parse_hooks
+from openheim.config.prices import Price, parse_prices
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.rules import RuleError, RuleSet, parse_rules
 from openheim.config.secrecy import scrub_url
@@ -125,6 +127,9 @@ class Config:
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    prices: dict[str, Price] = field(default_factory=dict)  # [prices."provider/model"]
+    max_cost: float | None = None  # [budgets] max_cost: US dollars one turn may spend
+    hooks: tuple[HookSpec, ...] = ()  # [[hooks]]
     path: Path | None = None  # where it was loaded from
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
@@ -357,10 +362,21 @@ def parse_permissions(d: dict, source: str) -> RuleSet:
         raise ConfigError(str(e)) from None
 
 
+def parse_budgets(d: dict) -> float | None:
+    """``[budgets]``: ``max_cost``, the US dollars one turn may spend (the chat, serve and ACP; run has --max-cost)."""
+    _warn_unknown(d, {"max_cost"}, "budgets")
+    value = d.get("max_cost")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"'budgets.max_cost' must be a positive number of US dollars, got {value!r}")
+    return float(value)
+
+
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
              "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
-             "permissions", "sandbox"}
+             "permissions", "sandbox", "prices", "budgets", "hooks"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -394,6 +410,9 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
         sandbox=parse_sandbox(_get_table(d, "sandbox")),
+        prices=parse_prices(_get_table(d, "prices")),
+        max_cost=parse_budgets(_get_table(d, "budgets")),
+        hooks=parse_hooks(d.get("hooks"), str(path) if path else "config"),
         path=path,
     )
 

@@ -66,7 +66,7 @@ env_var = "GEMINI_API_KEY"
 # top_k = 5
 
 # MCP servers (tools appear as server__tool; `openheim mcp` shows their status; a project's
-# .mcp.json is used after `openheim mcp trust`):
+# .mcp.json is used after `openheim mcp trust`; `openheim mcp login NAME` signs in to one that needs OAuth):
 # [mcp_servers.files]
 # command = "npx"
 # args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
@@ -74,6 +74,23 @@ env_var = "GEMINI_API_KEY"
 # [mcp_servers.remote]
 # url = "https://mcp.example.com/mcp"
 # headers = { Authorization = "Bearer ..." }
+
+# What your models cost (US dollars per million tokens; none are shipped: use your price list), and a
+# dollar budget per turn (`openheim run --max-cost USD` for one run):
+# [prices."anthropic/claude-sonnet-4-6"]
+# input = 3.0
+# output = 15.0
+# cache_read = 0.30                  # default: the input price
+# cache_write = 3.75                 # default: the input price
+#
+# [budgets]
+# max_cost = 2.00
+
+# Hooks: your own commands before/after tool calls, on prompts, at session start and stop (docs/hooks.md):
+# [[hooks]]
+# event = "pre_tool"                 # session_start | user_prompt | pre_tool | post_tool | stop
+# matcher = "execute_command(git push *)"
+# command = "~/.openheim/hooks/no-push-to-main.sh"
 
 # `openheim serve` (ACP over WebSocket, a REST API and a web page):
 # [serve]

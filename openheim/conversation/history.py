@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -97,6 +97,7 @@ class ConversationMeta:
     context_usage: Usage | None = None
     mode: str = "code"
     failed: bool = False  # its last turn failed before the model ever replied: lists hide it (--all shows it)
+    cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
     def __post_init__(self) -> None:
         if not self.updated_at:
@@ -120,6 +121,8 @@ class ConversationMeta:
         d["mode"] = self.mode
         if self.failed:
             d["failed"] = True
+        if self.cost is not None:
+            d["cost"] = round(self.cost, 6)
         return d
 
     @classmethod
@@ -137,7 +140,14 @@ class ConversationMeta:
                    model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
                    skills=list(skills), cwd=d.get("cwd"),
                    context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
-                   failed=d.get("failed") is True)
+                   failed=d.get("failed") is True, cost=_cost(d.get("cost")))
+
+
+def _cost(value: object) -> float | None:
+    """A stored cost (an unusable one is dropped, not an error: it is only a running total)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(eq=False)
@@ -323,7 +333,7 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        line = message.to_json().encode("utf-8") + b"\n"
+        line = self._line(message) + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -362,10 +372,16 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(m.to_json().encode("utf-8") + b"\n" for m in conv.messages)
+        body = b"".join(self._line(m) + b"\n" for m in conv.messages)
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
+
+    def _line(self, message: Message) -> bytes:
+        """A message's log line (images stored once, by hash, in ``images/``)."""
+        from openheim.conversation import images
+
+        return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------
 
@@ -391,7 +407,7 @@ class HistoryManager:
             return _LogRead([], 0, False, False)
         except OSError as e:
             raise file_error(e, "read", path) from None
-        return parse_log(data, str(path))
+        return parse_log(data, str(path), self.dir / "images")
 
     def _check_tail(self, fd: int, conv: Conversation) -> None:
         """Make sure the file holds exactly our known lines, dropping a torn tail if there is one."""
@@ -411,33 +427,45 @@ class HistoryManager:
 # --- helpers ----------------------------------------------------------------------
 
 
-def parse_log(data: bytes, where: str = "log") -> _LogRead:
+def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _LogRead:
     """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line skipped with a warning (the rest of the session stays usable)."""
+    bad line skipped with a warning (the rest of the session stays usable). Image references are read from
+    ``images`` (the directory of stored images)."""
     lines = data.split(b"\n")
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
+    inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        messages = _parse_all_at_once(lines[:last + 1])
+        messages = _parse_all_at_once(lines[:last + 1], inline)
         if messages is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1)
+            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
+                                       inline=inline)
     return _LogRead(messages, *_good_end(data, lines, last), torn=False)
 
 
-def _parse_all_at_once(lines: list[bytes]) -> list[Message] | None:
+def _image_inliner(directory: Path) -> Callable[[Any], Any]:
+    from openheim.conversation import images
+
+    return lambda doc: images.inline(doc, directory)
+
+
+def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None) -> list[Message] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
         docs = json.loads(b"[" + b",".join(present) + b"]")
         if len(docs) != len(present):
             return None
+        if inline is not None:
+            docs = [inline(doc) for doc in docs]
         return [Message.from_dict(doc) for doc in docs]
     except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool) -> _LogRead:
+def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
+                        inline: Callable[[Any], Any] | None = None) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     skipped: list[int] = []
@@ -446,7 +474,8 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
         if not raw.strip():
             continue
         try:
-            messages.append(Message.from_dict(json.loads(raw)))
+            doc = json.loads(raw)
+            messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
         except (ValueError, TypeError, AttributeError, RecursionError) as e:
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
+    from openheim.core.spend import Spend
     from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor
     from openheim.core.turn_context import TurnContext
@@ -49,6 +50,7 @@ class _TurnState:
     streamed: list[str] = field(default_factory=list)  # the reply text of the running model call so far
     last_dropped: int = 0
     repaired: bool = False  # the one repair round of a structured answer was used
+    spend: Spend | None = None  # the turn's dollar meter (shared with its subagents)
 
 
 def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: list[Message],
@@ -58,7 +60,7 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT)."""
     if fitter is None:
         fitter = ContextFitter(cfg.context_window)
-    state = _TurnState()
+    state = _TurnState(spend=ctx.spend)
     tools = executor.definitions()
     native = output is not None and getattr(llm, "native_output", False)
     if output is not None and not native:
@@ -67,8 +69,8 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     for iteration in range(1, cfg.max_iterations + 1):
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
-        spent = _token_budget_reached(cfg, ctx)  # subagents may have used it up meanwhile
-        if spent is not None:
+        spent = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
+        if spent is not None:  # subagents may have used it up meanwhile
             return _finish(on_event, state, None, iteration - 1, StopReason.BUDGET, spent)
         on_event(events.IterationStart(iteration))
         try:
@@ -84,9 +86,10 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
             state.usage = state.usage + choice.usage
             state.last_usage = choice.usage
             ctx.usage.add(choice.usage)
-            on_event(events.UsageReport(choice.usage))
+            cost = ctx.spend.add(cfg, choice.usage)
+            on_event(events.UsageReport(choice.usage, cost, ctx.spend.total if cost is not None else None))
         calls = choice.message.tool_calls()
-        over = _token_budget_reached(cfg, ctx)
+        over = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
         if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
             for call in calls:  # the reply's calls get a result, so the history has no dangling call
                 _append(history, Message.tool_result(call.id, call.name,
@@ -125,6 +128,14 @@ def _token_budget_reached(cfg: AgentConfig, ctx: TurnContext) -> Budget | None:
     if limit is None or used < limit:
         return None
     return Budget("tokens", limit, used)
+
+
+def _cost_budget_reached(cfg: AgentConfig, spend: Spend) -> Budget | None:
+    """The dollar budget, once the turn's calls (its subagents' included) have spent it."""
+    limit = cfg.max_cost
+    if limit is None or spend.turn < limit:
+        return None
+    return Budget("cost", limit, spend.turn)
 
 
 def _stop_reason(choice: Choice, text: str | None) -> StopReason:
@@ -212,7 +223,9 @@ def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: 
             reason: StopReason, budget: Budget | None = None, structured: object = None,
             output_error: str | None = None) -> AgentResult:
     on_event(events.Finished(text, iterations))
-    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget, structured, output_error)
+    cost = state.spend.turn if state.spend is not None and state.spend.priced else None
+    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget, structured, output_error,
+                       cost)
 
 
 def repair_missing_results(history: list[Message]) -> list[Message]:

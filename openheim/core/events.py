@@ -84,6 +84,17 @@ class UsageReport(_Event):
 
     kind: ClassVar[str] = "usage"
     usage: Usage
+    cost: float | None = None  # US dollars of this call (None: the model has no price)
+    total_cost: float | None = None  # US dollars the session has spent so far, subagents included
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without the cost keys when the model has no price (the shape stays as it was)."""
+        out: dict[str, Any] = {"event_type": self.kind, "usage": self.usage.to_dict()}
+        if self.cost is not None:
+            out["cost"] = round(self.cost, 6)
+        if self.total_cost is not None:
+            out["total_cost"] = round(self.total_cost, 6)
+        return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)

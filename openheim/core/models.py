@@ -293,7 +293,7 @@ class StopReason(str, Enum):
     REFUSAL = "refusal"
     CANCELLED = "cancelled"
     NO_CONTENT = "no_content"
-    BUDGET = "budget"  # the turn's token or time budget ran out (``AgentResult.budget`` says which)
+    BUDGET = "budget"  # the turn's token, time or cost budget ran out (``AgentResult.budget`` says which)
     INVALID_OUTPUT = "invalid_output"  # the answer did not match the output schema, even after a repair round
 
     @property
@@ -314,7 +314,8 @@ _STOP_NOTICES = {
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens) or "time" (``used`` seconds elapsed)."""
+    """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens), "time" (``used`` seconds elapsed) or
+    "cost" (``used`` US dollars)."""
 
     kind: str
     limit: float
@@ -323,10 +324,15 @@ class Budget:
     def to_dict(self) -> dict:
         if self.kind == "time":
             return {"kind": "time", "limit": self.limit, "elapsed": round(self.used, 2)}
+        if self.kind == "cost":
+            return {"kind": "cost", "limit": self.limit, "used": round(self.used, 6)}
         return {"kind": self.kind, "limit": int(self.limit), "used": int(self.used)}
 
     @property
     def notice(self) -> str:
+        if self.kind == "cost":
+            return (f"stopped at the turn's cost budget: ${self.used:.4f} spent of ${self.limit:g} "
+                    "(--max-cost / [budgets] max_cost)")
         if self.kind == "time":
             return (f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
                     "(--timeout / turn_timeout_secs)")
@@ -346,3 +352,4 @@ class AgentResult:
     budget: Budget | None = None  # the budget that stopped the turn (stop_reason BUDGET)
     structured: Any = None  # the answer parsed and validated against the turn's output schema
     output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
+    cost: float | None = None  # US dollars the turn spent, subagents included (None: the model has no price)

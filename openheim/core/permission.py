@@ -430,3 +430,17 @@ class ProtectedWritesGate(PermissionGate):
         if verdict.outcome == DENY and verdict.rule is not None:
             return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
         return denial_source(self.person, req) if self.person is not None else {"by": "protected"}
+
+
+def rule_denial(gate: PermissionGate, req: PermissionRequest) -> str | None:
+    """What a deny rule says about ``req`` (the tool result the model reads), or None when no deny rule
+    refuses it: a hook's "allow" skips the gate's question but never a deny rule."""
+    from openheim.config.rules import DENY
+
+    while isinstance(gate, (SubagentGate, ProtectedWritesGate)):
+        gate = gate.inner
+    if isinstance(gate, RulesGate):
+        verdict = gate.verdict(req)
+        if verdict.outcome == DENY:
+            return rule_denied_message(verdict)
+    return None

@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
+from openheim.core.hooks import ALLOW, ASK, DENY
 from openheim.core.models import Message, ToolUseBlock
-from openheim.core.permission import PermissionRequest, denial_source, needs_permission
+from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError
 
@@ -59,41 +60,81 @@ def arguments_usable(arguments: str) -> bool:
     return parse_arguments(arguments) is not None
 
 
-def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> ToolOutcome | None:
-    """None when the call may run, else the denial outcome."""
+def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext,
+               hook_decision: str | None = None) -> ToolOutcome | None:
+    """None when the call may run, else the denial outcome. A pre_tool hook's "allow" skips the gate (a deny
+    rule still refuses); its "ask" puts even a read-only call to the gate."""
     gate = ctx.gate
     if gate is None or call.name not in executor.names():  # an unavailable tool fails without asking
         return None
-    if not needs_permission(gate, executor.capabilities(call.name)):
-        return None
     request = PermissionRequest(call.id, call.name, call.arguments)
+    if hook_decision == ALLOW:
+        denied = rule_denial(gate, request)
+        if denied is None:
+            return None
+        _report_denial(call, ctx, denied, denial_source(gate, request))
+        return ToolOutcome(denied, True)
+    if hook_decision != ASK and not needs_permission(gate, executor.capabilities(call.name)):
+        return None
     if gate.request(request, ctx.cancel).allowed:
         return None
     reason = gate.denial_message(request)
-    if ctx.emit is not None:
-        source = denial_source(gate, request)
-        ctx.emit(ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"),
-                            source.get("mode")))
+    _report_denial(call, ctx, reason, denial_source(gate, request))
     return ToolOutcome(reason, True)
 
 
+def _report_denial(call: ToolUseBlock, ctx: TurnContext, reason: str, source: dict[str, str]) -> None:
+    """A ToolDenied event for the front end: who refused the call and what the model was told."""
+    if ctx.emit is not None:
+        ctx.emit(ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"),
+                            source.get("mode")))
+
+
+def _with_hooks(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> tuple[ToolUseBlock, str | None,
+                                                                                        ToolOutcome | None]:
+    """The pre_tool hooks' say: (the call as it runs, their decision, a refusal outcome or None)."""
+    hooks = ctx.hooks
+    if hooks is None or not hooks.has("pre_tool") or call.name not in executor.names():
+        return call, None, None
+    answer = hooks.pre_tool(call, parse_arguments(call.arguments) or {}, ctx.cancel)
+    if answer.decision == DENY:
+        return call, DENY, ToolOutcome(answer.reason, True)
+    if answer.arguments is not None:
+        call = replace(call, arguments=answer.arguments)
+    return call, answer.decision, None
+
+
+def _post_note(call: ToolUseBlock, outcome: ToolOutcome, ctx: TurnContext) -> ToolOutcome:
+    """The post_tool hooks' notes appended to the result (a failed hook adds nothing)."""
+    hooks = ctx.hooks
+    if hooks is None or not hooks.has("post_tool"):
+        return outcome
+    note = hooks.post_tool(call, parse_arguments(call.arguments) or {}, outcome.content, outcome.is_error, ctx.cancel)
+    return ToolOutcome(f"{outcome.content}\n\n[hook] {note}", outcome.is_error) if note else outcome
+
+
 def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:
-    """Check, ask, run: every failure becomes an error result the model reads."""
+    """Check, hooks, ask, run, hooks: every failure becomes an error result the model reads."""
     if not arguments_usable(call.arguments):
         return ToolOutcome(BAD_ARGUMENTS + (CUT_OFF_ADVICE if cut_off else ""), True)
     try:
-        denied = _permitted(executor, call, ctx)
+        call, decision, refused = _with_hooks(executor, call, ctx)
+        if refused is not None:
+            _report_denial(call, ctx, refused.content, {"by": "hook"})
+            return refused
+        denied = _permitted(executor, call, ctx, decision)
         if denied is not None:
             return denied
         if ctx.cancel.cancelled:
             return ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
         call_ctx = replace(ctx, tool_call_id=call.id)
-        return ToolOutcome(cap_result(executor.execute(call.name, call.arguments, call_ctx)), False)
+        outcome = ToolOutcome(cap_result(executor.execute(call.name, call.arguments, call_ctx)), False)
     except OpenheimError as e:
-        return ToolOutcome(cap_result(f"Error: {e}"), True)
+        outcome = ToolOutcome(cap_result(f"Error: {e}"), True)
     except Exception as e:  # a buggy tool must not take the turn down
         log.exception("tool %s crashed", call.name)
-        return ToolOutcome(f"Error: {type(e).__name__}: {e}", True)
+        outcome = ToolOutcome(f"Error: {type(e).__name__}: {e}", True)
+    return _post_note(call, outcome, ctx)
 
 
 def _start_workers(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext, cut_off: bool,

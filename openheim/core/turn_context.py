@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from openheim.core.cancel import CancelToken
+from openheim.core.spend import Spend
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
+    from openheim.core.hooks import HookRunner
     from openheim.core.models import Usage
     from openheim.core.permission import PermissionGate
 
@@ -79,6 +81,8 @@ class TurnContext:
     # (a diff's file read, a tool's fs or terminal call) reaches it after them.
     sync: Callable[[], None] | None = None
     usage: TurnUsage = field(default_factory=lambda: TurnUsage())  # the whole turn's, subagents' included
+    spend: Spend = field(default_factory=Spend)  # the dollars the turn spends, shared with its subagents
+    hooks: HookRunner | None = None  # the user's pre_tool / post_tool hooks
 
     @property
     def effective_cwd(self) -> Path:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
+    from openheim.mcp.oauth import AuthWatch
     from openheim.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class McpServer:
         self._failed_until = 0.0
         self._failure = ""
         self._pids: set[int] = set()
+        self._auth_watch: AuthWatch | None = None
 
     # --- lifecycle (sync side) -----------------------------------------------------------
 
@@ -195,7 +197,10 @@ class McpServer:
             self._set("connected", None, tools)
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
-            self._set("closed" if self._closing else "failed", None if self._closing else message)
+            from openheim.mcp.oauth import NEEDS_LOGIN
+
+            state = NEEDS_LOGIN if NEEDS_LOGIN in message else "failed"
+            self._set("closed" if self._closing else state, None if self._closing else message)
             if not self._closing:
                 log.warning("%s", message)
             if isinstance(e, asyncio.CancelledError):
@@ -284,8 +289,13 @@ class McpServer:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        from openheim.mcp.oauth import AuthWatch, auth_for
+
+        self._auth_watch = AuthWatch()  # a 401 means "needs login"
         client = httpx2.AsyncClient(headers=dict(self.config.headers) or None,
-                                    timeout=httpx2.Timeout(30.0, read=300.0))
+                                    timeout=httpx2.Timeout(30.0, read=300.0),
+                                    auth=auth_for(self.config, self._log_dir.parent),  # a stored sign-in
+                                    event_hooks={"response": [self._auth_watch]})
         await stack.enter_async_context(client)
         return await stack.enter_async_context(streamable_http_client(self.config.url or "", http_client=client))
 
@@ -311,6 +321,11 @@ class McpServer:
         if isinstance(leaf, TimeoutError):
             return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
         reason = self._scrub(describe(leaf))
+        if self.config.url:
+            from openheim.mcp.oauth import needs_login_message, wants_login
+
+            if wants_login(error) or (self._auth_watch is not None and self._auth_watch.unauthorized):
+                return f"MCP server '{self.name}' {needs_login_message(self.name)}"
         if phase == "spawn":
             return f"MCP spawn '{self.name}' failed: {reason}"
         if phase == "list":

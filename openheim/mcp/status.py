@@ -9,7 +9,7 @@ class McpServerStatus:
     name: str
     transport: str  # stdio | http | unknown
     source: str  # config | mcp-config | project | session
-    state: str  # starting | connected | disconnected | failed | closed | untrusted
+    state: str  # starting | connected | disconnected | failed | closed | untrusted | needs login
     connected: bool
     tool_count: int
     error: str | None = None

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window", "max_tokens_total",
-              "turn_timeout_secs")
+              "turn_timeout_secs", "max_cost")
 
 
 def programmatic_config(opts: dict) -> Config:

@@ -16,6 +16,7 @@ from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
+    ConfigError,
     FileAccessError,
     InvalidArgument,
     NotFound,
@@ -341,6 +342,8 @@ class Runtime:
         from openheim.core.context import ContextFitter
         from openheim.core.mode import tools_for_mode
         from openheim.core.permission import RememberingGate
+        from openheim.core.spend import Spend
+        from openheim.runtime.hooks import after_turn, before_prompt, turn_hooks
 
         # Everything that can fail before the model is asked comes before the prompt is stored, so a turn
         # that cannot start leaves no unanswered prompt behind.
@@ -354,20 +357,37 @@ class Runtime:
         if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
             gate = gate.for_turn(on_event)
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
+        _check_cost_budget(session.config)
+        hooks = turn_hooks(self.config, self.settings.data_dir, session.id, root, cwd, self.settings.secret_env_vars)
         ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
                           gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities),
                           client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
-                          emit=on_event, sync=sync)
+                          emit=on_event, sync=sync, spend=Spend(session.spent), hooks=hooks)
         if session.fitter is None:
             session.fitter = ContextFitter(session.config.context_window)
         with Lease.acquire(history.history_dir, session.id):
+            if hooks is not None:
+                blocks = before_prompt(hooks, list(blocks), not session.hooked, history.exists(session.id),
+                                       cancel)
+                session.hooked = True
             conv = self._conversation_for(session)
+            if conv.meta.cost and not session.spent:  # a resumed session's running total
+                session.spent = conv.meta.cost
+            ctx.spend.before = session.spent
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             recorder = _Recorder(history, conv, on_event)
             recorder.record(Message("user", list(blocks)))
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
                                   output)
+                if hooks is not None and hooks.has("stop"):
+                    def go_on(message: Message) -> None:
+                        recorder.record(message)
+                        on_event(MessageAppended(message))
+
+                    result = after_turn(hooks, result, go_on,
+                                        lambda: run_turn(llm, tools, session.config, conv.messages, ctx, recorder,
+                                                         system, session.fitter, output))
                 result.usage = ctx.usage.total  # the turn's own calls and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
@@ -377,8 +397,11 @@ class Runtime:
                 conv.meta.failed = not any(m.role == "assistant" for m in conv.messages)
                 raise
             finally:
+                session.spent = ctx.spend.total
+                if ctx.spend.turn:
+                    conv.meta.cost = session.spent
                 recorder.close()
-            return result
+        return result
 
     def permission_rules(self, cwd: Path) -> tuple[RuleSet, RuleSet, Path]:
         """(the user's rules, the project's rules for a session in ``cwd``, the sandbox root)."""
@@ -429,6 +452,14 @@ class Runtime:
         conv.meta.mode = session.mode
         session.conversation = conv
         return conv
+
+
+def _check_cost_budget(cfg: AgentConfig) -> None:
+    """A dollar budget needs the model's price: without one the turn does not start."""
+    if cfg.max_cost is not None and cfg.price is None:
+        raise ConfigError(f"a cost budget (--max-cost / [budgets] max_cost) needs the price of "
+                          f"{cfg.provider_name}/{cfg.model}: add [prices.\"{cfg.provider_name}/{cfg.model}\"] with "
+                          "input and output (US dollars per million tokens) to config.toml")
 
 
 class ProfileCache:

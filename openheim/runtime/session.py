@@ -41,6 +41,8 @@ class SessionState:
     mcp_servers: list[McpServerConfig] = field(default_factory=list)  # the session's own servers, as given
     releases: list[Callable[[], object]] = field(default_factory=list)  # run once when the session goes away
     holders: int = 0  # connected clients showing this session: while any does, it is never evicted
+    spent: float = 0.0  # US dollars its turns have spent in this process (priced models, subagents included)
+    hooked: bool = False  # its session_start hooks have run
 
     @property
     def in_flight(self) -> bool:

@@ -409,7 +409,7 @@ class WatchHub:
         with self._lock:
             return len(self._pollers)
 
-    def _drop(self, poller: Poller) -> None:
+    def forget(self, poller: Poller) -> None:
         with self._lock:
             if self._pollers.get(poller.root) is poller:
                 del self._pollers[poller.root]
@@ -444,7 +444,7 @@ class Poller:
                 self.stopped = True
         if last:
             self._stop.set()
-            self.hub._drop(self)
+            self.hub.forget(self)
 
     def _warn_if(self, cut: bool, subscribers: list[Subscription]) -> None:
         if not cut:
@@ -462,6 +462,8 @@ class Poller:
             except Exception as e:  # never let the poller die silently
                 log.warning("fs watcher failed: %s", e)
                 self._broadcast({"type": "error", "message": f"Watcher error: {e}"})
+                self.stopped = True  # the next watch of this tree starts a new poller
+                self.hub.forget(self)
                 return
             with self._lock:
                 subscribers = list(self.subscribers)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from openheim.core import events
 from openheim.core.asking import AskTheFrontEnd
-from openheim.core.models import Usage
+from openheim.core.models import ImageBlock, TextBlock, Usage
 from openheim.tui import commands
 from openheim.tui.editor import InputLine
 from openheim.tui.frame import call_key, compose, present, tool_line
@@ -69,6 +69,8 @@ class App:
         self.context: Usage | None = None
         self.plan: events.PlanUpdate | None = None  # the model's latest plan (update_plan), for :plan
         self.cost, self.calls = Usage(), 0
+        self.dollars: float | None = None  # what the session has spent, when its model has a price
+        self.images: list[ImageBlock] = []  # attached with :image or a pasted path: sent with the next message
         self.shown: Question | None = None
         self.choice = 0
         self.inbox: queue.Queue[tuple[Callable[[Any], None], Any]] = queue.Queue()
@@ -210,14 +212,26 @@ class App:
         """Show the user's message and start the turn."""
         from openheim.errors import OpenheimError
 
-        self.transcript.add("user", text)
+        images, self.images = self.images, []
+        shown = text + "".join(f"\n[image {i + 1}: {b.mime_type}]" for i, b in enumerate(images))
+        self.transcript.add("user", shown)
         self.scroll.to_bottom()
         try:
-            self.turn = self.session.start_turn(text)
+            self.turn = self.session.start_turn([TextBlock(text), *images] if images else text)
         except OpenheimError as e:
             self.error(e)
             return
         self.phase = "thinking"
+
+    def attach(self, path: str) -> None:
+        """Attach an image file to the next message (a one-line error when it is not a usable image)."""
+        from openheim.core.images import load_image
+
+        block = load_image(path)
+        self.images.append(block)
+        size = len(block.data) * 3 // 4
+        self.info(f"image attached: {path} ({block.mime_type}, {size // 1024} KB); it goes with your next message "
+                  f"({len(self.images)} attached)")
 
     def _pump_turn(self) -> None:
         turn = self.turn
@@ -259,6 +273,8 @@ class App:
         elif isinstance(event, events.UsageReport):
             self.context = event.usage
             self.cost, self.calls = self.cost + event.usage, self.calls + 1
+            if event.total_cost is not None:
+                self.dollars = event.total_cost
         elif isinstance(event, events.PlanUpdate):
             self.plan = event
             self.info(commands.plan_lines(event))
@@ -303,8 +319,9 @@ class App:
         else:
             result = turn.result
             self.context = result.context_usage or self.context
-            if result.stop_reason.notice:
-                self.info(result.stop_reason.notice)
+            notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
+            if notice:
+                self.info(notice)
         self.dirty = True
 
     # --- permission -----------------------------------------------------------------
@@ -413,6 +430,13 @@ class App:
         if text.lstrip().startswith(":"):
             self.input.take()
             commands.run(self, text.strip())
+            return
+        from openheim.core.images import looks_like_image_path
+
+        pasted = looks_like_image_path(text)
+        if pasted is not None:  # a pasted (or dropped) image file: attached, not sent
+            self.input.take()
+            self.safely("attaching an image", self.attach, str(pasted))
             return
         if self.busy:
             self.info("a reply is still running: wait for it, or press Ctrl-C to cancel it")

@@ -79,7 +79,7 @@ def switch_to(app: App, handle: SessionHandle) -> None:
     app.session = handle.permission_gate(app.gate)
     if old.id != handle.id:
         app.client.close_session(old.id)
-    app.context, app.cost, app.calls, app.plan = None, Usage(), 0, None
+    app.context, app.cost, app.calls, app.dollars, app.plan = None, Usage(), 0, None, None
     app.scroll.to_bottom()
 
 
@@ -315,15 +315,34 @@ def plan_lines(update: PlanUpdate) -> str:
 
 
 def cost(app: App, arg: str) -> None:
+    from openheim.config.prices import dollars
+
     u = app.cost
+    cfg = app.session.config
+    if app.dollars is not None:
+        spent = f"  cost     {dollars(app.dollars):>10} (subagents included)"
+    elif cfg.price is not None:
+        spent = f"  cost     {dollars(0.0):>10}"
+    else:
+        spent = (f"  cost     unknown: add [prices.\"{cfg.provider_name}/{cfg.model}\"] (input, output per million "
+                 "tokens) to config.toml")
     app.info(f"this session: {app.calls} model call(s)\n"
              f"  input    {u.input_tokens:>10,} tokens\n"
              f"  output   {u.output_tokens:>10,} tokens\n"
-             f"  cached   {u.cache_read_tokens:>10,} tokens read, {u.cache_creation_tokens:,} written")
+             f"  cached   {u.cache_read_tokens:>10,} tokens read, {u.cache_creation_tokens:,} written\n"
+             + spent)
+
+
+def image(app: App, arg: str) -> None:
+    """Attach an image file to the next message."""
+    if not arg:
+        app.info(":image PATH attaches a PNG, JPEG, GIF or WebP file to your next message")
+        return
+    app.attach(arg)
 
 
 COMMANDS: dict[str, Callable[[App, str], None]] = {
     "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
     "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
-    "plan": plan,
+    "image": image, "plan": plan,
 }

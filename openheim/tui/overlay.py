@@ -140,7 +140,8 @@ HELP = """commands:
   :skills            installed skills
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
-  :cost              tokens used in this session
+  :cost              tokens (and dollars, with [prices]) used in this session
+  :image PATH        attach an image to your next message (or paste an image file's path)
   :plan              the model's current plan (update_plan)
 keys:
   Enter send · Alt+Enter or Ctrl-J new line · Ctrl-C cancel the reply (quit when idle)
