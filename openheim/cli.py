@@ -32,6 +32,7 @@ class LazyGroup(click.Group):
         "acp": "openheim.commands.acp:acp_command",
         "stdio": "openheim.commands.acp:stdio_command",
         "serve": "openheim.commands.serve:serve_command",
+        "undo": "openheim.commands.undo:undo_command",
         "sandbox": "openheim.commands.sandbox:sandbox_group",
     }
 

@@ -22,9 +22,12 @@ from openheim.core.models import (
 )
 
 if TYPE_CHECKING:
+    from openheim.checkpoints.store import TurnRecord
+    from openheim.checkpoints.undo import UndoPlan, UndoResult
     from openheim.config.agent_config import AgentConfig
     from openheim.config.rules import Verdict
     from openheim.config.schema import Config, McpServerConfig
+    from openheim.conversation.compaction import CompactionOutcome
     from openheim.conversation.history import ConversationMeta
     from openheim.conversation.skills import Skill
     from openheim.core.client_io import ClientIo
@@ -226,6 +229,30 @@ class SessionHandle:
         seconds for those still starting."""
         return self._state.mcp_statuses(self._state.session(self.id), wait)
 
+    def compact(self, on_event: Callable[[StreamEvent], None] | None = None) -> CompactionOutcome:
+        """Summarise the conversation now; the outcome's ``error`` says why when it could not be."""
+        return self._state.compact(self.id, on_event)
+
+    def fork(self) -> SessionHandle:
+        """A new session that starts from this one's current point (history copied, checkpoints shared)."""
+        return self._client.fork_session(self.id)
+
+    def changes(self) -> list[TurnRecord]:
+        """Each turn's changed files (only turns that changed files under the sandbox root)."""
+        return self._client.session_changes(self.id)
+
+    def plan_undo(self, turns: int = 1) -> UndoPlan:
+        """What undoing the last ``turns`` file-changing turns would restore (nothing is written)."""
+        return self._client.plan_undo(self.id, turns)
+
+    def undo(self, turns: int = 1, force: bool = False) -> UndoResult:
+        """Restore the files the last ``turns`` turns changed; files changed since are protected unless ``force``."""
+        if self.busy:
+            from openheim.errors import SessionBusy
+
+            raise SessionBusy(self.id)
+        return self._client.undo(self.plan_undo(turns), force)
+
     def close(self) -> None:
         """Cancel what runs and forget the live session (its history stays on disk)."""
         self._client.close_session(self.id)
@@ -328,6 +355,34 @@ class OpenheimClient:
     def close_session(self, session_id: str) -> None:
         """Cancel what runs on a live session and forget it (its history stays on disk)."""
         self.state.close_session(session_id)
+
+    # --- long sessions: fork, checkpoints and undo ------------------------------------------------
+
+    def fork_session(self, session_id: str) -> SessionHandle:
+        """A new live session starting where the stored ``session_id`` is now (history copied, checkpoints
+        shared)."""
+        return self.resume_session(self.state.fork(session_id))[0]
+
+    def session_changes(self, session_id: str) -> list[TurnRecord]:
+        """The turn records of a session: each file-changing turn's added, modified and deleted files."""
+        from openheim.conversation.history import check_session_id
+
+        return self.state.long_sessions.turns(check_session_id(session_id))
+
+    def plan_undo(self, session_id: str, turns: int = 1) -> UndoPlan:
+        """What undoing the session's last ``turns`` file-changing turns would do (nothing is written)."""
+        from openheim.conversation.history import check_session_id
+
+        return self.state.long_sessions.plan_undo(check_session_id(session_id), turns)
+
+    def undo(self, plan: UndoPlan, force: bool = False) -> UndoResult:
+        """Carry out ``plan``: InvalidArgument naming the files changed since, unless ``force``."""
+        live = self.state.sessions.get(plan.session_id)
+        if live is not None and live.in_flight:
+            from openheim.errors import SessionBusy
+
+            raise SessionBusy(plan.session_id)
+        return self.state.long_sessions.apply_undo(plan, force)
 
     # --- what the runtime offers ---------------------------------------------------------------
 

@@ -100,7 +100,7 @@ def test_a_subagents_commands_run_in_the_same_sandbox(srv, isolated_home, tree):
                 Reply(text="the subagent is done"), Reply(text="done"))
     done = openheim("run", "go", cwd=tree["work"])
     assert done.returncode == 0, done.stderr
-    subagent_result = [m["content"] for m in srv.requests[2].body["messages"] if m["role"] == "tool"][0]
+    subagent_result = next(m["content"] for m in srv.requests[2].body["messages"] if m["role"] == "tool")
     assert "sandbox (workspace-write) refused writing" in subagent_result
     assert not target.exists()
 

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openheim.acp import session_options, util
+from openheim.acp import long_commands, session_options, util
 from openheim.acp.client_io import client_capabilities
 from openheim.acp.convert import prompt_blocks, replay, text_chunk
 from openheim.acp.lazy import LazyClient
@@ -102,14 +102,18 @@ class Handlers:
         timer.start()
 
     def commands(self) -> list[dict]:
-        """One slash command per installed skill: `/name args` runs the turn with that skill added."""
+        """/compact and /undo, then one slash command per installed skill: `/name args` runs the turn with that
+        skill added."""
+        from openheim.acp import long_commands
+
         try:
             skills = self.client.skills()
         except Exception as e:  # a broken skills dir must not break session/new
             log.warning("could not list skills: %s", e)
-            return []
-        return [{"name": s.name, "description": s.description or f"Run this turn with the '{s.name}' skill",
-                 "input": {"hint": "what to do"}} for s in skills]
+            skills = []
+        return [*long_commands.COMMANDS, *(
+            {"name": s.name, "description": s.description or f"Run this turn with the '{s.name}' skill",
+             "input": {"hint": "what to do"}} for s in skills if s.name not in long_commands.NAMES)]
 
     def load_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
@@ -172,6 +176,12 @@ class Handlers:
         session_id = require_str(params, "sessionId")
         blocks = prompt_blocks(util.require_list(params, "prompt"))
         session = self.client.session(session_id)
+        first = blocks[0] if len(blocks) == 1 else None
+        command = long_commands.parse(first.text.strip()) if isinstance(first, TextBlock) else None
+        if command is not None:  # /compact, /undo: answered without a turn
+            self._check_idle(session_id)
+            long_commands.run(self.conn, request_id, session, *command, lambda u: self._send_update(session_id, u))
+            return DEFERRED
         blocks, extra = self._slash_command(blocks)
         run = PromptRun(session, self.conn, request_id, blocks, extra, self.features, on_done=self._run_done)
         with self._runs_lock:

@@ -58,6 +58,10 @@ class AcpUpdates:
         elif isinstance(event, events.PlanUpdate):
             self.send({"sessionUpdate": "plan", "entries": [
                 {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries]})
+        elif isinstance(event, events.Compaction):
+            from openheim.acp.long_commands import compaction_update
+
+            self.send(compaction_update(event))
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,

@@ -53,6 +53,7 @@ class RunOptions:
     output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
     fail_on_deny: bool = False  # exit DENIED when the permission gate refused any tool call
     images: list[ImageBlock] = field(default_factory=list)  # -i FILE: images sent after the prompt
+    fork: bool = False  # run on a copy of the resumed session (history copied, checkpoints shared)
 
 
 def event_json(event: StreamEvent) -> dict:
@@ -190,6 +191,8 @@ class Printer:
             self.err.write(f"  {mark} {_preview(event.result)}\n")
         elif isinstance(event, events.ContextTrimmed):
             self.err.write(f"[{event.dropped} earlier messages left out to fit the context window]\n")
+        elif isinstance(event, events.Compaction):
+            self.err.write(f"[{compaction_line(event)}]\n")
         else:
             return
         self.err.flush()
@@ -269,17 +272,27 @@ def _preview(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def compaction_line(event: events.Compaction) -> str:
+    """One line saying a compaction happened (or why it could not)."""
+    if event.error is not None:
+        return f"the conversation was not compacted: {event.error}"
+    return (f"conversation compacted: {event.keep_from} earlier messages summarised by {event.model or 'the model'}"
+            f" ({len(event.summary)} characters); the full record stays in the session log")
+
+
 def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> SessionHandle:
     from openheim.errors import InvalidArgument
 
-    if opts.session:
-        handle, _ = client.resume_session(opts.session, cwd)
-        return handle
+    session_id = opts.session
     if opts.resume_latest:
         metas = client.list_sessions(str(cwd))
         if not metas:
             raise InvalidArgument(f"no earlier session in {cwd} to continue; run without --continue to start one")
-        handle, _ = client.resume_session(metas[0].id, cwd)
+        session_id = metas[0].id
+    if session_id and opts.fork:
+        return client.fork_session(session_id)
+    if session_id:
+        handle, _ = client.resume_session(session_id, cwd)
         return handle
     return client.new_session(cwd)
 
@@ -412,6 +425,8 @@ class RunCommand(click.Command):
               help="Which tool calls run: all, only read-only ones, or none.")
 @click.option("-s", "--session", "session_id", help="Resume this session id.")
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
+@click.option("--fork", is_flag=True, help="With --session/--continue: run on a new copy of that session (its "
+              "history copied, its checkpoints shared); the original stays as it was.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
 # record and replay (docs/pipelines.md)
 @click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
@@ -433,13 +448,15 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
         allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False,
-        sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
+        sandbox_mode: str | None = None, sandbox_required: bool | None = None, fork: bool = False) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
     try:
         if session_id and resume_latest:
             raise click.UsageError("use either --session or --continue, not both")
+        if fork and not (session_id or resume_latest):
+            raise click.UsageError("--fork needs the session to copy: add --session ID or --continue")
         if record and replay:
             raise click.UsageError("use either --record or --replay, not both")
         schema = _output_schema(output_schema)
@@ -455,7 +472,7 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema, fail_on_deny=fail_on_deny, images=blocks)
+                      output_schema=schema, fail_on_deny=fail_on_deny, images=blocks, fork=fork)
     with client:  # closing stops the MCP servers
         code = run_prompt(client, opts)
     sys.exit(code)

@@ -62,16 +62,53 @@ def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None, show_all: 
 
 @sessions.command("show")
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (meta and messages).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (meta, messages, compactions).")
+@click.option("--changes", is_flag=True, help="List each turn's changed files instead of the transcript.")
 @click.pass_context
-def show_session(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """Print one session's transcript."""
+def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bool) -> None:
+    """Print one session's transcript (the full record, with each compaction where it happened)."""
     history = _history(ctx)
     conv = history.load(history.resolve_id(session_id))
-    if as_json:
-        click.echo(_dumps({"meta": conv.meta.to_dict(), "messages": [m.to_dict() for m in conv.messages]}))
+    if changes:
+        _show_changes(history.dir.parent, conv.id, as_json)
         return
-    click.echo(render_transcript(conv.messages))
+    if as_json:
+        click.echo(_dumps({"meta": conv.meta.to_dict(), "messages": [m.to_dict() for m in conv.messages],
+                           "compactions": [c.to_dict() for c in conv.compactions]}))
+        return
+    click.echo(render_with_compactions(conv.messages, conv.compactions))
+
+
+def _show_changes(data_dir: Path, session_id: str, as_json: bool) -> None:
+    from openheim.checkpoints.store import CheckpointStore
+
+    records = CheckpointStore(data_dir / "checkpoints").turns(session_id)
+    if as_json:
+        click.echo(_dumps([{**r.to_dict(), "undone": r.undone} for r in records]))
+        return
+    if not records:
+        click.echo("no file changes recorded for this session", err=True)
+    for r in records:
+        state = "  (undone)" if r.undone else ""
+        click.echo(f"turn {r.turn} (message {r.at + 1}) in {r.root}: {len(r.changes)} file(s){state}")
+        for c in r.changes:
+            mark = {"added": "A", "modified": "M", "deleted": "D"}.get(c.kind, "?")
+            note = "" if c.restorable else "  (not restorable: over the size cap)"
+            click.echo(f"  {mark} {c.path}{note}")
+
+
+def render_with_compactions(messages: list[Message], compactions: list) -> str:
+    """The transcript, with a marker and the summary wherever the conversation was compacted."""
+    parts: list[str] = []
+    start = 0
+    for record in sorted(compactions, key=lambda c: c.at):
+        parts.append(render_transcript(messages[start:record.at]))
+        start = max(start, record.at)
+        how = "by hand" if record.manual else "automatically"
+        parts.append(f"── compacted {how}: messages 1-{record.keep_from} summarised by {record.model or 'the model'}; "
+                     f"from here the model sees this summary instead ──\n{record.summary}\n── end of summary ──")
+    parts.append(render_transcript(messages[start:]))
+    return "\n".join(p for p in parts if p)
 
 
 def render_transcript(messages: list[Message]) -> str:
@@ -91,6 +128,24 @@ def render_transcript(messages: list[Message]) -> str:
         else:
             lines.append(f"{role}: [image {getattr(block, 'mime_type', '')}]")
     return "\n".join(lines)
+
+
+@sessions.command("compact")
+@click.argument("session_id")
+@click.pass_context
+def compact_session(ctx: click.Context, session_id: str) -> None:
+    """Summarise a stored session now, so its next turn starts from the summary plus the recent turns."""
+    from openheim.client import OpenheimClient
+    from openheim.errors import OpenheimError
+
+    with OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None).build() as client:
+        handle, _ = client.resume_session(session_id)
+        outcome = handle.compact()
+    if outcome.record is None:
+        raise OpenheimError(f"the session was not compacted: {outcome.error}; its history is unchanged")
+    usage = outcome.usage.total if outcome.usage is not None else 0
+    click.echo(f"compacted {session_id}: {outcome.record.keep_from} messages summarised "
+               f"({len(outcome.record.summary)} characters, {usage} tokens for the summary call)")
 
 
 @sessions.command("delete")

@@ -80,9 +80,17 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
                        model=model, max_iterations=config.max_iterations,
                        max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
                        max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
-                       max_tokens=p.max_tokens, context_window=p.context_window, thinking=p.thinking,
+                       max_tokens=p.max_tokens, context_window=context_window_of(p, model), thinking=p.thinking,
                        record=config.record, replay=config.replay,
                        price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
+
+
+def context_window_of(p: ProviderConfig, model: str) -> int | None:
+    """The model's context window: its ``context_windows`` entry, the provider's ``context_window``, or the
+    known default of the provider's kind."""
+    from openheim.config.long_sessions import default_context_window
+
+    return p.context_windows.get(model) or p.context_window or default_context_window(p.kind)
 
 
 def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:

@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openheim.config.hooks import HookSpec, parse_hooks
+from openheim.config.long_sessions import (
+    CheckpointConfig,
+    CompactionConfig,
+    parse_checkpoints,
+    parse_compaction,
+)
 from openheim.config.prices import Price, parse_prices
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.rules import RuleError, RuleSet, parse_rules
@@ -33,6 +39,7 @@ class ProviderConfig:
     context_window: int | None = None
     thinking: bool = False
     recording: str | None = None  # kind "replay": the recording it serves
+    context_windows: dict[str, int] = field(default_factory=dict)  # per model, over context_window
 
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
@@ -126,6 +133,8 @@ class Config:
     memory: MemoryConfig | None = None
     serve: ServeConfig = field(default_factory=ServeConfig)
     permissions: RuleSet = field(default_factory=RuleSet)  # [permissions] allow / deny
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)  # [compaction]
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)  # [checkpoints]
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     prices: dict[str, Price] = field(default_factory=dict)  # [prices."provider/model"]
     max_cost: float | None = None  # [budgets] max_cost: US dollars one turn may spend
@@ -219,7 +228,7 @@ def _warn_unknown(d: dict, known: set[str], section: str) -> None:
 # --- sections ---------------------------------------------------------------
 
 _PROVIDER_KEYS = {"kind", "api_base", "default_model", "models", "env_var", "api_key", "timeout_secs",
-                  "max_tokens", "context_window", "thinking", "recording"}
+                  "max_tokens", "context_window", "thinking", "recording", "context_windows"}
 
 
 def parse_provider(name: str, d: dict) -> ProviderConfig:
@@ -248,7 +257,19 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
         context_window=_get_int(d, "context_window", section),
         thinking=thinking == "adaptive",
         recording=_get_str(d, "recording", section),
+        context_windows=_get_windows(d, section),
     )
+
+
+def _get_windows(d: dict, section: str) -> dict[str, int]:
+    """``context_windows = { "model" = tokens }``: each model's window, when it differs from context_window."""
+    table = d.get("context_windows", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"'{section}.context_windows' must be a table of model = tokens")
+    for model, tokens in table.items():
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+            raise ConfigError(f"'{section}.context_windows.{model}' must be a positive integer, got {tokens!r}")
+    return dict(table)
 
 
 _MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "sandbox"}
@@ -376,7 +397,7 @@ def parse_budgets(d: dict) -> float | None:
 _TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
              "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "memory", "theme_color",
              "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
-             "permissions", "sandbox", "prices", "budgets", "hooks"}
+             "permissions", "sandbox", "prices", "budgets", "hooks", "compaction", "checkpoints"}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -409,6 +430,8 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
         serve=parse_serve(_get_table(d, "serve")),
         permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
+        compaction=parse_compaction(_get_table(d, "compaction")),
+        checkpoints=parse_checkpoints(_get_table(d, "checkpoints")),
         sandbox=parse_sandbox(_get_table(d, "sandbox")),
         prices=parse_prices(_get_table(d, "prices")),
         max_cost=parse_budgets(_get_table(d, "budgets")),

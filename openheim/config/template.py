@@ -51,7 +51,7 @@ env_var = "GEMINI_API_KEY"
 # default_model = "deepseek/deepseek-chat"
 # models = []                        # empty: any model name is accepted
 # env_var = "OPENROUTER_API_KEY"
-# context_window = 128000            # enables proactive history trimming
+# context_window = 128000            # enables compaction and proactive history trimming
 
 # A local Ollama server (no key):
 # [providers.ollama]
@@ -91,6 +91,16 @@ env_var = "GEMINI_API_KEY"
 # event = "pre_tool"                 # session_start | user_prompt | pre_tool | post_tool | stop
 # matcher = "execute_command(git push *)"
 # command = "~/.openheim/hooks/no-push-to-main.sh"
+
+# Long sessions: summarise the conversation at 80% of the context window; checkpoint the files
+# a turn changes so `openheim undo` can restore them (see docs/long-sessions.md):
+# [compaction]
+# compact_at = 0.8
+# compaction_model = "anthropic/claude-haiku-4-5-20251001"   # default: the session's own model
+# [checkpoints]
+# max_file_bytes = 10485760          # bigger files are listed as not restorable
+# max_age_days = 30
+# max_store_mb = 2048
 
 # `openheim serve` (ACP over WebSocket, a REST API and a web page):
 # [serve]

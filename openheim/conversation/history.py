@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openheim.conversation.log_events import CompactionRecord, is_log_event
 from openheim.core.models import Message, Usage
 from openheim.errors import (
     HistoryDiverged,
@@ -159,6 +160,7 @@ class Conversation:
     persisted: int = 0  # messages known to be in the log, in order
     log_size: int = field(default=0, repr=False)  # byte length of those lines on disk
     log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
+    compactions: list[CompactionRecord] = field(default_factory=list)  # in log order
 
     @property
     def id(self) -> str:
@@ -173,6 +175,7 @@ class _LogRead:
     size: int  # bytes up to the end of the last good line
     needs_newline: bool
     torn: bool
+    compactions: list[CompactionRecord] = field(default_factory=list)
     skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
 
 
@@ -263,7 +266,7 @@ class HistoryManager:
         if meta.title is None:
             meta.title = title_from(read.messages)
         return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
-                            log_needs_newline=read.needs_newline)
+                            log_needs_newline=read.needs_newline, compactions=read.compactions)
 
     def list(self, cwd: str | None = None, include_failed: bool = False) -> list[ConversationMeta]:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
@@ -333,7 +336,19 @@ class HistoryManager:
         writes the line. Cost does not depend on the log's length: the log is never re-read. A torn
         last line left by a crash is cut off first; lines written by someone else raise HistoryDiverged.
         """
-        line = self._line(message) + b"\n"
+        self._append_line(conv, self._line(message))
+        conv.persisted += 1
+        text = message.text()
+        if conv.meta.title is None and message.role == "user" and text:
+            conv.meta.title = text[:TITLE_CHARS]
+
+    def append_compaction(self, conv: Conversation, record: CompactionRecord) -> None:
+        """Append a compaction event to the log (it sits after the ``record.at`` messages before it)."""
+        self._append_line(conv, record.to_json().encode("utf-8"))
+        conv.compactions.append(record)
+
+    def _append_line(self, conv: Conversation, text: bytes) -> None:
+        line = text + b"\n"
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
@@ -350,12 +365,8 @@ class HistoryManager:
                     raise
             finally:
                 os.close(fd)
-        conv.persisted += 1
         conv.log_size += len(line)
         conv.log_needs_newline = False
-        text = message.text()
-        if conv.meta.title is None and message.role == "user" and text:
-            conv.meta.title = text[:TITLE_CHARS]
 
     def save_conversation(self, conv: Conversation) -> None:
         """Atomically rewrite the whole log from memory, then the metadata.
@@ -372,10 +383,22 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(
                 a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
-        body = b"".join(self._line(m) + b"\n" for m in conv.messages)
+        body = b"".join(line + b"\n" for line in self._log_lines(conv))
         _atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
+
+    def _log_lines(self, conv: Conversation) -> Iterator[bytes]:
+        """The log's lines in order: messages, each compaction event after the messages that preceded it."""
+        events = sorted(conv.compactions, key=lambda c: c.at)
+        e = 0
+        for index, message in enumerate(conv.messages):
+            while e < len(events) and events[e].at <= index:
+                yield events[e].to_json().encode("utf-8")
+                e += 1
+            yield self._line(message)
+        for event in events[e:]:
+            yield event.to_json().encode("utf-8")
 
     def _line(self, message: Message) -> bytes:
         """A message's log line (images stored once, by hash, in ``images/``)."""
@@ -437,11 +460,11 @@ def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _L
         last -= 1
     inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        messages = _parse_all_at_once(lines[:last + 1], inline)
-        if messages is None:
+        parsed = _parse_all_at_once(lines[:last + 1], inline)
+        if parsed is None:
             return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
                                        inline=inline)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False)
+    return _LogRead(parsed[0], *_good_end(data, lines, last), torn=False, compactions=parsed[1])
 
 
 def _image_inliner(directory: Path) -> Callable[[Any], Any]:
@@ -450,7 +473,8 @@ def _image_inliner(directory: Path) -> Callable[[Any], Any]:
     return lambda doc: images.inline(doc, directory)
 
 
-def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None) -> list[Message] | None:
+def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None
+                       ) -> tuple[list[Message], list[CompactionRecord]] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
@@ -458,8 +482,17 @@ def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None =
         if len(docs) != len(present):
             return None
         if inline is not None:
-            docs = [inline(doc) for doc in docs]
-        return [Message.from_dict(doc) for doc in docs]
+            docs = [doc if is_log_event(doc) else inline(doc) for doc in docs]
+        if not any(b'"event"' in raw for raw in present):
+            return [Message.from_dict(doc) for doc in docs], []
+        messages: list[Message] = []
+        compactions: list[CompactionRecord] = []
+        for doc in docs:
+            if is_log_event(doc):
+                compactions.append(CompactionRecord.from_dict(doc))
+            else:
+                messages.append(Message.from_dict(doc))
+        return messages, compactions
     except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
@@ -468,6 +501,7 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
                         inline: Callable[[Any], Any] | None = None) -> _LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
+    compactions: list[CompactionRecord] = []
     skipped: list[int] = []
     last = len(lines) - 1
     for index, raw in enumerate(lines):
@@ -475,7 +509,10 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
             continue
         try:
             doc = json.loads(raw)
-            messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
+            if is_log_event(doc):
+                compactions.append(CompactionRecord.from_dict(doc))
+            else:
+                messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
         except (ValueError, TypeError, AttributeError, RecursionError) as e:
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:
@@ -484,8 +521,10 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
                 skipped.append(index + 1)
                 continue
             log.warning("dropping a torn last line of %s: %s", where, why)
-            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped))
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped))
+            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped),
+                            compactions=compactions)
+    return _LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped),
+                    compactions=compactions)
 
 
 def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from openheim.core import events
 from openheim.core.context import ContextFitter, turn_too_large
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.context import FitResult
     from openheim.core.llm.base import LlmClient
+    from openheim.core.models import Tool
     from openheim.core.spend import Spend
     from openheim.core.structured import OutputSchema
     from openheim.core.tools import ToolExecutor
-    from openheim.core.turn_context import TurnContext
+    from openheim.core.turn_context import CancelToken, TurnContext
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ NO_RESULT = "No result: the turn was interrupted before this tool call finished.
 NO_REPLY = "(No reply: this turn ended before the model answered.)"
 INTERRUPTED_MARK = "\n\n[Reply interrupted: {why}. The text above is what had been streamed.]"
 TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
+
+
+class Compacting(Protocol):
+    """Replaces old history with a summary when a request would grow too big (conversation/compaction.py)."""
+
+    def request(self, history: list[Message], system: Message | None, tools: Sequence[Tool], bytes_per_token: float,
+                cancel: CancelToken, on_event: OnEvent) -> tuple[list[Message], Usage | None]: ...
 
 
 @dataclass(eq=False)
@@ -50,17 +58,20 @@ class _TurnState:
     streamed: list[str] = field(default_factory=list)  # the reply text of the running model call so far
     last_dropped: int = 0
     repaired: bool = False  # the one repair round of a structured answer was used
+    compactor: Compacting | None = None
     spend: Spend | None = None  # the turn's dollar meter (shared with its subagents)
 
 
 def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: list[Message],
              ctx: TurnContext, on_event: OnEvent, system: Message | None = None,
-             fitter: ContextFitter | None = None, output: OutputSchema | None = None) -> AgentResult:
+             fitter: ContextFitter | None = None, output: OutputSchema | None = None,
+             compactor: Compacting | None = None) -> AgentResult:
     """Run one user turn to a stop reason; appends every new message to ``history``. With ``output``, the
-    final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT)."""
+    final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT). With
+    ``compactor``, old history may be replaced by a summary before a request (the summary call counts in usage)."""
     if fitter is None:
         fitter = ContextFitter(cfg.context_window)
-    state = _TurnState(spend=ctx.spend)
+    state = _TurnState(spend=ctx.spend, compactor=compactor)
     tools = executor.definitions()
     native = output is not None and getattr(llm, "native_output", False)
     if output is not None and not native:
@@ -158,8 +169,16 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
                 tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState, extra: dict) -> Choice:
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
-    request = repair_missing_results(history)
     state.streamed = []
+    if state.compactor is not None:
+        seen, summary_usage = state.compactor.request(history, system, tools, fitter.bytes_per_token, ctx.cancel,
+                                                      on_event)
+        if summary_usage is not None:
+            state.usage = state.usage + summary_usage
+            ctx.usage.add(summary_usage)  # the turn's token budget and reported usage include the summary call
+        request = repair_missing_results(seen)
+    else:
+        request = repair_missing_results(history)
 
     def on_chunk(chunk: Chunk) -> None:
         if chunk.kind == "text":

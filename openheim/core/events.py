@@ -133,6 +133,21 @@ class SubagentEvent(_Event):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Compaction(_Event):
+    """The conversation so far was summarised: the model now sees ``summary`` in place of the messages before
+    ``keep_from`` (``usage`` is the summary call's); with ``error`` set, it could not be and fitting takes over."""
+
+    kind: ClassVar[str] = "compaction"
+    at: int
+    keep_from: int
+    summary: str
+    model: str | None = None
+    usage: Usage | None = None
+    manual: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class PermissionAsked(_Event):
     """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
     (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
@@ -177,8 +192,8 @@ class PlanUpdate(_Event):
 
 
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
-               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | PlanUpdate
-               | ToolDenied)
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | Compaction
+               | PlanUpdate | ToolDenied)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from openheim.config.resolve import all_models, resolve_choice
 from openheim.conversation.history import check_session_id
-from openheim.core.events import MessageAppended, StreamEvent
+from openheim.core.events import Compaction, MessageAppended, StreamEvent
 from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.config.rules import RuleSet
     from openheim.config.schema import Config, McpServerConfig
+    from openheim.conversation.compaction import CompactionOutcome
     from openheim.conversation.history import Conversation, HistoryManager
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.adapters import BlockingLlm
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     )
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
+    from openheim.runtime.long_sessions import LongSessions
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,16 @@ class Runtime:
         self._llm_factory = llm_factory
         self._clients: dict[tuple[str, str], LlmClient] = {}
         self._clients_lock = threading.Lock()
+        self._long_sessions: LongSessions | None = None
+
+    @property
+    def long_sessions(self) -> LongSessions:
+        """Compaction, checkpoints, undo and fork (made on first use)."""
+        if self._long_sessions is None:
+            from openheim.runtime.long_sessions import LongSessions
+
+            self._long_sessions = LongSessions(self.config, self.settings.data_dir, self.conversations.history)
+        return self._long_sessions
 
     # --- configuration -----------------------------------------------------
 
@@ -352,6 +364,9 @@ class Runtime:
         root, cwd = self.sandbox_for(session.cwd)
         # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
         base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
+        checkpoint = self.long_sessions.checkpoint(session.id, root)
+        if checkpoint is not None:  # taken before the first tool that may change files runs
+            base = checkpoint.wrap(base)
         every_tool = self.turn_tools(session, base)
         tools = tools_for_mode(every_tool, session.mode)
         if isinstance(gate, AskTheFrontEnd):  # questions go out as events of this turn
@@ -375,11 +390,14 @@ class Runtime:
                 session.spent = conv.meta.cost
             ctx.spend.before = session.spent
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
+            compactor = self.long_sessions.compactor(session.config, conv, self.resolve_model, self.llm_for)
             recorder = _Recorder(history, conv, on_event)
+            if checkpoint is not None:
+                checkpoint.at = len(conv.messages)
             recorder.record(Message("user", list(blocks)))
             try:
                 result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
-                                  output)
+                                  output, compactor)
                 if hooks is not None and hooks.has("stop"):
                     def go_on(message: Message) -> None:
                         recorder.record(message)
@@ -387,8 +405,8 @@ class Runtime:
 
                     result = after_turn(hooks, result, go_on,
                                         lambda: run_turn(llm, tools, session.config, conv.messages, ctx, recorder,
-                                                         system, session.fitter, output))
-                result.usage = ctx.usage.total  # the turn's own calls and its subagents'
+                                                         system, session.fitter, output, compactor))
+                result.usage = ctx.usage.total  # the turn's own calls (and summary calls) and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
                 conv.meta.failed = False
@@ -401,7 +419,52 @@ class Runtime:
                 if ctx.spend.turn:
                     conv.meta.cost = session.spent
                 recorder.close()
+                if checkpoint is not None:
+                    checkpoint.finish()
         return result
+
+    def compact(self, session_id: str, on_event: OnEvent | None = None) -> CompactionOutcome:
+        """Summarise the session's conversation now (``:compact``, ``/compact``, ``sessions compact``)."""
+        from openheim.conversation.lease import Lease
+
+        session = self.session(session_id)
+        with session.turn_lock:
+            if session.in_flight:
+                raise SessionBusy(session.id)
+        history = self.conversations.history
+        with Lease.acquire(history.history_dir, session.id):  # a turn started meanwhile gets SessionLocked
+            conv = self._conversation_for(session)
+            if not conv.messages:
+                raise InvalidArgument("nothing to compact: the session has no messages yet")
+            compactor = self.long_sessions.compactor(session.config, conv, self.resolve_model, self.llm_for)
+            recorder = _Recorder(history, conv, on_event or (lambda e: None))
+            ratio = session.fitter.bytes_per_token if session.fitter is not None else 4.0
+            try:
+                return compactor.compact(conv.messages, ratio, CancelToken(), recorder, manual=True)
+            finally:
+                recorder.close()
+                session.touch()
+
+    def fork(self, session_id: str) -> str:
+        """A new session starting where ``session_id`` is now: its messages and compactions copied, its
+        checkpoints shared (undo in either session restores the same copies). The new session's id."""
+        from openheim.conversation.lease import Lease
+
+        sid = self.conversations.history.resolve_id(session_id)
+        live = self.sessions.get(sid)
+        if live is not None and live.in_flight:
+            raise SessionBusy(sid)
+        history = self.conversations.history
+        with Lease.acquire(history.history_dir, sid):
+            source = history.load(sid)
+        meta = source.meta
+        fork = history.create(model=meta.model, provider=meta.provider, skills=meta.skills, cwd=meta.cwd,
+                              mode=meta.mode)
+        fork.messages, fork.compactions = list(source.messages), list(source.compactions)
+        fork.meta.title, fork.meta.context_usage = meta.title, meta.context_usage
+        history.save_conversation(fork)
+        self.long_sessions.fork_checkpoints(sid, fork.id)
+        return fork.id
 
     def permission_rules(self, cwd: Path) -> tuple[RuleSet, RuleSet, Path]:
         """(the user's rules, the project's rules for a session in ``cwd``, the sandbox root)."""
@@ -517,7 +580,24 @@ class _Recorder:
     def __call__(self, event: StreamEvent) -> None:
         if isinstance(event, MessageAppended):
             self._write(event.message)
+        elif isinstance(event, Compaction) and event.error is None:
+            self._write_compaction(event)
         self.on_event(event)
+
+    def _write_compaction(self, event: Compaction) -> None:
+        from openheim.conversation.log_events import CompactionRecord
+
+        record = CompactionRecord(event.at, event.keep_from, event.summary, event.model, event.usage, event.manual)
+        if self.failed:
+            self.conv.compactions.append(record)  # the rewrite at the end writes it
+            return
+        try:
+            self.history.append_compaction(self.conv, record)
+        except (OSError, OpenheimError) as e:
+            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
+                     self.conv.meta.id, e)
+            self.conv.compactions.append(record)
+            self.failed = True
 
     def _write(self, message: Message) -> None:
         if self.failed:

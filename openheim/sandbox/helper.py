@@ -305,7 +305,8 @@ def parse(argv: list[str]) -> Options:
             setattr(opts, arg[2:], True)
         else:
             raise SystemExit(f"openheim sandbox exec: unknown option {arg!r}; usage: openheim sandbox exec "
-                             "[--mode read-only|workspace-write] [--network] [--write DIR]... [--protect DIR]... [--tmp DIR] "
+                             "[--mode read-only|workspace-write] [--network] [--write DIR]... [--protect DIR]... "
+                             "[--tmp DIR] "
                              "[--required] -- COMMAND...")
     if opts.mode not in ("read-only", "workspace-write"):
         raise SystemExit(f"openheim sandbox exec: unknown mode {opts.mode!r}; use read-only or workspace-write")

@@ -12,6 +12,7 @@ class Rule:
     regex: re.Pattern
     negated: bool
     dir_only: bool
+    name_regex: re.Pattern | None = None  # set when the rule can only match a path's last component
 
 
 def _class_to_regex(glob: str, i: int) -> tuple[str, int]:
@@ -88,9 +89,11 @@ def parse_rule(line: str) -> Rule | None:
     prefix = "" if anchored else "(?:.*/)?"
     try:
         regex = re.compile(prefix + glob_to_regex(line), re.DOTALL)
+        by_name = not anchored and "**" not in line and "[" not in line  # then it matches one component at most
+        name_regex = re.compile(glob_to_regex(line), re.DOTALL) if by_name else None
     except re.error:
         return None
-    return Rule(regex, negated, dir_only)
+    return Rule(regex, negated, dir_only, name_regex)
 
 
 class RuleSet:
@@ -101,12 +104,19 @@ class RuleSet:
         self.rules = [r for r in map(parse_rule, text.splitlines()) if r is not None]
         union = "|".join(f"(?:{r.regex.pattern})" for r in self.rules)
         self._any = re.compile(union, re.DOTALL) if self.rules else None
+        # when every rule matches by name only, the last path component decides whether any rule can match
+        names = [r.name_regex for r in self.rules]
+        self._any_name = (re.compile("|".join(f"(?:{n.pattern})" for n in names if n is not None), re.DOTALL)
+                          if self.rules and all(n is not None for n in names) else None)
+        self._prefix = self.base + "/"
 
     def decide(self, path: str, is_dir: bool) -> bool | None:
         """True = ignored, False = re-included, None = no rule here speaks about ``path``."""
-        if self._any is None or not path.startswith(self.base + "/"):
+        if self._any is None or not path.startswith(self._prefix):
             return None
-        rel = path[len(self.base) + 1:]
+        if self._any_name is not None and self._any_name.fullmatch(path[path.rfind("/") + 1:]) is None:
+            return None
+        rel = path[len(self._prefix):]
         if self._any.fullmatch(rel) is None:
             return None
         for rule in reversed(self.rules):

@@ -280,6 +280,8 @@ class App:
             self.info(commands.plan_lines(event))
         elif isinstance(event, events.ContextTrimmed):
             self.info(f"{event.dropped} earlier messages left out to fit the context window")
+        elif isinstance(event, events.Compaction):
+            self.info(compaction_text(event))
         elif isinstance(event, events.IterationStart):
             self.transcript.close_stream()
         elif isinstance(event, events.PermissionAsked):
@@ -528,3 +530,11 @@ class PromptHistory:
 def environment_has_no_color() -> bool:
     """NO_COLOR set to anything non-empty turns colours off (https://no-color.org)."""
     return bool(os.environ.get("NO_COLOR"))
+
+
+def compaction_text(event: events.Compaction) -> str:
+    """The one line the chat shows for a compaction."""
+    if event.error is not None:
+        return f"the conversation was not compacted: {event.error}"
+    return (f"conversation compacted: {event.keep_from} earlier messages summarised "
+            f"({len(event.summary)} characters); the full record stays in the session log")

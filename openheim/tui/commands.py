@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from openheim.tui.app import App
 
 BUSY = "wait for the reply to finish (or press Ctrl-C to cancel it) before using :{name}"
-IDLE_ONLY = {"new", "sessions", "models"}
+IDLE_ONLY = {"new", "sessions", "models", "compact", "undo", "fork"}
 
 
 def run(app: App, line: str) -> None:
@@ -341,8 +341,58 @@ def image(app: App, arg: str) -> None:
     app.attach(arg)
 
 
+# --- long sessions: compact, undo, fork -------------------------------------------------------
+
+
+def compact(app: App, arg: str) -> None:
+    """Summarise the conversation now, off the UI thread (it is a model call)."""
+    from openheim.tui.app import compaction_text
+
+    app.info("compacting the conversation…")
+    session = app.session
+
+    def done(outcome: Any) -> None:
+        if isinstance(outcome, Exception):
+            app.error(outcome)
+        elif outcome.record is None:
+            app.info(f"the conversation was not compacted: {outcome.error}")
+        else:
+            from openheim.core.events import Compaction
+
+            record = outcome.record
+            app.info(compaction_text(Compaction(record.at, record.keep_from, record.summary, record.model,
+                                                record.usage, True)))
+
+    app.background(session.compact, done)
+
+
+def undo(app: App, arg: str) -> None:
+    """``:undo [N] [yes] [force]``: show what undoing the last N file-changing turns restores; with yes, do it."""
+    words = arg.lower().split()
+    turns = next((int(w) for w in words if w.isdigit()), 1)
+    force = "force" in words
+    plan = app.session.plan_undo(turns)
+    lines = [f"undo of turn {', '.join(str(r.turn) for r in plan.turns)}:", *plan.diffstat()]
+    if "yes" not in words and not force:
+        lines.append(f"type :undo {turns} yes to restore these files")
+        app.info("\n".join(lines))
+        return
+    result = app.session.undo(turns, force=force)
+    lines.append(f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
+                 + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else ""))
+    app.info("\n".join(lines))
+
+
+def fork(app: App, arg: str) -> None:
+    """Continue in a copy of this session; the original stays as it is."""
+    original = app.session.id
+    handle = app.client.fork_session(original)
+    switch_to(app, handle)
+    app.transcript.add("rule", f"forked: this is a new session; {original[:8]}… stays as it was")
+
+
 COMMANDS: dict[str, Callable[[App, str], None]] = {
     "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
     "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
-    "image": image, "plan": plan,
+    "image": image, "compact": compact, "undo": undo, "fork": fork, "plan": plan,
 }

@@ -143,6 +143,9 @@ HELP = """commands:
   :cost              tokens (and dollars, with [prices]) used in this session
   :image PATH        attach an image to your next message (or paste an image file's path)
   :plan              the model's current plan (update_plan)
+  :compact           summarise the conversation now (the full record stays in the log)
+  :undo [N] [yes]    show (with yes: restore) the files the last N turns changed; force: overwrite edits
+  :fork              continue in a copy of this session (the original stays as it is)
 keys:
   Enter send · Alt+Enter or Ctrl-J new line · Ctrl-C cancel the reply (quit when idle)
   ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end · Ctrl-U clear

@@ -94,8 +94,10 @@ def test_session_new_answer_precedes_its_updates_and_commands_list_skills(wire, 
     sid = response["result"]["sessionId"]
     update = wire.next_frame()["params"]
     assert update["sessionId"] == sid
-    assert update["update"] == {"sessionUpdate": "available_commands_update", "availableCommands": [
-        {"name": "review", "description": "Review the code", "input": {"hint": "what to do"}}]}
+    commands = update["update"]["availableCommands"]
+    assert update["update"]["sessionUpdate"] == "available_commands_update"
+    assert [c["name"] for c in commands] == ["compact", "undo", "review"]  # the built-in ones, then the skills
+    assert commands[-1] == {"name": "review", "description": "Review the code", "input": {"hint": "what to do"}}
 
 
 def test_slash_command_runs_the_turn_with_that_skill(wire, srv, project, isolated_home):
