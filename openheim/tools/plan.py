@@ -49,25 +49,15 @@ class UpdatePlanTool(BaseTool):
     """Replace the turn's plan: the whole list each time, at most one step in progress."""
 
     name = "update_plan"
-    description = ("Keep a short plan of the task the user can follow. Send the whole list each time, with each "
-                   "step's status (pending, in_progress or completed; at most one in_progress). Use it for tasks "
-                   "of several steps; skip it for simple questions.")
+    description = ("Show the user your plan for a task of several steps: the whole list each time, each step "
+                   "pending, in_progress (at most one) or completed.")
     parameters = {
         "type": "object",
         "properties": {
-            "explanation": {"type": "string", "description": "Optional: why the plan changed"},
-            "plan": {
-                "type": "array",
-                "description": "The steps, in order",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "step": {"type": "string"},
-                        "status": {"type": "string", "enum": list(STATUSES)},
-                    },
-                    "required": ["step", "status"],
-                },
-            },
+            "plan": {"type": "array", "items": {"type": "object", "properties": {
+                "step": {"type": "string"}, "status": {"type": "string", "enum": list(STATUSES)}},
+                "required": ["step", "status"]}},
+            "explanation": {"type": "string"},
         },
         "required": ["plan"],
     }
