@@ -4,7 +4,7 @@
 #   build/build.sh               one file:  build/dist/openheim
 #   build/build.sh --onedir      a folder:  build/dist/openheim-onedir/openheim
 #   build/build.sh --without-mcp leave the mcp SDK stack out (smaller, faster to start; no MCP servers)
-#   build/build.sh --portable    build/dist/portable/openheim, needing glibc <= 2.31 (Debian 11, Ubuntu 20.04):
+#   build/build.sh --portable    build/dist/portable/openheim, running on glibc 2.31 or later (Debian 11, Ubuntu 20.04+):
 #                                built inside a Debian 11 root (root + debootstrap; see build/portable.sh)
 #   (or OPENHEIM_ONEDIR=1 / OPENHEIM_WITHOUT_MCP=1 in the environment)
 #

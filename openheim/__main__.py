@@ -5,18 +5,24 @@ import sys
 
 
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-V"]):
-        from openheim.version import __version__
-
-        sys.stdout.write(f"openheim, version {__version__}\n")
-        return
     if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, standard library only
         from openheim.sandbox.helper import main as helper
 
         sys.exit(helper(sys.argv[3:]))
-    from openheim.cli import main as cli
+    try:
+        if sys.argv[1:] in (["--version"], ["-V"]):
+            from openheim.version import __version__
 
-    cli()
+            sys.stdout.write(f"openheim, version {__version__}\n")
+            sys.stdout.flush()
+            return
+        from openheim.cli import main as cli
+
+        cli()
+    except BrokenPipeError:  # outside a subcommand (help text): as quiet as inside one
+        from openheim.cli import stdout_gone
+
+        stdout_gone()
 
 
 if __name__ == "__main__":

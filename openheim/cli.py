@@ -49,12 +49,26 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """An unknown command names the closest ones ("did you mean"), as git does."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            name = args[0] if args else ""
+            close = did_you_mean(name, self.list_commands(ctx))
+            if not close or name.startswith("-"):
+                raise
+            raise click.UsageError(f"no such command '{name}'; did you mean {close}?", ctx) from None
+
     def invoke(self, ctx: click.Context) -> object:
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
         from openheim.errors import OpenheimError
 
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            stdout_gone()
         except OpenheimError as e:
             fail(describe(e), exit_code_for(e))
         except KeyboardInterrupt:
@@ -68,6 +82,28 @@ class LazyGroup(click.Group):
 
             logging.getLogger("openheim").debug("unexpected error", exc_info=True)
             fail(error_message(e), exit_code_for(e))
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """The choices close to a mistyped ``name``, as "'a' or 'b'" (empty when none is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=2, cutoff=0.7)
+    return " or ".join(f"'{c}'" for c in close)
+
+
+def stdout_gone() -> NoReturn:
+    """Whoever read stdout went away (``| head``): end quietly with the documented code, the way a program
+    ended by SIGPIPE does; stdout now leads nowhere, so the flush on the way out cannot fail again."""
+    from openheim.errors import BROKEN_PIPE
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    sys.exit(BROKEN_PIPE)
 
 
 def missing_package(command: str, error: ImportError) -> str:
@@ -87,8 +123,10 @@ def setup_logging() -> None:
     from openheim.config.secrecy import RedactingFilter
 
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, level, logging.WARNING),
-                        format="openheim: %(levelname)s %(name)s: %(message)s")
+    number = getattr(logging, level, logging.WARNING)
+    # module names help whoever reads a debug log; a warning on its own is for the user: no internals
+    form = "openheim: %(levelname)s %(name)s: %(message)s" if number < logging.WARNING else "openheim: %(message)s"
+    logging.basicConfig(stream=sys.stderr, level=number, format=form)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())

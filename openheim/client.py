@@ -331,8 +331,10 @@ class OpenheimClient:
         """The handle of a live session (NotFound if there is none with that id)."""
         return SessionHandle(self, self.state.session(session_id).id)
 
-    def list_sessions(self, cwd: str | None = None) -> list[ConversationMeta]:
-        return self.state.list_sessions(cwd)
+    def list_sessions(self, cwd: str | None = None, include_failed: bool = False) -> list[ConversationMeta]:
+        """Stored sessions, newest first (in ``cwd`` when given); sessions whose first turn failed before any
+        reply are left out unless ``include_failed``."""
+        return self.state.list_sessions(cwd, include_failed)
 
     def get_session(self, session_id: str) -> list[Message]:
         """Deprecated: the messages of ``stored_session(session_id)``."""
@@ -340,9 +342,8 @@ class OpenheimClient:
 
     def stored_session(self, session_id: str) -> tuple[ConversationMeta, list[Message]]:
         """A stored conversation's metadata and messages (InvalidArgument for a malformed id, NotFound)."""
-        from openheim.conversation.history import check_session_id
-
-        conv = self.state.conversations.history.load(check_session_id(session_id))
+        history = self.state.conversations.history
+        conv = history.load(history.resolve_id(session_id))
         return conv.meta, conv.messages
 
     def delete_session(self, session_id: str) -> None:

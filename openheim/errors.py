@@ -54,9 +54,14 @@ class IncompleteResponse(OpenheimError):
 
 
 class TransportError(OpenheimError):
-    """Connecting or reading failed (timeout, refused, reset); retryable."""
+    """Connecting or reading failed (timeout, refused, reset); retryable, unless the host name does not
+    resolve (a typo in api_base will not fix itself in seconds)."""
 
     prefix = "Request error: "
+
+    def __init__(self, message: str = "", retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class ToolExecutionError(OpenheimError):
@@ -253,5 +258,9 @@ Exit codes:
   5    the model refused
   6    stopped at a budget (--max-tokens-total, --timeout, --max-cost)
   7    the answer did not match --output-schema (after one repair round)
+  8    a tool call was denied and --fail-on-deny was given
   130  interrupted (Ctrl-C); SIGTERM/SIGHUP exit with 128+signal
+  141  stdout was closed early (a broken pipe, e.g. `| head`); nothing is printed
 """
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a program a closed pipe ended
+DENIED = 8  # `run --fail-on-deny` when a tool call was denied

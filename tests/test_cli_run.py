@@ -59,7 +59,7 @@ def test_json_output(srv, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Grüße ✓" in r.stdout  # UTF-8, not ASCII-escaped
     obj = json.loads(r.stdout)
-    assert set(obj) == {"text", "stop_reason", "iterations", "usage", "session_id", "model", "provider"}
+    assert set(obj) == {"text", "stop_reason", "iterations", "usage", "session_id", "model", "provider", "denied"}
     assert obj["text"] == "Grüße ✓" and obj["stop_reason"] == "end_turn" and obj["iterations"] == 1
     assert obj["usage"]["input_tokens"] == 11 and obj["usage"]["output_tokens"] == 4
     assert obj["model"] == "fake-model" and obj["provider"] == "fake"

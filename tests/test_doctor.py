@@ -63,10 +63,12 @@ def test_key_sources_are_named_and_values_never_shown(isolated_home):
     assert by_name["openai"] == {**by_name["openai"], "status": "ok", "key_from": "env:OPENAI_API_KEY",
                                  "default": True, "kind": "openai"}
     assert by_name["anthropic"] == {**by_name["anthropic"], "status": "ok", "key_from": "config"}
-    assert by_name["gemini"] == {**by_name["gemini"], "status": "warn", "key_present": False, "key_from": None}
+    assert by_name["gemini"] == {**by_name["gemini"], "status": "info", "key_present": False, "key_from": None}
     assert "GEMINI_API_KEY" in by_name["gemini"]["error"]
     assert by_name["local"] == {**by_name["local"], "status": "ok", "key_present": False}  # keyless endpoint
-    assert code == 0 and human.returncode == 0  # only a non-default provider lacks its key: a warning
+    assert code == 0 and human.returncode == 0  # only a non-default provider lacks its key: not even a warning
+    line = next(x for x in human.stdout.splitlines() if "provider gemini" in x)
+    assert line.startswith("--    provider gemini") and line.endswith("not set up: set $GEMINI_API_KEY to use it")
     for text in (json.dumps(facts), human.stdout, human.stderr):
         assert SECRET not in text and "sk-env-SECRET-456" not in text
 

@@ -105,6 +105,23 @@ def test_help_lists_every_command_with_its_help_text(frozen_bin, tmp_path):
 WIRES = {"openai": "openai", "openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
 
 
+def test_broken_pipe_is_quiet_and_documented(frozen_bin, isolated_home, tmp_path):
+    """`| head` on the binary: no message, no traceback, no 'Exception ignored', exit 141 (as the package)."""
+    import shlex
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, f'default_provider = "fake"\n{provider("fake", srv.base_url)}')
+        srv.enqueue(Reply(text="".join(f"line {n}\n" for n in range(400)), chunk_size=7, delay=0.005))
+        for command, reader in ((f"{shlex.quote(str(frozen_bin))} run count", "head -2"),
+                                (f"(sleep 0.5; {shlex.quote(str(frozen_bin))} doctor)", "true")):
+            script = f'{command} 2>err.txt </dev/null | {reader}; echo "status=${{PIPESTATUS[0]}}"'
+            r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
+                               timeout=60)
+            assert r.stdout.endswith("status=141\n"), (command, r.stdout)
+            assert (tmp_path / "err.txt").read_text() == "", command
+
+
 @pytest.mark.parametrize("kind", sorted(WIRES))
 def test_run_prints_the_reply(frozen_bin, isolated_home, tmp_path, kind):
     with FakeLLMServer(wire=WIRES[kind]) as srv:

@@ -54,9 +54,11 @@ def test_run_without_mcp_servers_never_imports_mcp(isolated_home):
 # child exists), load on the first tool call.
 TOOL_IMPLEMENTATIONS = ("openheim.tools.read_file", "openheim.tools.write_file", "openheim.tools.edit_file",
                         "openheim.tools.list_dir", "openheim.tools.search", "openheim.tools.web_fetch",
-                        "openheim.tools.execute_command", "openheim.tools.process", "openheim.tools.presentation")
+                        "openheim.tools.execute_command", "openheim.tools.process", "openheim.tools.presentation",
+                        "openheim.tools.plan")
 LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.tools.ignore", "openheim.memory.results",
                "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets", "ctypes",
+               "markdown_it", "openheim.tui.markdown",  # the chat's Markdown renderer
                *TOOL_IMPLEMENTATIONS)
 
 

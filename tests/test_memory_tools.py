@@ -81,10 +81,10 @@ def test_search_memory_outputs(registry):
     call(registry, "remember", content="  deploys are on Tuesdays\n")
     assert call(registry, "search_memory", query="emacs") == "No relevant memories found."
     one = call(registry, "search_memory", query="deploys")
-    assert re.fullmatch(rf"Found 1 memory:\n\n\[#2\] {TODAY} \(rank \d+\.\d\d\)\ndeploys are on Tuesdays", one)
+    assert re.fullmatch(rf"Found 1 memory:\n\n\[#2\] {TODAY} \(keyword match #1\)\ndeploys are on Tuesdays", one)
     two = call(registry, "search_memory", query="editor tuesdays")
     assert two.startswith("Found 2 memories:\n\n[#")
-    assert two.count(f"] {TODAY} (rank ") == 2
+    assert f"] {TODAY} (keyword match #1)" in two and f"] {TODAY} (keyword match #2)" in two
 
 
 def test_search_memory_semantic_output(tmp_path):
@@ -130,7 +130,7 @@ def test_forget(registry, ltm):
 
 def test_format_hit_trims_and_dates_in_utc():
     hit = Hit(3, "  text\n", datetime(2024, 2, 29, 23, 30, tzinfo=UTC), 12.3456, "rank")
-    assert format_hit(hit) == "[#3] 2024-02-29 (rank 12.35)\ntext"
+    assert format_hit(hit) == "[#3] 2024-02-29 (keyword match #1)\ntext"
     sim = Hit(4, "t", datetime(2024, 1, 1, tzinfo=UTC), 0.91234, "similarity")
     assert format_hits([sim]) == "Found 1 memory:\n\n[#4] 2024-01-01 (similarity 0.912)\nt"
     assert format_hits([]) == "No relevant memories found."

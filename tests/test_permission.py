@@ -181,9 +181,9 @@ def test_mode_parsing():
 
 def test_architect_exposes_only_read_only_tools(tmp_path):
     tools = tools_for_mode(registry(), "architect")
-    assert [t.name for t in tools.definitions()] == ["list_dir", "read_file", "search", "web_fetch"]
+    assert [t.name for t in tools.definitions()] == ["list_dir", "read_file", "search", "update_plan", "web_fetch"]
     with pytest.raises(ToolExecutionError, match="Tool 'write_file' is not available to this agent. "
-                                                 "Available tools: list_dir, read_file, search, web_fetch"):
+                                                 "Available tools: list_dir, read_file, search, update_plan, web_fetch"):
         tools.execute("write_file", '{"path": "x", "content": "y"}', TurnContext(work_dir=tmp_path))
     assert not (tmp_path / "x").exists()
 
@@ -209,7 +209,7 @@ def test_scoped_executor(tmp_path):
 
 
 def test_builtins_and_shell_flag():
-    assert registry(False).names() == ["edit_file", "list_dir", "read_file", "search", "web_fetch", "write_file"]
+    assert registry(False).names() == ["edit_file", "list_dir", "read_file", "search", "update_plan", "web_fetch", "write_file"]
     assert "execute_command" in registry(True)
 
 
@@ -265,7 +265,7 @@ def test_registry_order_collisions_and_unknown_tools(caplog, tmp_path):
     with caplog.at_level("WARNING"):
         r.register(ReadFileTool())
     assert "Tool name collision" in caplog.text
-    assert r.names() == sorted(r.names()) and len(r) == 7
+    assert r.names() == sorted(r.names()) and len(r) == 8
     with pytest.raises(ToolExecutionError, match="Unknown tool: nope"):
         r.execute("nope", "{}", TurnContext(work_dir=tmp_path))
     with pytest.raises(ParseError, match="missing field `path`"):

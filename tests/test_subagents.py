@@ -50,7 +50,10 @@ def test_toml_and_yaml_profiles_load_sorted_and_broken_ones_are_skipped(tmp_path
     (agents / "ignored.txt").write_text("not a profile")
     with caplog.at_level(logging.WARNING):
         profiles = load_profiles(agents)
-    assert [p.name for p in profiles] == ["plain", "reviewer", "writer"]
+    assert [p.name for p in profiles] == ["empty", "plain", "reviewer", "writer"]
+    empty = profiles[0]  # frontmatter and no body: loaded with an empty prompt, as upstream does
+    assert empty.system_prompt == "" and empty.description == "nothing after"
+    profiles = profiles[1:]
     reviewer = profiles[1]
     assert reviewer.tools == ("read_file", "search") and reviewer.max_iterations == 4
     assert reviewer.description == "Reviews code for bugs"
@@ -58,9 +61,9 @@ def test_toml_and_yaml_profiles_load_sorted_and_broken_ones_are_skipped(tmp_path
     writer = profiles[2]
     assert writer.tools == ("read_file", "write_file") and writer.model is None  # aliases mapped; inherit
     warned = "\n".join(r.getMessage() for r in caplog.records)
-    for name, problem in (("broken.md", "unterminated '+++' frontmatter block"), ("badtoml.md", "invalid frontmatter"),
-                          ("empty.md", "no system prompt")):
+    for name, problem in (("broken.md", "unterminated '+++' frontmatter block"), ("badtoml.md", "invalid frontmatter")):
         assert name in warned and problem in warned
+    assert "empty.md" not in warned
 
 
 def test_yaml_tools_as_a_list_and_missing_directory():

@@ -385,6 +385,9 @@ def test_over_ssh_a_dropped_connection_saves_the_session_and_leaves_nothing_runn
     messages = [json.loads(line) for line in logs[0].read_text().splitlines()]
     users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
     assert users == ["hello 世界", "now stream slowly"]
+    cut = messages[-1]  # what had streamed when the connection dropped is kept, marked as interrupted
+    assert cut["role"] == "assistant" and cut["content"][0]["text"].startswith("slow")
+    assert cut["content"][1]["text"].startswith("\n\n[Reply interrupted: stopped by the user.")
     meta = json.loads(logs[0].with_suffix(".json").read_text())["meta"]
     assert meta["title"] == "hello 世界"
     assert "signal 1" in (isolated_home / "openheim.log").read_text()

@@ -55,6 +55,9 @@ class AcpUpdates:
             self.tracker.closed(event.id, event.result, event.is_error)
         elif isinstance(event, events.SubagentEvent):
             self._subagent(event)
+        elif isinstance(event, events.PlanUpdate):
+            self.send({"sessionUpdate": "plan", "entries": [
+                {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries]})
         elif isinstance(event, events.Compaction):
             from openheim.acp.long_commands import compaction_update
 

@@ -159,6 +159,9 @@ def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
         return Check("providers", label, "ok", f"{detail}; {said}" + (" (a keyless endpoint)" if source is None
                                                                      else ""), facts)
     facts["error"] = problem
+    if not is_default and source is None and p.env_var and "needs an API key" in problem:
+        # a provider the user has not set up (init's template names three): not a problem until it is used
+        return Check("providers", label, "info", f"{detail}; not set up: set ${p.env_var} to use it", facts)
     return Check("providers", label, "fail" if is_default else "warn", f"{detail}; {problem}", facts)
 
 

@@ -51,6 +51,7 @@ class RunOptions:
     session: str | None = None
     resume_latest: bool = False
     output_schema: OutputSchema | None = None  # the final answer must be JSON valid against it
+    fail_on_deny: bool = False  # exit DENIED when the permission gate refused any tool call
     images: list[ImageBlock] = field(default_factory=list)  # -i FILE: images sent after the prompt
     fork: bool = False  # run on a copy of the resumed session (history copied, checkpoints shared)
 
@@ -63,12 +64,18 @@ def event_json(event: StreamEvent) -> dict:
     return data
 
 
-def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False) -> dict:
-    """The run's result object; ``structured``: the run had an output schema (the key is always there)."""
+def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False, streamed: str = "",
+                denied: list[dict] | None = None) -> dict:
+    """The run's result object; ``structured``: the run had an output schema (the key is always there).
+
+    A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
+    text of its own to give), ``error`` {message, kind} and ``exit_code``, as a failure does."""
     cfg = handle.config
-    out: dict[str, object] = {"text": result.final_response or "", "stop_reason": result.stop_reason.value,
+    cut = _cut_short(result)
+    text = result.final_response or (streamed if cut is not None else "")
+    out: dict[str, object] = {"text": text, "stop_reason": result.stop_reason.value,
            "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
-           "model": cfg.model, "provider": cfg.provider_name}
+           "model": cfg.model, "provider": cfg.provider_name, "denied": list(denied or [])}
     if result.budget is not None:
         out["budget"] = result.budget.to_dict()
     if structured:
@@ -77,7 +84,19 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
         out["output_error"] = result.output_error
     if result.cost is not None:
         out["cost"] = round(result.cost, 6)
+    if cut is not None:
+        out["error"], out["exit_code"] = cut, EXIT_CODES[result.stop_reason]
     return out
+
+
+def _cut_short(result: AgentResult) -> dict | None:
+    """The ``error`` of a reply that was stopped before it ended (None: it ended on its own)."""
+    if result.stop_reason is StopReason.CANCELLED:
+        return {"message": "interrupted (cancelled)", "kind": "interrupted"}
+    if result.stop_reason is StopReason.BUDGET:
+        notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
+        return {"message": notice, "kind": "budget"}
+    return None
 
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
@@ -126,6 +145,8 @@ class Printer:
         self.ends_with_newline = True
         self.known: dict = {}  # session_id, model, provider once the session is open
         self.usage: Usage | None = None  # what the turn reported so far
+        self.streamed: list[str] = []  # the reply text of the running model call so far
+        self.denied: list[dict] = []  # the tool calls the permission gate refused
 
     def events(self, batch: list[StreamEvent]) -> None:
         """Write a batch of events, then flush once."""
@@ -137,6 +158,12 @@ class Printer:
         used = events.usage_of(event)
         if used is not None:
             self.usage = used if self.usage is None else self.usage + used
+        if isinstance(event, events.IterationStart):
+            self.streamed = []
+        elif isinstance(event, events.LlmResponse):
+            self.streamed.append(event.content)
+        elif isinstance(event, events.ToolDenied):
+            self.denied.append(denied_json(event))
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
@@ -177,10 +204,9 @@ class Printer:
             elif not self.ends_with_newline:
                 self.out.write("\n")
         elif self.output == "json":
-            self.out.write(_dumps(result_json(result, handle, self.structured)) + "\n")
+            self.out.write(_dumps(self._result_json(result, handle)) + "\n")
         else:
-            line = {"type": "result", "schema_version": SCHEMA_VERSION,
-                    **result_json(result, handle, self.structured)}
+            line = {"type": "result", "schema_version": SCHEMA_VERSION, **self._result_json(result, handle)}
             self.out.write(_dumps(line) + "\n")
         self.out.flush()
         notice = _notice(result)
@@ -191,16 +217,42 @@ class Printer:
 
             self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
 
+    def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
+        return result_json(result, handle, self.structured, "".join(self.streamed), self.denied)
+
     def failure(self, error: BaseException) -> None:
         known = dict(self.known)
         if self.usage is not None:
             known["usage"] = self.usage.to_dict()
+        if self.streamed and "text" not in known:  # a reply that broke off: what had arrived
+            known["text"] = "".join(self.streamed)
         print_failure(self.output, error, self.out, known)
 
-    def interrupted(self, signum: int) -> int:
-        """A run stopped by ``signum`` without a result: reported like a failure; returns its exit code."""
-        self.failure(Interrupted(signum))
-        return 128 + signum
+    def interrupted(self, signum: int, result: AgentResult | None = None, handle: SessionHandle | None = None) -> int:
+        """A run stopped by ``signum``: its result when the turn wound down in time (with the signal as its
+        ``error``), else a failure object with what had streamed; returns the exit code."""
+        code = 128 + signum
+        if result is None or handle is None:
+            self.failure(Interrupted(signum))
+            return code
+        if self.output == "text":
+            if not self.ends_with_newline:
+                self.out.write("\n")
+        else:
+            obj = {**self._result_json(result, handle), "exit_code": code,
+                   "error": {"message": str(Interrupted(signum)), "kind": "interrupted"}}
+            if self.output == "stream-json":
+                obj = {"type": "result", "schema_version": SCHEMA_VERSION, **obj}
+            self.out.write(_dumps(obj) + "\n")
+        self.out.flush()
+        return code
+
+
+def denied_json(event: events.ToolDenied) -> dict:
+    """A refused call in the result's ``denied`` list: the tool, who refused it (rule or mode) and why."""
+    out = event.to_dict()
+    del out["event_type"]
+    return out
 
 
 def _notice(result: AgentResult) -> str | None:
@@ -268,13 +320,20 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
         finally:
             signals.restore()
         if signals.received:
-            return printer.interrupted(signals.received)
+            wound_down = turn.completed and turn.error is None
+            return printer.interrupted(signals.received, turn.result if wound_down else None, handle)
         result = turn.result  # raises the turn's error
     except Exception as e:
         printer.failure(e)
         raise
     printer.result(result, handle)
-    return EXIT_CODES[result.stop_reason]
+    code = EXIT_CODES[result.stop_reason]
+    if opts.fail_on_deny and printer.denied and code == 0:
+        from openheim.errors import DENIED
+
+        err.write(f"openheim: {len(printer.denied)} tool call(s) denied; exiting {DENIED} (--fail-on-deny)\n")
+        return DENIED
+    return code
 
 
 def _print_events(turn: Turn, printer: Printer) -> None:
@@ -326,7 +385,23 @@ class _SignalGuard:
 
 # --- the command ---------------------------------------------------------------------------
 
-@click.command("run", epilog=EXIT_CODE_HELP)
+HABITS = {"--json": "-o json", "--stream-json": "-o stream-json", "--output-format": "-o"}  # other tools' flags
+
+
+class RunCommand(click.Command):
+    """`run` with pointers for flags other tools use: `--json` is `-o json` here."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            ours = HABITS.get(e.option_name.split("=")[0])
+            if ours is None:
+                raise
+            raise click.UsageError(f"no such option {e.option_name}; use {ours} (see --output)", ctx) from None
+
+
+@click.command("run", cls=RunCommand, epilog=EXIT_CODE_HELP)
 @click.argument("prompt", required=False)
 @click.option("-m", "--model", help="Model name (looked up across providers).")
 @click.option("-p", "--provider", help="Provider name from config.toml.")
@@ -363,6 +438,8 @@ class _SignalGuard:
               help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
 @click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
               help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
+@click.option("--fail-on-deny", is_flag=True,
+              help="Exit 8 when a tool call was denied (by --approve or a rule), even if the model finished.")
 @sandbox_options
 @click.pass_context
 def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
@@ -370,8 +447,8 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None,
         output: str, approve: str, session_id: str | None,
         resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), sandbox_mode: str | None = None,
-        sandbox_required: bool | None = None, fork: bool = False) -> None:
+        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False,
+        sandbox_mode: str | None = None, sandbox_required: bool | None = None, fork: bool = False) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -395,7 +472,7 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         print_failure(output, e)
         raise
     opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema, images=blocks, fork=fork)
+                      output_schema=schema, fail_on_deny=fail_on_deny, images=blocks, fork=fork)
     try:
         code = run_prompt(client, opts)
     finally:  # the answer is out: MCP servers stop on their own time, not the user's
@@ -411,10 +488,14 @@ def exit_now(code: int) -> NoReturn:
     second. Everything is saved and closed by now; the servers see their stdin close as this process ends."""
     import logging
 
+    from openheim.errors import BROKEN_PIPE
+
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
+        except BrokenPipeError:  # `| head` went away: the documented quiet exit
+            code = BROKEN_PIPE if stream is sys.stdout else code
         except (OSError, ValueError):
             pass
     os._exit(code)

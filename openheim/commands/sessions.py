@@ -41,10 +41,11 @@ def sessions() -> None:
 @sessions.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--cwd", help="Only sessions started in this directory.")
+@click.option("--all", "show_all", is_flag=True, help="Also sessions whose first turn failed before any reply.")
 @click.pass_context
-def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None) -> None:
-    """Stored sessions, newest first."""
-    metas = _history(ctx).list()
+def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None, show_all: bool) -> None:
+    """Stored sessions, newest first (sessions that never got a reply: with --all)."""
+    metas = _history(ctx).list(include_failed=show_all)
     if cwd:
         metas = [m for m in metas if m.cwd == str(Path(cwd).absolute())]
     if as_json:
@@ -54,7 +55,9 @@ def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None) -> None:
         click.echo("no sessions yet", err=True)
     for m in metas:
         title = (m.title or "(untitled)").replace("\n", " ")[:60]
-        click.echo(f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]")
+        failed = "  (failed: no reply)" if m.failed else ""
+        click.echo(f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]"
+                   f"{failed}")
 
 
 @sessions.command("show")
@@ -64,10 +67,8 @@ def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None) -> None:
 @click.pass_context
 def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bool) -> None:
     """Print one session's transcript (the full record, with each compaction where it happened)."""
-    from openheim.conversation.history import check_session_id
-
     history = _history(ctx)
-    conv = history.load(check_session_id(session_id))
+    conv = history.load(history.resolve_id(session_id))
     if changes:
         _show_changes(history.dir.parent, conv.id, as_json)
         return
@@ -152,7 +153,7 @@ def compact_session(ctx: click.Context, session_id: str) -> None:
 @click.pass_context
 def delete_session(ctx: click.Context, session_id: str) -> None:
     """Delete a stored session."""
-    from openheim.conversation.history import check_session_id
-
-    _history(ctx).delete(check_session_id(session_id))
-    click.echo(f"deleted {session_id}")
+    history = _history(ctx)
+    full = history.resolve_id(session_id)
+    history.delete(full)
+    click.echo(f"deleted {full}")

@@ -31,6 +31,15 @@ def resolve_api_key(p: ProviderConfig) -> str:
     return p.api_key or ""
 
 
+def key_problem(p: ProviderConfig) -> str | None:
+    """Why ``p`` cannot be used for want of a key, in a few words (None: it has one, or needs none)."""
+    try:
+        resolve_api_key(p)
+    except ConfigError:
+        return f"no API key: set {p.env_var}"
+    return None
+
+
 def validate_provider(p: ProviderConfig, api_key: str) -> None:
     base = p.api_base.strip()
     if not base:

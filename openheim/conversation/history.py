@@ -36,6 +36,7 @@ from openheim.errors import (
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 80
+MIN_PREFIX = 4  # characters a session id prefix needs
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -96,6 +97,7 @@ class ConversationMeta:
     cwd: str | None = None
     context_usage: Usage | None = None
     mode: str = "code"
+    failed: bool = False  # its last turn failed before the model ever replied: lists hide it (--all shows it)
     cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
     def __post_init__(self) -> None:
@@ -118,6 +120,8 @@ class ConversationMeta:
         if self.context_usage is not None:
             d["context_usage"] = self.context_usage.to_dict()
         d["mode"] = self.mode
+        if self.failed:
+            d["failed"] = True
         if self.cost is not None:
             d["cost"] = round(self.cost, 6)
         return d
@@ -137,7 +141,7 @@ class ConversationMeta:
                    model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
                    skills=list(skills), cwd=d.get("cwd"),
                    context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
-                   cost=_cost(d.get("cost")))
+                   failed=d.get("failed") is True, cost=_cost(d.get("cost")))
 
 
 def _cost(value: object) -> float | None:
@@ -198,6 +202,30 @@ class HistoryManager:
 
     # --- public API ------------------------------------------------------------
 
+    def resolve_id(self, text: str) -> str:
+        """A full session id, or a unique prefix of a stored one (as git takes commits); an ambiguous prefix
+        lists the candidates, an unknown one is NotFound."""
+        try:
+            return check_session_id(text)
+        except InvalidArgument:
+            pass
+        prefix = text.strip().lower() if isinstance(text, str) else ""
+        if not re.fullmatch(r"[0-9a-f][0-9a-f-]*", prefix):
+            raise InvalidArgument(f"invalid session id format: {text!r} (a session id, or the start of one; "
+                                  "`openheim sessions list` shows them)")
+        if len(prefix) < MIN_PREFIX:
+            raise InvalidArgument(f"session id prefix '{prefix}' is too short: give at least {MIN_PREFIX} characters")
+        matches = [m for m in self.list(include_failed=True) if m.id.startswith(prefix)]
+        if not matches:
+            raise NotFound(f"no session id starts with '{prefix}' (`openheim sessions list --all` shows them)")
+        if len(matches) > 1:
+            shown = ", ".join(f"{m.id[:13]}… ({' '.join((m.title or 'untitled').split())[:30]})"
+                              for m in matches[:5])
+            more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+            raise InvalidArgument(f"session id prefix '{prefix}' is ambiguous: it matches {shown}{more}; "
+                                  "give more characters")
+        return matches[0].id
+
     def exists(self, conversation_id: str) -> bool:
         """Whether the conversation's metadata file exists."""
         return self.meta_path(conversation_id).is_file()
@@ -245,9 +273,10 @@ class HistoryManager:
         return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
                             log_needs_newline=read.needs_newline, compactions=read.compactions)
 
-    def list(self, cwd: str | None = None) -> list[ConversationMeta]:
+    def list(self, cwd: str | None = None, include_failed: bool = False) -> list[ConversationMeta]:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
-        most recently updated first; logs are not read."""
+        most recently updated first; logs are not read. Sessions whose turn failed before any reply are
+        left out unless ``include_failed``."""
         metas: list[ConversationMeta] = []
         try:
             names = sorted(os.listdir(self.dir))
@@ -264,7 +293,7 @@ class HistoryManager:
                 log.warning("skipping unreadable conversation metadata %s: %s", path, e)
                 continue
             meta.id = path.stem
-            if cwd is None or meta.cwd == cwd:
+            if (cwd is None or meta.cwd == cwd) and (include_failed or not meta.failed):
                 metas.append(meta)
         metas.sort(key=lambda m: m.updated, reverse=True)
         return metas

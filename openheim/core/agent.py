@@ -17,10 +17,11 @@ from openheim.core.models import (
     FinishReason,
     Message,
     StopReason,
+    TextBlock,
     Usage,
 )
 from openheim.core.tool_calls import run_tool_calls
-from openheim.errors import Cancelled, ContextOverflow
+from openheim.errors import Cancelled, ContextOverflow, OpenheimError, describe
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 NO_RESULT = "No result: the turn was interrupted before this tool call finished."
 NO_REPLY = "(No reply: this turn ended before the model answered.)"
+INTERRUPTED_MARK = "\n\n[Reply interrupted: {why}. The text above is what had been streamed.]"
 TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reached before this call could run."
 
 
@@ -53,6 +55,7 @@ class _TurnState:
 
     usage: Usage = field(default_factory=Usage)
     last_usage: Usage | None = None
+    streamed: list[str] = field(default_factory=list)  # the reply text of the running model call so far
     last_dropped: int = 0
     repaired: bool = False  # the one repair round of a structured answer was used
     compactor: Compacting | None = None
@@ -86,7 +89,11 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
         except Cancelled:
-            return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
+            partial = _keep_interrupted(history, state, ctx.cancel.reason, on_event)
+            return _finish(on_event, state, partial, iteration, StopReason.CANCELLED)
+        except OpenheimError as e:  # the stream broke off (a timeout, a dropped connection): keep what came
+            _keep_interrupted(history, state, f"the stream failed: {describe(e)}", on_event)
+            raise
         _append(history, choice.message, on_event)
         if choice.usage is not None:
             state.usage = state.usage + choice.usage
@@ -164,6 +171,7 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
                 tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState, extra: dict) -> Choice:
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
+    state.streamed = []
     if state.compactor is not None:
         seen, summary_usage = state.compactor.request(history, system, tools, fitter.bytes_per_token, ctx.cancel,
                                                       on_event)
@@ -175,8 +183,11 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         request = repair_missing_results(history)
 
     def on_chunk(chunk: Chunk) -> None:
-        on_event(events.LlmResponse(chunk.text) if chunk.kind == "text"
-                 else events.ThinkingContent(chunk.text))
+        if chunk.kind == "text":
+            state.streamed.append(chunk.text)
+            on_event(events.LlmResponse(chunk.text))
+        else:
+            on_event(events.ThinkingContent(chunk.text))
 
     while True:
         fit = fitter.fit(request, system, tools)
@@ -195,6 +206,27 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         if choice.usage is not None:
             fitter.calibrate(fit.sent_bytes, choice.usage)
         return choice
+
+
+def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | None,
+                      on_event: OnEvent) -> str | None:
+    """A reply cut off by a cancel (the user, a signal, a time budget) or a broken stream: what had been
+    streamed joins the conversation, marked as interrupted, so it is shown on reload and the model sees what
+    it had said. ``reason``: the cancel token's (None: the user) or the failure's."""
+    partial = "".join(state.streamed)
+    if not partial.strip():
+        return None
+    why = _interruption(reason)
+    _append(history, Message("assistant", [TextBlock(partial), TextBlock(INTERRUPTED_MARK.format(why=why))]),
+            on_event)
+    return partial
+
+
+def _interruption(reason: str | None) -> str:
+    """Why a reply was cut off, in a few words, from the cancel token's reason (None: the user)."""
+    if not reason:
+        return "stopped by the user"
+    return reason.removeprefix("Cancelled: ").rstrip(".")
 
 
 def _report_trim(fit: FitResult, on_event: OnEvent, state: _TurnState) -> None:

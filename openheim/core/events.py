@@ -156,8 +156,44 @@ class PermissionAsked(_Event):
     question: Question
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ToolDenied(_Event):
+    """A tool call the permission gate refused: ``by`` user, approve (``mode``: reads or none) or rule
+    (``rule``: as written); ``reason`` is what the model was told. Its ToolResult (an error) follows."""
+
+    kind: ClassVar[str] = "tool_denied"
+    id: str
+    tool_name: str
+    by: str
+    reason: str
+    rule: str | None = None
+    mode: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event_type": self.kind, "id": self.id, "tool_name": self.tool_name, "by": self.by}
+        if self.rule is not None:
+            out["rule"] = self.rule
+        if self.mode is not None:
+            out["mode"] = self.mode
+        out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PlanUpdate(_Event):
+    """The model's plan, whole (update_plan): each step's text and status (pending, in_progress, completed)."""
+
+    kind: ClassVar[str] = "plan"
+    entries: tuple[dict[str, str], ...]
+    explanation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
+
+
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
-               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | Compaction)
+               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | Compaction
+               | PlanUpdate | ToolDenied)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
 

@@ -72,6 +72,11 @@ class PermissionGate(Protocol):
         """The tool result the model reads when this gate refused a call."""
         return DENIED_BY_USER
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        """Who refused a call, for scripts: ``{"by": "user"}``, ``{"by": "approve", "mode": ...}`` or
+        ``{"by": "rule", "rule": ..., "source": ...}``."""
+        return {"by": "user"}
+
     def hides(self, relative: str) -> bool:
         """Whether a deny rule forbids reading this root-relative path: tools that return file content
         other than read_file (search) leave such files out."""
@@ -161,6 +166,9 @@ class PolicyGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         return policy_denied_message(self.policy)
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return {"by": "approve", "mode": self.policy}
+
 
 class FailClosedGate(PermissionGate):
     """Base for interactive gates: any failure, missing answer or cancellation rejects the call."""
@@ -238,6 +246,9 @@ class RememberingGate(PermissionGate):
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return denial_source(self.inner, req)
+
     def hides(self, relative: str) -> bool:
         return hides(self.inner, relative)
 
@@ -270,6 +281,9 @@ class SubagentGate(PermissionGate):
 
     def denial_message(self, req: PermissionRequest) -> str:
         return self.inner.denial_message(req)
+
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        return denial_source(self.inner, req)
 
     def hides(self, relative: str) -> bool:
         return hides(self.inner, relative)
@@ -332,6 +346,25 @@ class RulesGate(PermissionGate):
         verdict = self.verdict(req)
         return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)
 
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        from openheim.config.rules import DENY
+
+        verdict = self.verdict(req)
+        if verdict.outcome == DENY and verdict.rule is not None:
+            return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
+        return denial_source(self.inner, req)
+
+
+def denial_source(gate: object, req: PermissionRequest) -> dict[str, str]:
+    """``gate.denied_by(req)``, for gates written before it existed too (they are the user's)."""
+    method = getattr(gate, "denied_by", None)
+    try:
+        found = method(req) if callable(method) else None
+    except Exception:  # a description must never break a turn
+        log.exception("could not tell who denied %s", req.tool_name)
+        found = None
+    return found if isinstance(found, dict) else {"by": "user"}
+
 
 class ProtectedWritesGate(PermissionGate):
     """In front of every other gate: a write to the project's own configuration (``.openheim/**``,
@@ -386,6 +419,19 @@ class ProtectedWritesGate(PermissionGate):
         if verdict.outcome == DENY:
             return rule_denied_message(verdict)
         return self.person.denial_message(req) if self.person is not None else refusal(relative)
+
+    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
+        from openheim.config.rules import DENY, decide
+        from openheim.core.tool_args import parse_arguments
+
+        if self._protected(req) is None:
+            return denial_source(self.inner, req)
+        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
+        if verdict.outcome == DENY and verdict.rule is not None:
+            return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
+        return denial_source(self.person, req) if self.person is not None else {"by": "protected"}
+
+
 def rule_denial(gate: PermissionGate, req: PermissionRequest) -> str | None:
     """What a deny rule says about ``req`` (the tool result the model reads), or None when no deny rule
     refuses it: a hook's "allow" skips the gate's question but never a deny rule."""

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from openheim.core.events import StreamEvent, ToolCall, ToolResult
+from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
 from openheim.core.hooks import ALLOW, ASK, DENY
 from openheim.core.models import Message, ToolUseBlock
-from openheim.core.permission import PermissionRequest, needs_permission, rule_denial
+from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError
 
@@ -70,12 +70,24 @@ def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext,
     request = PermissionRequest(call.id, call.name, call.arguments)
     if hook_decision == ALLOW:
         denied = rule_denial(gate, request)
-        return ToolOutcome(denied, True) if denied is not None else None
+        if denied is None:
+            return None
+        _report_denial(call, ctx, denied, denial_source(gate, request))
+        return ToolOutcome(denied, True)
     if hook_decision != ASK and not needs_permission(gate, executor.capabilities(call.name)):
         return None
     if gate.request(request, ctx.cancel).allowed:
         return None
-    return ToolOutcome(gate.denial_message(request), True)
+    reason = gate.denial_message(request)
+    _report_denial(call, ctx, reason, denial_source(gate, request))
+    return ToolOutcome(reason, True)
+
+
+def _report_denial(call: ToolUseBlock, ctx: TurnContext, reason: str, source: dict[str, str]) -> None:
+    """A ToolDenied event for the front end: who refused the call and what the model was told."""
+    if ctx.emit is not None:
+        ctx.emit(ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"),
+                            source.get("mode")))
 
 
 def _with_hooks(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> tuple[ToolUseBlock, str | None,
@@ -108,6 +120,7 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
     try:
         call, decision, refused = _with_hooks(executor, call, ctx)
         if refused is not None:
+            _report_denial(call, ctx, refused.content, {"by": "hook"})
             return refused
         denied = _permitted(executor, call, ctx, decision)
         if denied is not None:

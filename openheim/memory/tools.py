@@ -36,10 +36,11 @@ def clamp_top_k(value: int | None, default: int) -> int:
     return max(1, min(MAX_TOP_K, default if value is None else value))
 
 
-def format_hit(hit: Hit) -> str:
-    """`[#id] YYYY-MM-DD (similarity 0.000)` or `(rank 0.00)`, then the note's text."""
+def format_hit(hit: Hit, position: int = 1) -> str:
+    """`[#id] YYYY-MM-DD (similarity 0.000)` or `(keyword match #N)`, then the note's text. A keyword hit's
+    bm25 score means nothing on its own (tiny on a small store), so its place in the results is shown."""
     day = hit.created_at.astimezone(UTC).strftime("%Y-%m-%d")
-    score = f"similarity {hit.score:.3f}" if hit.kind == "similarity" else f"rank {hit.score:.2f}"
+    score = f"similarity {hit.score:.3f}" if hit.kind == "similarity" else f"keyword match #{position}"
     return f"[#{hit.id}] {day} ({score})\n{hit.content.strip()}"
 
 
@@ -48,7 +49,7 @@ def format_hits(hits: list[Hit]) -> str:
     if not hits:
         return NO_HITS
     noun = "memory" if len(hits) == 1 else "memories"
-    return f"Found {len(hits)} {noun}:" + "".join(f"\n\n{format_hit(h)}" for h in hits)
+    return f"Found {len(hits)} {noun}:" + "".join(f"\n\n{format_hit(h, n)}" for n, h in enumerate(hits, 1))
 
 
 class _MemoryTool(BaseTool):

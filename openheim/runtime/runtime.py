@@ -180,7 +180,7 @@ class Runtime:
                      mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
         and different, replace its own servers); ``hold`` as for new_session."""
-        sid = check_session_id(session_id)
+        sid = self.conversations.history.resolve_id(session_id)
         conv = self.conversations.history.load(sid)
         live = self.sessions.get(sid)
         if live is not None:
@@ -243,12 +243,13 @@ class Runtime:
                        f"Falling back to the default provider '{default}'.")
             return self.resolve_model(None, None), warning
 
-    def list_sessions(self, cwd: str | None = None) -> list:
-        metas = self.conversations.history.list()
+    def list_sessions(self, cwd: str | None = None, include_failed: bool = False) -> list:
+        """Stored sessions, newest first; those whose turn failed before any reply only with ``include_failed``."""
+        metas = self.conversations.history.list(include_failed=include_failed)
         return [m for m in metas if cwd is None or m.cwd == cwd]
 
     def delete_session(self, session_id: str) -> None:
-        sid = check_session_id(session_id)
+        sid = self.conversations.history.resolve_id(session_id)
         live = self.sessions.get(sid)
         if live is not None and live.in_flight:
             raise SessionBusy(sid)
@@ -412,6 +413,11 @@ class Runtime:
                 result.usage = ctx.usage.total  # the turn's own calls (and summary calls) and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
+                conv.meta.failed = False
+            except BaseException:
+                # a session that never got a reply (server down, a bad key) stays out of the lists
+                conv.meta.failed = not any(m.role == "assistant" for m in conv.messages)
+                raise
             finally:
                 session.spent = ctx.spend.total
                 if ctx.spend.turn:
@@ -448,7 +454,7 @@ class Runtime:
         checkpoints shared (undo in either session restores the same copies). The new session's id."""
         from openheim.conversation.lease import Lease
 
-        sid = check_session_id(session_id)
+        sid = self.conversations.history.resolve_id(session_id)
         live = self.sessions.get(sid)
         if live is not None and live.in_flight:
             raise SessionBusy(sid)

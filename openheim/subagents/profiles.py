@@ -132,9 +132,7 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
             raise ProfileError("invalid frontmatter: nested too deeply") from None
     elif style == "yaml":
         data = parse_yaml_subset(front or "")
-    prompt = body.strip()
-    if not prompt:
-        raise ProfileError("the profile has no system prompt (the text after the frontmatter is empty)")
+    prompt = body.strip()  # may be empty: the frontmatter alone is a profile (as upstream loads it)
     model = _str_or_none(data, "model")
     # name and description reach the terminal (run -v, the chat) and the model: no control characters
     return AgentProfile(name=one_line(_str_or_none(data, "name") or "") or one_line(name), system_prompt=prompt,

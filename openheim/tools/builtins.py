@@ -49,7 +49,8 @@ class LazyTool(BaseTool):
 
 def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None,
                       sandbox: Sandbox | None = None) -> None:
-    """Add read_file, write_file, edit_file, list_dir, search, web_fetch (+ execute_command, in ``sandbox``)."""
+    """Add read_file, write_file, edit_file, list_dir, search, web_fetch, update_plan (+ execute_command, in
+    ``sandbox``)."""
     for spec in ALWAYS:
         registry.register(LazyTool(spec, resolver=resolver) if spec is WEB_FETCH else LazyTool(spec))
     if allow_shell:

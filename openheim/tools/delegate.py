@@ -184,7 +184,7 @@ class DelegateTool(BaseTool):
 
         history = [Message.user(task)]
         result = run_turn(self.delegation.llm_for(cfg), executor, cfg, history, replace(ctx, gate=gate),
-                          forward, Message.system(profile.system_prompt))
+                          forward, Message.system(profile.system_prompt) if profile.system_prompt else None)
         if result.stop_reason is StopReason.CANCELLED or ctx.cancel.cancelled:
             return ""
         text = result.final_response or _last_text(history)

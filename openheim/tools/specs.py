@@ -124,5 +124,22 @@ EXECUTE_COMMAND = ToolSpec(
     },
     ToolCapabilities(read_only=False, kind="execute", approval_scope="exact_arguments"))
 
+UPDATE_PLAN = ToolSpec(
+    "update_plan", "openheim.tools.plan:UpdatePlanTool",
+    ("Show the user your plan for a task of several steps: the whole list each time, each step "
+     "pending, in_progress (at most one) or completed."),
+    {
+        "type": "object",
+        "properties": {
+            "plan": {"type": "array", "items": {"type": "object", "properties": {
+                "step": {"type": "string"}, "status": {"type": "string", "enum": ["pending", "in_progress",
+                                                                                   "completed"]}},
+                "required": ["step", "status"]}},
+            "explanation": {"type": "string"},
+        },
+        "required": ["plan"],
+    },
+    ToolCapabilities(read_only=True, kind="think"))
+
 # the tools every session gets, in registration order (execute_command only when allow_shell is on)
-ALWAYS = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, SEARCH, WEB_FETCH)
+ALWAYS = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, SEARCH, WEB_FETCH, UPDATE_PLAN)

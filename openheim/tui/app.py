@@ -40,6 +40,7 @@ TICK = 0.08  # seconds per spinner frame
 KEY_WAIT_MS = 40  # how long one loop waits for a key (and so the longest delay before new text shows)
 KEY_BURST = 4096  # keys taken in one go (a paste) before the screen is drawn again
 CHAT_PAGE = 20
+WHEEL = 3  # lines per wheel notch
 STOP_WAIT = 3.0  # seconds a hang-up or quit waits for a cancelled turn to save and let go
 GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
 
@@ -56,6 +57,7 @@ class App:
         self.transcript = Transcript()
         self.scroll = Scroll()
         self.input = InputLine()
+        self.prompts = PromptHistory()
         self.decoder = KeyDecoder()
         self.overlay: ListView | None = None
         self.theme = theme_name(client.config.theme_color)
@@ -65,6 +67,7 @@ class App:
         self.tails: dict[str, Item] = {}  # the last line shown for a tool call: what follows it goes after
         self.views: dict[str, ToolView] = {}
         self.context: Usage | None = None
+        self.plan: events.PlanUpdate | None = None  # the model's latest plan (update_plan), for :plan
         self.cost, self.calls = Usage(), 0
         self.dollars: float | None = None  # what the session has spent, when its model has a price
         self.images: list[ImageBlock] = []  # attached with :image or a pasted path: sent with the next message
@@ -272,6 +275,9 @@ class App:
             self.cost, self.calls = self.cost + event.usage, self.calls + 1
             if event.total_cost is not None:
                 self.dollars = event.total_cost
+        elif isinstance(event, events.PlanUpdate):
+            self.plan = event
+            self.info(commands.plan_lines(event))
         elif isinstance(event, events.ContextTrimmed):
             self.info(f"{event.dropped} earlier messages left out to fit the context window")
         elif isinstance(event, events.Compaction):
@@ -376,7 +382,8 @@ class App:
         overlay = self.overlay
         assert overlay is not None
         height = self.chat_height()
-        moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9}
+        moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9, "wheel-up": -WHEEL,
+                 "wheel-down": WHEEL}
         if key.kind == "key" and key.value in moves:
             overlay.move(moves[key.value], height)
         elif key.kind == "text" and key.value in "kj" and not overlay.picker:
@@ -405,8 +412,15 @@ class App:
             line.end() if line.text else self.scroll.to_bottom()
         elif name == "enter":
             self.submit()
-        elif name in ("up", "down", "pgup", "pgdn"):
-            delta = {"up": -1, "down": 1, "pgup": -page, "pgdn": page}[name]
+        elif name in ("alt-enter", "ctrl-j"):
+            line.insert("\n")
+        elif name in ("up", "down"):
+            recalled = self.prompts.older(line.text) if name == "up" else self.prompts.newer()
+            if recalled is not None:
+                line.set(recalled)
+        elif name in ("scroll-up", "scroll-down", "wheel-up", "wheel-down", "pgup", "pgdn"):
+            delta = {"scroll-up": -1, "scroll-down": 1, "wheel-up": -WHEEL, "wheel-down": WHEEL,
+                     "pgup": -page, "pgdn": page}[name]
             self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
 
     def submit(self) -> None:
@@ -414,6 +428,7 @@ class App:
         text = self.input.text
         if not text.strip():
             return
+        self.prompts.add(text)
         if text.lstrip().startswith(":"):
             self.input.take()
             commands.run(self, text.strip())
@@ -472,6 +487,44 @@ class App:
     def frame(self, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None]:
         """Every row of the screen at size h×w, and where the cursor goes (None: hidden)."""
         return compose(self, h, w)
+
+
+class PromptHistory:
+    """What was typed before, for ↑/↓: the newest last; the line being written is kept while browsing."""
+
+    def __init__(self, limit: int = 500) -> None:
+        self.entries: list[str] = []
+        self.limit = limit
+        self.index: int | None = None  # the entry shown, None: the draft
+        self.draft = ""
+
+    def add(self, text: str) -> None:
+        if not self.entries or self.entries[-1] != text:
+            self.entries.append(text)
+            del self.entries[:-self.limit]
+        self.index = None
+
+    def older(self, current: str) -> str | None:
+        """The entry before the one shown (the newest first); None when there is none."""
+        if not self.entries:
+            return None
+        if self.index is None:
+            self.draft, self.index = current, len(self.entries) - 1
+        elif self.index > 0:
+            self.index -= 1
+        else:
+            return None
+        return self.entries[self.index]
+
+    def newer(self) -> str | None:
+        """The entry after the one shown, then the draft; None when not browsing."""
+        if self.index is None:
+            return None
+        if self.index < len(self.entries) - 1:
+            self.index += 1
+            return self.entries[self.index]
+        self.index = None
+        return self.draft
 
 
 def environment_has_no_color() -> bool:

@@ -22,6 +22,7 @@ from openheim.tui.theme import THEMES
 if TYPE_CHECKING:
     from openheim.client import SessionHandle
     from openheim.conversation.history import ConversationMeta
+    from openheim.core.events import PlanUpdate
     from openheim.core.models import Message
     from openheim.mcp.status import McpServerStatus
     from openheim.tui.app import App
@@ -78,7 +79,7 @@ def switch_to(app: App, handle: SessionHandle) -> None:
     app.session = handle.permission_gate(app.gate)
     if old.id != handle.id:
         app.client.close_session(old.id)
-    app.context, app.cost, app.calls, app.dollars = None, Usage(), 0, None
+    app.context, app.cost, app.calls, app.dollars, app.plan = None, Usage(), 0, None, None
     app.scroll.to_bottom()
 
 
@@ -153,15 +154,28 @@ def models(app: App, arg: str) -> None:
         return
     pairs = sorted(app.client.models())
     current = (app.session.config.provider_name, app.session.config.model)
-    rows = [f"{p} / {m}" + ("  (current)" if (p, m) == current else "") for p, m in pairs]
+    problems = _provider_problems(app)
+    rows = [f"{p} / {m}" + ("  (current)" if (p, m) == current else "")
+            + (f"  ✗ {problems[p]}" if problems.get(p) else "") for p, m in pairs]
     view = ListView("Models", rows, pairs, on_pick=lambda pair: _switch_model(app, pair))
     view.index = pairs.index(current) if current in pairs else 0
     app.overlay = view
 
 
+def _provider_problems(app: App) -> dict[str, str | None]:
+    """Why each provider cannot be used now (no key), by name."""
+    from openheim.config.resolve import key_problem
+
+    return {name: key_problem(p) for name, p in app.client.config.providers.items()}
+
+
 def _switch_model(app: App, pair: tuple[str, str]) -> None:
     if app.busy:
         app.info(BUSY.format(name="models"))
+        return
+    problem = _provider_problems(app).get(pair[0])
+    if problem:
+        app.info(f"{pair[0]} / {pair[1]} cannot be used: {problem} (or api_key in config.toml), then pick it again")
         return
     try:
         cfg = app.session.switch_model(*pair)
@@ -284,6 +298,22 @@ def _memory_hits(app: App, query: str, outcome: Any) -> None:
     app.info("\n".join(lines))
 
 
+def plan(app: App, arg: str) -> None:
+    """The model's latest plan in this session (what update_plan sent)."""
+    if app.plan is None:
+        app.info("no plan yet: the model sends one with update_plan on tasks of several steps")
+        return
+    app.info(plan_lines(app.plan))
+
+
+def plan_lines(update: PlanUpdate) -> str:
+    from openheim.tools.plan import plan_text
+
+    steps = tuple((e["step"], e["status"]) for e in update.entries)
+    head = "plan" + (f": {update.explanation}" if update.explanation else "")
+    return head + "\n" + plan_text(steps)
+
+
 def cost(app: App, arg: str) -> None:
     from openheim.config.prices import dollars
 
@@ -364,5 +394,5 @@ def fork(app: App, arg: str) -> None:
 COMMANDS: dict[str, Callable[[App, str], None]] = {
     "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
     "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
-    "image": image, "compact": compact, "undo": undo, "fork": fork,
+    "image": image, "compact": compact, "undo": undo, "fork": fork, "plan": plan,
 }

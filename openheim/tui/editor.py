@@ -81,6 +81,10 @@ class InputLine:
     def clear(self) -> None:
         self.text, self.cursor, self.scroll = "", 0, 0
 
+    def set(self, text: str) -> None:
+        """Replace the text (a recalled prompt); the cursor goes to its end."""
+        self.text, self.cursor, self.scroll = text, len(text), 0
+
     def take(self) -> str:
         """The text, leaving the line empty."""
         text = self.text

@@ -41,7 +41,7 @@ def compose(app: App, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None
         body = app.overlay.lines(chat, w)
     else:
         body = chat_lines(app, chat, w)
-    rows: list[Row] = [[(line.text, line.role)] for line in body[:chat]]
+    rows: list[Row] = [line.segments() for line in body[:chat]]
     rows += [[("", "assistant")]] * (chat - len(rows))
     text, col = app.input.view(w - len(PROMPT))
     rows.append([(PROMPT, "prompt"), (text, "assistant")])

@@ -11,7 +11,7 @@ from typing import NamedTuple
 PASTE_START = "\x1b[200~"
 PASTE_END = "\x1b[201~"
 CONTROL_NAMES = {
-    "\n": "enter", "\r": "enter", "\x7f": "backspace", "\x08": "backspace", "\x1b": "esc",
+    "\r": "enter", "\n": "ctrl-j", "\x7f": "backspace", "\x08": "backspace", "\x1b": "esc",
     "\x03": "ctrl-c", "\x15": "ctrl-u", "\x17": "ctrl-w", "\x0b": "ctrl-k", "\x01": "home", "\x05": "end",
     "\x0c": "ctrl-l", "\x04": "delete", "\t": "tab",
 }
@@ -40,6 +40,9 @@ class KeyDecoder:
             return [*self.flush(), raw]
         if self._paste is not None:
             return self._in_paste(raw)
+        if self._pending == "\x1b" and raw in ("\r", "\n"):  # Alt+Enter: the terminal sends ESC, Enter
+            self._pending = ""
+            return [Key("key", "alt-enter")]
         if self._pending or raw == "\x1b":
             self._pending += raw
             if self._pending == PASTE_START:

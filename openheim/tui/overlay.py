@@ -142,13 +142,14 @@ HELP = """commands:
   :memory QUERY      search long-term memory
   :cost              tokens (and dollars, with [prices]) used in this session
   :image PATH        attach an image to your next message (or paste an image file's path)
+  :plan              the model's current plan (update_plan)
   :compact           summarise the conversation now (the full record stays in the log)
   :undo [N] [yes]    show (with yes: restore) the files the last N turns changed; force: overwrite edits
   :fork              continue in a copy of this session (the original stays as it is)
 keys:
-  Enter send · Ctrl-C cancel the reply (quit when idle) · Ctrl-U clear the line
-  ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end
-  ↑/↓ scroll a line · PgUp/PgDn scroll a page · End (empty line) back to the bottom
+  Enter send · Alt+Enter or Ctrl-J new line · Ctrl-C cancel the reply (quit when idle)
+  ←/→ Home/End Backspace/Delete edit · Ctrl-W delete a word · Ctrl-K delete to the end · Ctrl-U clear
+  ↑/↓ earlier prompts · PgUp/PgDn, Shift+↑/↓ or the wheel scroll · End (empty line) back to the bottom
 permission prompt: y allow once · a allow always · n reject once · r reject always (or ↑↓ Enter)"""
 
 

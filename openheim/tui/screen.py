@@ -76,8 +76,10 @@ def terminal() -> Iterator[Any]:
     try:
         curses.noecho()
         curses.cbreak()
+        _try(curses.nonl)  # Enter arrives as CR and Ctrl-J as LF: Ctrl-J can add a line to the input
         _ctrl_c_as_key(curses, termios, sys.stdin.fileno())
         stdscr.keypad(True)
+        _wheel_only(curses)
         _try(curses.set_escdelay, 25)
         _try(curses.putp, PASTE_ON)
         yield stdscr
@@ -89,6 +91,15 @@ def terminal() -> Iterator[Any]:
         _try(curses.endwin)
         if saved is not None:
             _try(termios.tcsetattr, sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _wheel_only(curses: Any) -> None:
+    """Mouse reports for the wheel only, so it scrolls the chat while ↑/↓ recall prompts (terminals that turn
+    the wheel into arrow keys do so only when no program asks for the mouse). Shift+drag still selects."""
+    wheel = getattr(curses, "BUTTON4_PRESSED", 0) | getattr(curses, "BUTTON5_PRESSED", 0)
+    if wheel:
+        _try(curses.mousemask, wheel)
+        _try(curses.mouseinterval, 0)
 
 
 def _ctrl_c_as_key(curses: Any, termios: Any, fd: int) -> None:
@@ -162,6 +173,7 @@ class Screen:
     def _make_attr(self, s: Style) -> int:
         c = self.curses
         attr = (c.A_BOLD if s.bold else 0) | (c.A_DIM if s.dim else 0) | (c.A_REVERSE if s.reverse else 0)
+        attr |= (getattr(c, "A_ITALIC", 0) if s.italic else 0) | (c.A_UNDERLINE if s.underline else 0)
         if s.fg < 0 or not self.colours or s.fg >= self.colours:
             return attr
         pair = self._pairs.get(s.fg)
@@ -231,8 +243,22 @@ class Screen:
         except self.curses.error:
             return None
         if isinstance(raw, int):
+            if raw == getattr(self.curses, "KEY_MOUSE", None):
+                return self._mouse()
             return Key("key", self.keys.get(raw, f"code-{raw}"))
         return raw
+
+    def _mouse(self) -> Key:
+        """A mouse report as wheel-up / wheel-down (anything else is ignored)."""
+        try:
+            state = self.curses.getmouse()[4]
+        except self.curses.error:
+            return Key("key", "mouse")
+        if state & getattr(self.curses, "BUTTON4_PRESSED", 0):
+            return Key("key", "wheel-up")
+        if state & getattr(self.curses, "BUTTON5_PRESSED", 0):
+            return Key("key", "wheel-down")
+        return Key("key", "mouse")
 
 
 def _key_names(curses: Any) -> dict[int, str]:
@@ -240,7 +266,7 @@ def _key_names(curses: Any) -> dict[int, str]:
         "KEY_LEFT": "left", "KEY_RIGHT": "right", "KEY_UP": "up", "KEY_DOWN": "down",
         "KEY_HOME": "home", "KEY_END": "end", "KEY_PPAGE": "pgup", "KEY_NPAGE": "pgdn",
         "KEY_BACKSPACE": "backspace", "KEY_DC": "delete", "KEY_ENTER": "enter", "KEY_RESIZE": "resize",
-        "KEY_SR": "up", "KEY_SF": "down",
+        "KEY_SR": "scroll-up", "KEY_SF": "scroll-down",  # Shift+↑/↓
     }
     return {getattr(curses, k): v for k, v in names.items() if hasattr(curses, k)}
 

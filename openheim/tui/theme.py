@@ -30,6 +30,16 @@ class Style(NamedTuple):
     bold: bool = False
     dim: bool = False
     reverse: bool = False
+    italic: bool = False
+    underline: bool = False
+
+
+# a reply's Markdown: the same look with and without colours (attributes only)
+MARKDOWN = {
+    "md_bold": Style(bold=True), "md_italic": Style(italic=True), "md_bold_italic": Style(bold=True, italic=True),
+    "md_heading": Style(bold=True, underline=True), "md_link": Style(underline=True), "md_dim": Style(dim=True),
+    "md_quote": Style(dim=True), "md_code": Style(bold=True),
+}
 
 
 def theme_name(name: str | None) -> str:
@@ -49,7 +59,11 @@ def accent(theme: str, colours: int) -> Style:
 def style(role: str, theme: str, colours: int) -> Style:
     """The style of a line role under ``theme`` on a terminal with ``colours`` colours (0: no colour)."""
     if colours < 8:
-        return _mono(role)
+        return MARKDOWN.get(role) or _mono(role)
+    if role == "md_code":
+        return Style(6)  # cyan
+    if role in MARKDOWN:
+        return MARKDOWN[role]
     a = accent(theme, colours)
     table = {
         "user": a, "info": a, "rule": a, "accent": a, "prompt": a,

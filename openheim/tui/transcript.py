@@ -17,6 +17,24 @@ class Line(NamedTuple):
     text: str
     role: str  # user, assistant, thinking, tool, tool_ok, tool_error, result, result_error, error, info, rule, ...
 
+    def segments(self) -> list[tuple[str, str]]:
+        """What the screen draws: the whole text in the line's role."""
+        return [(self.text, self.role)]
+
+
+class StyledLine(Line):
+    """A line drawn in styled pieces (a reply's Markdown); compares like a plain Line of its text and role."""
+
+    spans: tuple[tuple[str, str], ...]
+
+    def __new__(cls, text: str, role: str, spans: tuple[tuple[str, str], ...] = ()) -> StyledLine:
+        line = super().__new__(cls, text, role)
+        line.spans = spans
+        return line
+
+    def segments(self) -> list[tuple[str, str]]:
+        return list(self.spans) or [(self.text, self.role)]
+
 
 @dataclass(eq=False)
 class Item:
@@ -46,7 +64,7 @@ def render(item: Item, cells: int) -> list[Line]:
     if item.kind == "user":
         return _user_box(text, cells)
     if item.kind == "assistant":
-        return [Line(s, "assistant") for s in wrap_prefixed(text.strip("\n"), cells, "  ")]
+        return _markdown(text, cells)
     if item.kind == "thinking":
         return [Line(s, "thinking") for s in wrap_prefixed(text.strip("\n"), cells, "  ≫ ")]
     if item.kind == "tool":
@@ -61,6 +79,20 @@ def render(item: Item, cells: int) -> list[Line]:
     if item.kind == "rule":
         return [Line(f"─── {text}" if text else "───", "rule")]
     return [Line(s, "info") for s in wrap_prefixed(text, cells, "  ")]
+
+
+def _markdown(text: str, cells: int) -> list[Line]:
+    """A reply rendered from its Markdown (plain wrapped text if the parser is missing or fails)."""
+    try:
+        from openheim.tui.markdown import render_markdown
+
+        rows = render_markdown(text.strip("\n"), cells)
+    except Exception:  # a reply must always show, whatever it holds
+        import logging
+
+        logging.getLogger(__name__).debug("markdown rendering failed", exc_info=True)
+        return [Line(s, "assistant") for s in wrap_prefixed(text.strip("\n"), cells, "  ")]
+    return [StyledLine("".join(t for t, _ in row), "assistant", tuple(row)) for row in rows]
 
 
 def _user_box(text: str, cells: int) -> list[Line]:

@@ -278,7 +278,13 @@ def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimErro
         return ConfigError(f"api_base gives an invalid URL ({_short(redact(str(exc)))}); fix api_base in the config")
     if isinstance(exc, (requests.exceptions.InvalidHeader, ValueError)):
         return ConfigError("a request header is invalid; check the API key for stray spaces or line breaks")
-    return TransportError(describe_transport_error(exc, url, timeout))
+    return transport_error(exc, url, timeout)
+
+
+def transport_error(exc: BaseException, url: str, timeout: float) -> TransportError:
+    """A failed connection or read as a TransportError; a host name that does not resolve is not retried."""
+    text = describe_transport_error(exc, url, timeout)
+    return TransportError(text, retryable=not text.startswith("could not resolve "))
 
 
 def _no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
@@ -409,7 +415,7 @@ class HttpTransport:
             if cancel.cancelled:
                 raise Cancelled() from None
             if isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, OpenheimError):
-                raise TransportError(describe_transport_error(exc, url, self.timeout)) from None
+                raise transport_error(exc, url, self.timeout) from None
             raise
         finally:
             remove()

@@ -50,7 +50,9 @@ def is_retryable(e: BaseException) -> bool:
         return e.status in _RETRY_STATUSES or e.status >= 500
     if isinstance(e, ApiError):
         return e.retryable
-    return isinstance(e, (TransportError, IncompleteResponse))
+    if isinstance(e, TransportError):
+        return e.retryable
+    return isinstance(e, IncompleteResponse)
 
 
 def wait_too_long(e: HttpError, seconds: float) -> HttpError:
