@@ -205,6 +205,7 @@ def test_serve_answers_http_and_websocket(frozen_bin, isolated_home, tmp_path):
     """`serve` (lazily named, websockets inside the binary): the page, the REST API and ACP over /acp."""
     import signal
     import urllib.request
+    from urllib.parse import parse_qs, urlsplit
 
     from websockets.sync.client import connect
 
@@ -216,13 +217,16 @@ def test_serve_answers_http_and_websocket(frozen_bin, isolated_home, tmp_path):
         try:
             line = proc.stderr.readline()
             assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
-            base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
-            with urllib.request.urlopen(base + "/", timeout=10) as page:
+            url = urlsplit(line.split("listening on ", 1)[1].split()[0])  # with the token serve made up
+            base, token = f"{url.scheme}://{url.netloc}", parse_qs(url.query)["token"][0]
+            auth = {"Authorization": f"Bearer {token}"}
+            with urllib.request.urlopen(f"{base}/?token={token}", timeout=10) as page:
                 assert page.status == 200 and b"<html" in page.read().lower()
-            with urllib.request.urlopen(base + "/api/models", timeout=10) as models:
+            models_request = urllib.request.Request(base + "/api/models", headers=auth)
+            with urllib.request.urlopen(models_request, timeout=10) as models:
                 assert json.loads(models.read()) == {
                     "default_provider": "fake", "providers": {"fake": {"default_model": "fake-model", "models": []}}}
-            with connect(base.replace("http", "ws", 1) + "/acp", open_timeout=10) as ws:
+            with connect(base.replace("http", "ws", 1) + "/acp", open_timeout=10, additional_headers=auth) as ws:
                 frames = _acp_over_ws(ws, tmp_path)
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -333,6 +337,8 @@ def children_env(command: list[str], home: Path, cwd: Path, env: dict) -> tuple[
 def _env_lines(text: str) -> dict:
     pairs = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     pairs.pop("PYTHONPATH", None)  # only the source run needs it, to find this checkout
+    if "/openheim-cmd-" in pairs.get("TMPDIR", ""):
+        pairs["TMPDIR"] = "<the command's own temp dir>"  # the sandbox makes a fresh one per command
     return pairs
 
 

@@ -3,11 +3,10 @@ memory nor time."""
 from __future__ import annotations
 
 import json
-import resource
 import time
 
 import pytest
-from cli_helpers import openheim, write_config
+from cli_helpers import ROOT, openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 
@@ -22,17 +21,37 @@ def test_a_10_gb_sparse_file_is_not_scanned(isolated_home, tmp_path, engine):
         srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt", "offset": 2}, id="r"),
                                       ToolCall("search", {"pattern": "NEEDLE"}, id="s")]),
                     Reply(text="done"))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        r = openheim("run", "go", cwd=tmp_path, env={"PATH": "/nonexistent"} if engine == "python" else None)
+        r, peak_kib, cpu = measured("run", "go", cwd=tmp_path, env={"PATH": "/nonexistent"} if engine == "python" else None)
         took = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert r.returncode == 0, r.stderr
     read, found = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
     assert "does not start within the first 64 MiB" in read
     assert found == "small.txt:1: a NEEDLE here"  # the huge file is skipped, not scanned
-    assert took < 20 and after.ru_maxrss < 400 * 1024, (took, after.ru_maxrss)  # KiB: far below 10 GB
-    assert after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime < 15
+    assert took < 20 and peak_kib < 400 * 1024, (took, peak_kib)  # far below 10 GB
+    assert cpu < 15, cpu
+
+
+# Run the command in a fresh parent, so its peak RSS is that command's alone (RUSAGE_CHILDREN of this test
+# process would report the largest child any earlier test waited for).
+_MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+            "sys.stderr.write(f'RUSAGE {u.ru_maxrss} {u.ru_utime + u.ru_stime}\\n'); sys.exit(r.returncode)")
+
+
+def measured(*args: str, cwd, env: dict | None) -> tuple:
+    """(the completed `openheim ARGS`, its peak RSS in KiB, its CPU seconds)."""
+    import os
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    r = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "openheim", *args],
+                       capture_output=True, text=True, cwd=cwd, env=full_env, timeout=60, stdin=subprocess.DEVNULL)
+    lines = r.stderr.splitlines()
+    _, peak, cpu = lines[-1].split()
+    r.stderr = "\n".join(lines[:-1])
+    return r, int(peak), float(cpu)
 
 
 @pytest.fixture

@@ -317,7 +317,10 @@ def parse(argv: list[str]) -> Options:
 
 def _command_env(tmp: str) -> dict[str, str]:
     env = dict(os.environ)
-    if getattr(sys, "frozen", False):  # the bootloader's own variables must not reach the command
+    # The bootloader's own variables must not reach the command. A helper started by the frozen binary has
+    # them; the fork server's children already got the clean environment openheim sent (nothing to undo).
+    touched = any(n.startswith("_PYI_") or n in ("_MEIPASS2", "LD_LIBRARY_PATH_ORIG") for n in env)
+    if getattr(sys, "frozen", False) and touched:
         original = env.pop("LD_LIBRARY_PATH_ORIG", None)
         env.pop("LD_LIBRARY_PATH", None)
         if original is not None:
