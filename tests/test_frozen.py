@@ -354,8 +354,9 @@ def test_children_get_the_environment_the_installed_package_gives_them(frozen_bi
                                             {**base, "PYTHONPATH": str(ROOT)})
     assert frozen_shell == source_shell
     assert frozen_mcp == source_mcp
-    parent = {k: v for k, v in base.items() if k != "PWD"}
-    assert {k: v for k, v in frozen_shell.items() if k != "PWD"} == parent  # the shell sets PWD itself
+    parent = {k: v for k, v in base.items() if k not in ("PWD", "TMPDIR")}
+    # the shell sets PWD itself; the sandbox gives each command a TMPDIR of its own
+    assert {k: v for k, v in frozen_shell.items() if k not in ("PWD", "TMPDIR")} == parent
     assert {k: v for k, v in frozen_mcp.items() if k != "PWD"} == {k: parent[k] for k in frozen_mcp if k != "PWD"}
     assert frozen_shell["LD_LIBRARY_PATH"] == "/opt/user-libs" and "OPENHEIM_HOME" in frozen_shell
     leaked = [k for k in {**frozen_shell, **frozen_mcp} if k.startswith(("_PYI_", "_MEIPASS"))]

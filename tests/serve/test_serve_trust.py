@@ -121,7 +121,7 @@ def test_the_token_never_reaches_a_tool_nor_a_log_line(srv, project, isolated_ho
     tool_result = json.dumps(srv.requests[-1].body)
     assert "ARGS=" in tool_result and "PATH=" in tool_result  # the command ran and its output went back
     assert token not in tool_result and "OPENHEIM_SERVE_TOKEN=" not in tool_result
-    assert code == 0 and "openheim: DEBUG" in err  # debug logging was on
+    assert code == 0 and "openheim: INFO openheim.serve" in err  # verbose logging was on (hidden at the default level)
     assert token not in served.first_line + err
 
 

@@ -154,7 +154,7 @@ class Replay:
 
     def take(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         """The recorded exchange for this request, or ReplayMismatch naming the first difference."""
-        live = json.loads(remove_secrets(json.dumps(body, ensure_ascii=False)))
+        live = comparable(json.loads(remove_secrets(json.dumps(body, ensure_ascii=False))))
         endpoint = _endpoint(urlsplit(url).path)
         with self._lock:
             if self._failed is not None:  # e.g. a subagent's mismatch became a tool error the model saw
@@ -165,7 +165,7 @@ class Replay:
                 if self._used[i]:
                     continue
                 first = ex if first is None else first
-                if ex["request"]["body"] == live and _endpoint(str(ex["request"].get("path", ""))) == endpoint:
+                if comparable(ex["request"]["body"]) == live and _endpoint(str(ex["request"].get("path", ""))) == endpoint:
                     self._used[i] = True  # concurrent subagents may ask in another order than recorded
                     return ex
             n, held = self._count, len(self.recording.exchanges)
@@ -183,8 +183,19 @@ class Replay:
         if _endpoint(recorded_path) != endpoint:
             diff = f"URL path: recorded …/{_endpoint(recorded_path)}, this run …/{endpoint}"
         else:
-            diff = first_difference(first["request"]["body"], live) or "the request body"
+            diff = first_difference(comparable(first["request"]["body"]), live) or "the request body"
         return ReplayMismatch(f"request {n} differs from recording {path}: {diff}; {again}")
+
+
+# Request fields that name the session rather than what is asked (a replay runs in a session of its own).
+PER_SESSION = ("prompt_cache_key",)
+
+
+def comparable(body: Any) -> Any:
+    """A request body as a replay compares it: without the fields that differ from session to session."""
+    if not isinstance(body, dict):
+        return body
+    return {k: v for k, v in body.items() if k not in PER_SESSION}
 
 
 def _endpoint(path: str) -> str:
