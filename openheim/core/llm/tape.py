@@ -165,7 +165,8 @@ class Replay:
                 if self._used[i]:
                     continue
                 first = ex if first is None else first
-                if comparable(ex["request"]["body"]) == live and _endpoint(str(ex["request"].get("path", ""))) == endpoint:
+                request = ex["request"]
+                if comparable(request["body"]) == live and _endpoint(str(request.get("path", ""))) == endpoint:
                     self._used[i] = True  # concurrent subagents may ask in another order than recorded
                     return ex
             n, held = self._count, len(self.recording.exchanges)
