@@ -5,7 +5,7 @@ import sys
 
 
 def main() -> None:
-    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, standard library only
+    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, no CLI imported
         from openheim.sandbox.helper import main as helper
 
         sys.exit(helper(sys.argv[3:]))

@@ -7,10 +7,15 @@ runs and gets the old handlers back when it ends; a forked tool child puts the d
 """
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the sandbox helper imports this once per command
+if TYPE_CHECKING:
+    import signal
+    from types import TracebackType
+    from typing import Any
+else:
+    import _signal as signal  # the C module: `signal` builds enums, milliseconds per sandboxed command
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -33,14 +38,14 @@ class SignalRoute:
                  keep_custom_sigint: bool = False) -> None:
         self._old: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL/SIG_IGN or None
         for sig in signals:
-            if keep_custom_sigint and sig == signal.SIGINT and signal.getsignal(sig) is not signal.default_int_handler:
+            if keep_custom_sigint and sig == signal.SIGINT and signal.getsignal(sig) != signal.default_int_handler:
                 continue  # someone (a test harness, an embedder) handles Ctrl-C already
             self._old[sig] = signal.signal(sig, lambda signum, frame: on_signal(signum))
 
     def restore(self) -> None:
         """Put back the handlers that were there before (a signal ignored meanwhile stays ignored)."""
         for sig, old in self._old.items():
-            if signal.getsignal(sig) is not signal.SIG_IGN:
+            if signal.getsignal(sig) != signal.SIG_IGN:
                 signal.signal(sig, old)
         self._old.clear()
 

@@ -20,6 +20,8 @@ import struct
 import sys
 import time
 
+from openheim.core.signals import SignalRoute, ignore, restore_defaults
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every command
 if TYPE_CHECKING:
     import signal
@@ -261,7 +263,7 @@ class _Stop(Exception):
         self.signum = signum
 
 
-def _on_signal(signum: int, _frame: object) -> None:
+def _on_signal(signum: int) -> None:
     raise _Stop(signum)
 
 
@@ -362,7 +364,7 @@ def _finish(status: int) -> int:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(sig, signal.SIG_DFL)
+            restore_defaults(sig)
         sys.stdout.flush()
         os.kill(os.getpid(), sig)
         return 128 + sig
@@ -391,8 +393,7 @@ def run_restricted(opts: Options) -> int:
         sys.stderr.write(f"openheim sandbox: required but not enforced: {'; '.join(report['not_enforced'])}\n")
         return REFUSED << 8
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, _on_signal)
+    SignalRoute(_on_signal, (signal.SIGTERM, signal.SIGHUP, signal.SIGINT))  # for the helper's whole life
     try:
         return _run(opts, _command_env(opts.tmp))
     except _Stop as stop:
@@ -429,7 +430,7 @@ def serve(control_fd: int) -> int:
     import socket
 
     control = socket.socket(fileno=control_fd)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # request children are reaped by the kernel
+    ignore(signal.SIGCHLD)  # request children are reaped by the kernel
     while True:
         try:
             msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1)
@@ -442,7 +443,7 @@ def serve(control_fd: int) -> int:
         pid = os.fork()
         if pid == 0:
             control.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            restore_defaults(signal.SIGCHLD)
             code = 1
             try:
                 code = _serve_one(fds[0])

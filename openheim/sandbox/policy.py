@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 HELPER_DIR = Path(__file__).resolve().parent
 PROTECTED = (".git", ".openheim")  # code that runs later, outside the sandbox: read-only inside a writable root
-_LAUNCH = "import sys;sys.path[0]={!r};import helper;sys.exit(helper.main(sys.argv[1:]))"
+_LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import helper;sys.exit(helper.main(sys.argv[1:]))"
 REFUSED_EXIT = 125  # the helper's exit code when the sandbox is required and not enforced
 
 
@@ -71,10 +71,11 @@ class Sandbox:
 
 def helper_command() -> list[str]:
     """How to start the helper: the frozen binary's own ``sandbox exec``, else this Python on helper.py
-    (``-I -S``: no site-packages and no user paths, so it starts in a few milliseconds)."""
+    (``-I -S``: no site-packages processing and no user paths, only the directory holding this package, so it
+    starts in a few milliseconds)."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "sandbox", "exec"]
-    return [sys.executable, "-I", "-S", "-c", _LAUNCH.format(str(HELPER_DIR))]
+    return [sys.executable, "-I", "-S", "-c", _LAUNCH.format(str(HELPER_DIR.parent.parent))]
 
 
 _DENIED = re.compile(r"(?:'([^'\n]+)'|‘([^’\n]+)’|(\S+?)):? ?(?:\[Errno \d+\] )?"
