@@ -1,12 +1,13 @@
 """The sandbox helper: restrict this process in the kernel, run one command as its child, kill what it leaves.
 
-Started as ``python -I -S -c "...helper.main()" OPTIONS -- CMD...`` (or ``openheim sandbox exec OPTIONS -- CMD...``
-in the frozen binary), so it imports only the standard library and ``openheim.core.signals`` and runs
-single-threaded, as Landlock, seccomp and unshare require. In order it: keeps ``.git``/``.openheim`` read-only
-with bind mounts in a private mount namespace, sets no_new_privs, applies Landlock (file system; TCP and scopes where the ABI has them), installs
-a seccomp filter (no AF_INET/AF_INET6 sockets when the network is off; no ptrace, io_uring, mount, ...),
-becomes a child subreaper, then forks and execs the command. When the command ends, or this helper gets
-SIGTERM/SIGHUP/SIGINT, every descendant (``setsid``, double forks, ``nohup``) is killed.
+Started as ``python -I -S -c "...helper.main()" OPTIONS -- CMD...`` (or ``openheim sandbox exec OPTIONS --
+CMD...`` in the frozen binary), so it imports only the standard library and ``openheim.core.signals`` and runs
+single-threaded, as Landlock, seccomp and unshare require. In order it: keeps ``.git``/``.openheim``
+read-only with bind mounts in a private mount namespace, sets no_new_privs, applies Landlock (file system;
+TCP and scopes where the ABI has them), installs a seccomp filter (no AF_INET/AF_INET6 sockets when the
+network is off; no ptrace, io_uring, mount, ...), becomes a child subreaper, then forks and execs the
+command. When the command ends, or this helper gets SIGTERM/SIGHUP/SIGINT, every descendant (``setsid``,
+double forks, ``nohup``) is killed.
 
 ``--probe`` applies everything and prints what was enforced as one JSON object instead of running a command.
 Exit codes: the command's own (a signal is re-raised); 125 when ``--required`` and something is not enforced.
