@@ -328,8 +328,12 @@ def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: Can
 
     Python's re can backtrack for hours on some patterns without letting any other thread run.
     """
-    from openheim.tools import forked
+    import resource  # noqa: F401  (search_rg's rg child limits)
 
+    from openheim.tools import forked, ignore, search_rg  # noqa: F401
+
+    # Everything the child runs is imported here first: a module another thread is importing when we fork
+    # stays locked in the child for ever (parallel tool calls import lazily), and the search would hang.
     if cancel.cancelled:
         raise ToolExecutionError("search cancelled")
     if not forked.can_fork():
