@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_ast import parse
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
 
@@ -53,7 +54,7 @@ def layer_of(name: str) -> int | None:
 
 def imports_of(path: Path) -> set[str]:
     """Every openheim module named by an import statement anywhere in the file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path.read_text(encoding="utf-8"), str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_ast import parse
 
 PACKAGE = Path(__file__).resolve().parents[1] / "openheim"
 
@@ -25,7 +26,7 @@ def _private(name: str) -> bool:
 
 
 def _trees() -> dict[Path, ast.Module]:
-    return {p: ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+    return {p: parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _defined_by_us(trees: dict[Path, ast.Module]) -> set[str]:
@@ -82,9 +83,9 @@ def test_no_module_reaches_into_another_packages_private_attributes():
     "self.resp._fp",
 ])
 def test_the_check_catches_reaching_in(source):
-    assert _foreign(ast.parse(source), {"_ours"})
+    assert _foreign(parse(source), {"_ours"})
 
 
 @pytest.mark.parametrize("source", ["self._lock", "cls._cache", "other._ours", "x.__class__", "os._exit(0)"])
 def test_the_check_lets_our_own_and_documented_names_pass(source):
-    assert not _foreign(ast.parse(source), {"_ours"})
+    assert not _foreign(parse(source), {"_ours"})

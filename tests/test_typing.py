@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from source_ast import parse
 
 import openheim
 
@@ -55,7 +56,7 @@ def test_the_mypy_settings_keep_every_def_annotated():
 
 def test_type_checkers_see_every_lazy_public_name():
     """``openheim/__init__.py`` resolves names lazily; its TYPE_CHECKING imports must name the same objects."""
-    tree = ast.parse((ROOT / "openheim" / "__init__.py").read_text())
+    tree = parse((ROOT / "openheim" / "__init__.py").read_text())
     seen = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
