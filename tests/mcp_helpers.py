@@ -90,3 +90,8 @@ class HttpServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def offered(request) -> set[str]:
+    """The tool names an OpenAI-wire request offered the model."""
+    return {t["function"]["name"] for t in request.body.get("tools", [])}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
-from mcp_helpers import PYTHON, new_tag, pids_with, wait_until
+from mcp_helpers import PYTHON, new_tag, offered, pids_with, wait_until
 
 pytest.importorskip("mcp")
 
@@ -19,10 +19,6 @@ HOSTILE = str(Path(__file__).resolve().parent / "mcp_hostile_server.py")
 def hostile(name: str, tag: str, *args: str) -> str:
     quoted = ", ".join(f'"{a}"' for a in [HOSTILE, *args, "--tag", tag])
     return f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = [{quoted}]\n'
-
-
-def offered(request) -> set[str]:
-    return {t["function"]["name"] for t in request.body.get("tools", [])}
 
 
 def tool_contents(request) -> list[str]:

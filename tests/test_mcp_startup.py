@@ -8,13 +8,9 @@ import time
 import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
-from mcp_helpers import new_tag, pids_with, toml_server, wait_until
+from mcp_helpers import new_tag, offered, pids_with, toml_server, wait_until
 
 pytest.importorskip("mcp")
-
-
-def offered(request) -> set[str]:
-    return {t["function"]["name"] for t in request.body.get("tools", [])}
 
 
 @pytest.fixture

@@ -8,13 +8,9 @@ import json
 import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
-from mcp_helpers import PYTHON, SERVER
+from mcp_helpers import PYTHON, SERVER, offered
 
 pytest.importorskip("mcp")
-
-
-def offered(request) -> set[str]:
-    return {t["function"]["name"] for t in request.body.get("tools", [])}
 
 
 @pytest.fixture
