@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         ToolHandler,
         ToolView,
     )
+    from openheim.mcp.prompts import McpPrompt
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.runtime import Runtime
@@ -228,6 +229,17 @@ class SessionHandle:
         """The MCP servers this session sees (configured, its project's, its own), waiting up to ``wait``
         seconds for those still starting."""
         return self._state.mcp_statuses(self._state.session(self.id), wait)
+
+    def mcp_prompts(self, wait: float = 0.0) -> list[McpPrompt]:
+        """The prompts of this session's MCP servers (``server/name``, description, arguments), waiting up to
+        ``wait`` seconds for servers still starting."""
+        return self._state.mcp_prompts(self._state.session(self.id), wait)
+
+    def expand_mcp_prompt(self, name: str, arguments: str = "") -> str:
+        """The text MCP prompt ``name`` (``server/name`` or ``server.name``) makes with ``arguments`` (``key=value``
+        pairs), to send as a prompt. NotFound for an unknown prompt, InvalidArgument for a missing required
+        argument or text that is not a pair, ToolExecutionError when the server fails; each one line."""
+        return self._state.expand_mcp_prompt(self._state.session(self.id), name, arguments)
 
     def compact(self, on_event: Callable[[StreamEvent], None] | None = None) -> CompactionOutcome:
         """Summarise the conversation now; the outcome's ``error`` says why when it could not be."""

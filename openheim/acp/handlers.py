@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openheim.acp import long_commands, session_options, util
+from openheim.acp import long_commands, mcp_prompts, session_options, util
 from openheim.acp.client_io import client_capabilities
 from openheim.acp.convert import prompt_blocks, replay, text_chunk
 from openheim.acp.lazy import LazyClient
@@ -18,7 +18,7 @@ from openheim.errors import NotFound, SessionBusy
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import OpenheimClient
+    from openheim.client import OpenheimClient, SessionHandle
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class Handlers:
         self.runs: dict[str, PromptRun] = {}
         self._runs_lock = threading.Lock()
         self.held: set[str] = set()  # sessions this connection shows: never evicted while it is open
+        self.expanding: dict[str, threading.Event] = {}  # sessions whose MCP prompt is being fetched: its cancel
         self.methods = {
             "initialize": self.initialize, "authenticate": self.authenticate,
             "session/new": self.new_session, "session/load": self.load_session,
@@ -95,17 +96,33 @@ class Handlers:
         return DEFERRED
 
     def _announce_commands(self, session_id: str) -> None:
-        update = {"sessionUpdate": "available_commands_update", "availableCommands": self.commands()}
-        timer = threading.Timer(COMMANDS_DELAY, self.conn.notify, ("session/update",
-                                                                   {"sessionId": session_id, "update": update}))
-        timer.daemon = True
-        timer.start()
+        """available_commands_update just after the answer; again once the session's MCP servers are up, when
+        their prompts (commands too) differ from those announced."""
+        thread = threading.Thread(target=self._commands_for, args=(session_id,), name="acp-commands", daemon=True)
+        thread.start()
 
-    def commands(self) -> list[dict]:
-        """/compact and /undo, then one slash command per installed skill: `/name args` runs the turn with that
-        skill added."""
-        from openheim.acp import long_commands
+    def _commands_for(self, session_id: str) -> None:
+        import time
 
+        time.sleep(COMMANDS_DELAY)
+        try:
+            session = self.client.session(session_id)
+            servers = session.mcp_servers()
+        except Exception:  # closed already
+            return
+        sent = self.commands(session)
+        self._send_update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": sent})
+        if not servers:
+            return
+        wait = float(self.client.config.mcp_startup_timeout_secs)
+        latest = self.commands(session, wait)
+        if latest != sent:
+            self._send_update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": latest})
+
+    def commands(self, session: SessionHandle | None = None, wait: float = 0.0) -> list[dict]:
+        """/compact and /undo, then one slash command per installed skill (`/name args` runs the turn with that
+        skill added), then one per prompt of the session's MCP servers (`/server.name args`, waiting up to
+        ``wait`` seconds for servers still starting)."""
         try:
             skills = self.client.skills()
         except Exception as e:  # a broken skills dir must not break session/new
@@ -113,7 +130,8 @@ class Handlers:
             skills = []
         return [*long_commands.COMMANDS, *(
             {"name": s.name, "description": s.description or f"Run this turn with the '{s.name}' skill",
-             "input": {"hint": "what to do"}} for s in skills if s.name not in long_commands.NAMES)]
+             "input": {"hint": "what to do"}} for s in skills if s.name not in long_commands.NAMES),
+            *(mcp_prompts.commands(session, wait) if session is not None else [])]
 
     def load_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
@@ -182,12 +200,53 @@ class Handlers:
             self._check_idle(session_id)
             long_commands.run(self.conn, request_id, session, *command, lambda u: self._send_update(session_id, u))
             return DEFERRED
+        prompt = mcp_prompts.parse(session, blocks)
+        if prompt is not None:  # /server.name args: the MCP prompt's text is the turn's prompt
+            self._check_idle(session_id)
+            self._expand_then_run(session, request_id, blocks, *prompt)
+            return DEFERRED
         blocks, extra = self._slash_command(blocks)
+        self._start_run(session, request_id, blocks, extra)
+        return DEFERRED
+
+    def _start_run(self, session: SessionHandle, request_id: Any, blocks: list, extra: list[str]) -> None:
         run = PromptRun(session, self.conn, request_id, blocks, extra, self.features, on_done=self._run_done)
         with self._runs_lock:
             run.start()  # SessionBusy while a turn that was not cancelled runs
             self.runs[session.id] = run
-        return DEFERRED
+
+    def _expand_then_run(self, session: SessionHandle, request_id: Any, blocks: list, name: str, args: str) -> None:
+        """Fetch the prompt on a thread of its own (it is a request to the server), then run the turn with it; a
+        prompt that cannot be made is told in one line and the turn ends there."""
+        from openheim.errors import OpenheimError
+
+        cancelled = threading.Event()
+        with self._runs_lock:
+            self.expanding[session.id] = cancelled
+
+        def work() -> None:
+            try:
+                text = session.expand_mcp_prompt(name, args)
+            except OpenheimError as e:
+                self._send_update(session.id, text_chunk("agent_message_chunk", f"/{name}: {e}\n"))
+                self.conn.respond(request_id, {"stopReason": "end_turn"})
+                return
+            except Exception as e:
+                log.exception("MCP prompt /%s failed", name)
+                self.conn.respond_error(request_id, util.error_for(e))
+                return
+            finally:
+                with self._runs_lock:
+                    self.expanding.pop(session.id, None)
+            if cancelled.is_set():
+                self.conn.respond(request_id, {"stopReason": "cancelled"})
+                return
+            try:
+                self._start_run(session, request_id, [TextBlock(text), *blocks[1:]], [])
+            except Exception as e:
+                self.conn.respond_error(request_id, util.error_for(e))
+
+        threading.Thread(target=work, name=f"acp-/{name}", daemon=True).start()
 
     def _slash_command(self, blocks: list) -> tuple[list, list[str]]:
         """`/skill args` as the first text: the turn runs with that skill, the prompt is the args."""
@@ -211,7 +270,7 @@ class Handlers:
 
     def _check_idle(self, session_id: str) -> None:
         with self._runs_lock:
-            if any(sid == session_id for sid in self.runs):
+            if session_id in self.runs or session_id in self.expanding:
                 raise SessionBusy(session_id)
 
     def cancel(self, session_id: object) -> None:
@@ -220,6 +279,9 @@ class Handlers:
             return
         with self._runs_lock:
             run = self.runs.get(session_id)
+            expanding = self.expanding.get(session_id)
+        if expanding is not None:
+            expanding.set()
         if run is not None:
             run.cancel()
         elif self.lazy_client.built is not None:

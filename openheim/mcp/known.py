@@ -3,7 +3,8 @@ first model request while the server is still starting.
 
 Keyed by a digest of the server's config entry (name, transport, command, args, env, url, headers, cwd),
 so a changed entry starts from nothing; the entry itself (which may hold secrets) is never stored.
-Stored in ``{data_dir}/mcp-tools.json`` as ``{"servers": {key: {"name": ..., "tools": [specs]}}}``.
+Stored in ``{data_dir}/mcp-tools.json`` as ``{"servers": {key: {"name": ..., "tools": [specs]}}}``; an entry
+may also hold ``"resources"`` (whether the server lists any) and ``"prompts"`` (its prompts/list).
 """
 from __future__ import annotations
 
@@ -45,16 +46,31 @@ def recall(data_dir: Path, config: McpServerConfig) -> list[dict] | None:
     return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else None
 
 
-def remember(data_dir: Path, config: McpServerConfig, specs: list[dict]) -> None:
-    """Store ``specs`` for this entry when they differ from what is stored (best effort: I/O errors pass)."""
-    if len(json.dumps(specs)) > MAX_REMEMBERED:
+def recall_extras(data_dir: Path, config: McpServerConfig) -> dict:
+    """What else is remembered of this entry: ``resources`` (bool) and ``prompts`` (specs), when stored."""
+    entry = _load(data_dir).get(entry_key(config), {})
+    extras: dict = {}
+    if isinstance(entry.get("resources"), bool):
+        extras["resources"] = entry["resources"]
+    prompts = entry.get("prompts")
+    if isinstance(prompts, list):
+        extras["prompts"] = [p for p in prompts if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    return extras
+
+
+def remember(data_dir: Path, config: McpServerConfig, specs: list[dict], extras: dict | None = None) -> None:
+    """Store ``specs`` (and ``extras``: resources, prompts) for this entry when they differ from what is
+    stored; other keys of the entry are kept (best effort: I/O errors pass)."""
+    if len(json.dumps([specs, extras])) > MAX_REMEMBERED:
         return
     key = entry_key(config)
     with _lock:
         servers = _load(data_dir)
-        if servers.get(key, {}).get("tools") == specs:
+        old = servers.get(key, {})
+        new = {**old, "name": config.name, "tools": specs, **(extras or {})}
+        if old == new:
             return
-        servers[key] = {"name": config.name, "tools": specs}
+        servers[key] = new
         try:
             _save(data_dir, servers)
         except OSError:

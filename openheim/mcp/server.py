@@ -12,9 +12,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
@@ -41,8 +41,11 @@ CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its 
 FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
 CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
 MAX_TOOL_PAGES = 100
+PROBE_LIMIT = 10.0  # seconds for listing a server's resources and prompts after it connected
+REQUEST_LIMIT = 60.0  # seconds for a resources or prompts request (not a tool call)
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
+T = TypeVar("T")
 
 
 class CallFailed(Exception):
@@ -104,6 +107,9 @@ class McpServer:
         remembered = known.recall(data_dir, config) if data_dir is not None else None
         self.known = remembered is not None  # its last tool list is offered while it starts
         self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
+        extras = known.recall_extras(data_dir, config) if data_dir is not None else {}
+        self.has_resources = extras.get("resources") is True  # it lists resources (or resource templates)
+        self.prompts: list[dict] = list(extras.get("prompts") or [])  # its prompts/list, as wire JSON
         self.started_at = time.monotonic()
         self.started = False
         self.settled = threading.Event()  # the first connect ended, either way
@@ -219,6 +225,37 @@ class McpServer:
             raise ToolExecutionError(text or f"MCP tool '{tool}' on '{self.name}' reported an error")
         return text
 
+    def request(self, what: str, work: Callable[[Any], Awaitable[T]], cancel: CancelToken | None = None,
+                limit: float = REQUEST_LIMIT) -> T:
+        """``work(session)`` on the bridge loop (a resources or prompts request), once the server is up;
+        ToolExecutionError saying ``what`` failed and why."""
+        self.wait_started(cancel)
+        future = self._bridge.submit(self._request(what, work))
+        remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
+        try:
+            return future.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolExecutionError(f"MCP server '{self.name}' did not answer {what} within {limit:g} s") from None
+        except concurrent.futures.CancelledError:
+            raise Cancelled(f"MCP {what} cancelled") from None
+        except CallFailed as e:
+            raise ToolExecutionError(str(e)) from None
+        except Exception as e:
+            raise ToolExecutionError(f"MCP {what} on '{self.name}' failed: {self._scrub(describe(e))}") from None
+        finally:
+            remove()
+
+    async def _request(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        session = await self._live_session()
+        try:
+            return await work(session)
+        except Exception as e:
+            if transport_lost(e):
+                self._broken = True
+                self._on_change()
+            raise CallFailed(f"MCP {what} on '{self.name}' failed: {self._scrub(describe(e))}") from None
+
     # --- status ---------------------------------------------------------------------------------
 
     def status(self) -> McpServerStatus:
@@ -258,7 +295,7 @@ class McpServer:
                 raise CallFailed("closed while starting")
             self._set("connected", None, tools)
             if self._data_dir is not None:
-                known.remember(self._data_dir, self.config, self._specs)
+                known.remember(self._data_dir, self.config, self._specs, self._extras())
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
             from openheim.mcp.oauth import NEEDS_LOGIN
@@ -284,7 +321,26 @@ class McpServer:
         self._owner = asyncio.ensure_future(self._own(ready, stop))
         session, specs = await ready
         self._session, self._specs = session, specs
+        await self._probe(session)
         return self._handlers(specs)
+
+    async def _probe(self, session: Any) -> None:
+        """Whether the server lists resources, and its prompts (what fails to list counts as none)."""
+        import asyncio
+
+        found: list[Any] = []
+        for what, lister, none in (("resources", _has_resources, False), ("prompts", _list_prompts, [])):
+            try:
+                found.append(await asyncio.wait_for(lister(session), PROBE_LIMIT))
+            except Exception as e:
+                log.info("MCP server '%s': listing its %s failed: %s", self.name, what, describe(e))
+                found.append(none)
+        with self._lock:
+            self.has_resources, self.prompts = found
+
+    def _extras(self) -> dict:
+        with self._lock:
+            return {"resources": self.has_resources, "prompts": list(self.prompts)}
 
     def _handlers(self, specs: list[dict]) -> list[McpTool]:
         from openheim.mcp.tool import McpTool
@@ -498,6 +554,37 @@ async def _list_tools(session: Any) -> list[dict]:
         if not cursor:
             break
     return specs
+
+
+async def _has_resources(session: Any) -> bool:
+    """Whether the server advertises resources and lists some, or some resource templates (first pages)."""
+    caps = session.server_capabilities
+    if caps is None or caps.resources is None:
+        return False
+    if (await session.list_resources()).resources:
+        return True
+    try:
+        return bool((await session.list_resource_templates()).resource_templates)
+    except Exception:  # templates are optional: a server without them may refuse the method
+        return False
+
+
+async def _list_prompts(session: Any) -> list[dict]:
+    """Every page of prompts/list (wire JSON), when the server advertises prompts."""
+    from mcp.types import PaginatedRequestParams
+
+    caps = session.server_capabilities
+    if caps is None or caps.prompts is None:
+        return []
+    prompts: list[dict] = []
+    cursor = None
+    for _ in range(MAX_TOOL_PAGES):
+        result = await session.list_prompts(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        prompts.extend(p.model_dump(by_alias=True, mode="json", exclude_none=True) for p in result.prompts)
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return prompts
 
 
 def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:

@@ -15,8 +15,10 @@ from openheim.runtime.session_tools import SessionTools
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
     from openheim.core.tools import ToolRegistry
+    from openheim.core.turn_context import CancelToken
     from openheim.mcp.hub import McpHub
     from openheim.mcp.project import KeyPolicy
+    from openheim.mcp.prompts import McpPrompt
     from openheim.mcp.status import McpServerStatus
     from openheim.runtime.session import SessionState
 
@@ -100,6 +102,29 @@ class McpWiring:
         if root is not None and (root / PROJECT_FILE).is_file():
             statuses += self._project_statuses(root, until)
         return statuses
+
+    def prompts(self, session: SessionState, wait: float = 0.0) -> list[McpPrompt]:
+        """The prompts of a session's servers, waiting up to ``wait`` seconds for those still starting."""
+        tools = session.tools
+        if not isinstance(tools, SessionTools):
+            return []
+        if wait > 0:
+            tools.statuses(time.monotonic() + wait)
+        return tools.prompts()
+
+    def expand_prompt(self, session: SessionState, name: str, arguments: str,
+                      cancel: CancelToken | None = None) -> str:
+        """The user message that MCP prompt ``name`` (``server/name`` or ``server.name``) makes with ``arguments``
+        (``key=value ...``): NotFound, InvalidArgument or ToolExecutionError, each in one line."""
+        from openheim.errors import NotFound
+        from openheim.mcp.prompts import find, parse_arguments
+
+        prompts = self.prompts(session)
+        prompt = find(prompts, name)
+        if prompt is None or not isinstance(session.tools, SessionTools):
+            known = ", ".join(p.ref for p in prompts) or "none"
+            raise NotFound(f"unknown MCP prompt '{name}' (this session's prompts: {known})")
+        return session.tools.prompt_text(prompt, parse_arguments(prompt, arguments), cancel)
 
     def _project_statuses(self, root: Path, until: float | None) -> list[McpServerStatus]:
         hub = self._hub()

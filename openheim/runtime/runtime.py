@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ToolView,
     )
     from openheim.mcp.project import KeyPolicy
+    from openheim.mcp.prompts import McpPrompt
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.long_sessions import LongSessions
@@ -218,6 +219,14 @@ class Runtime:
         """Status of the MCP servers a session sees (or the runtime's, plus ``cwd``'s project file),
         waiting up to ``wait`` seconds for servers that are still starting."""
         return self.mcp.statuses(session, wait, self.sandbox_for(cwd)[0] if cwd is not None else None)
+
+    def mcp_prompts(self, session: SessionState, wait: float = 0.0) -> list[McpPrompt]:
+        """The prompts of the MCP servers a session sees, waiting up to ``wait`` seconds for those starting."""
+        return self.mcp.prompts(session, wait)
+
+    def expand_mcp_prompt(self, session: SessionState, name: str, arguments: str) -> str:
+        """MCP prompt ``name`` with ``arguments`` (``key=value ...``) as the text of a user message."""
+        return self.mcp.expand_prompt(session, name, arguments)
 
 
     def _stored_mode(self, session_id: str, mode: str) -> str:

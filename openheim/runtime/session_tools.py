@@ -19,10 +19,13 @@ if TYPE_CHECKING:
     )
     from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.mcp.group import ServerGroup
+    from openheim.mcp.prompts import McpPrompt
+    from openheim.mcp.server import McpServer
     from openheim.mcp.status import McpServerStatus
 
 log = logging.getLogger(__name__)
 
+GONE = ("failed", "closed", "needs login")  # states whose prompts are not offered
 KICK_AFTER = 0.25  # seconds after a turn's tools are fixed: its first model request has been sent by then
 
 
@@ -66,8 +69,12 @@ class SessionTools:
         with self._lock:
             if self._cached is not None and self._cached[0] == versions:
                 return self._cached[1]
-        handlers = [h for g in self.groups for h in g.handlers()]
+        handlers: list = [h for g in self.groups for h in g.handlers()]
         _warn_once(handlers)
+        if any(s.has_resources for s in self.servers()):
+            from openheim.mcp.resources import resource_tools
+
+            handlers += resource_tools(self.servers)
         executor: ToolExecutor = LayeredExecutor(self.registry, ToolRegistry(_unique(handlers))) \
             if handlers else self.registry
         with self._lock:
@@ -79,6 +86,31 @@ class SessionTools:
             if until is not None:
                 group.wait_ready(until=until)
         return [s for g in self.groups for s in g.statuses()]
+
+    def servers(self) -> list[McpServer]:
+        return [s for g in self.groups for s in g.servers]
+
+    def prompts(self) -> list[McpPrompt]:
+        """The prompts of the servers that have not failed (as listed when each connected, or remembered)."""
+        from openheim.mcp.prompts import prompts_of
+
+        return [p for s in self.servers() if s.state not in GONE for p in prompts_of(s.name, list(s.prompts))]
+
+    def prompt_text(self, prompt: McpPrompt, arguments: dict[str, str], cancel: CancelToken | None = None) -> str:
+        """prompts/get of ``prompt`` with ``arguments``, as the text of a user message (ToolExecutionError when
+        the server fails)."""
+        from openheim.errors import ToolExecutionError
+        from openheim.mcp.prompts import get_prompt, prompt_text
+
+        server = next((s for s in self.servers() if s.name == prompt.server), None)
+        if server is None:
+            raise ToolExecutionError(f"MCP server '{prompt.server}' is not connected to this session")
+        result = server.request(f"prompts/get of '{prompt.name}'",
+                                lambda session: get_prompt(session, prompt.name, arguments), cancel)
+        text = prompt_text(result)
+        if not text.strip():
+            raise ToolExecutionError(f"MCP prompt {prompt.ref} came back empty; nothing was sent")
+        return text
 
     # --- ToolExecutor ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from openheim.tui.app import App
 
 BUSY = "wait for the reply to finish (or press Ctrl-C to cancel it) before using :{name}"
-IDLE_ONLY = {"new", "sessions", "models", "compact", "undo", "fork"}
+IDLE_ONLY = {"new", "sessions", "models", "compact", "undo", "fork", "prompt"}
 
 
 def run(app: App, line: str) -> None:
@@ -236,8 +236,33 @@ def mcp(app: App, arg: str) -> None:
         server, status = configured.get(name), reported.get(name)
         where = _where(server) if server is not None else (status.transport if status else "")
         rows.append(f"{name:<16}{where}{_mcp_status(status)}")
+    prompts = app.session.mcp_prompts()
+    if prompts:
+        rows += ["", "prompts (:prompt server/name name=value ...):", *(f"  {p.summary()}" for p in prompts)]
     app.overlay = ListView("MCP servers", rows,
                            empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
+
+
+def prompt(app: App, arg: str) -> None:
+    """``:prompt server/name name=value ...``: the MCP prompt's messages, fetched off the UI thread, sent as
+    your message."""
+    name, _, arguments = arg.partition(" ")
+    if not name:
+        known = ", ".join(p.ref for p in app.session.mcp_prompts()) or "none (see :mcp)"
+        app.info(f"usage: :prompt server/name name=value ...  (prompts: {known})")
+        return
+    session = app.session
+    app.info(f"getting MCP prompt {name}…")
+    app.background(lambda: session.expand_mcp_prompt(name, arguments), lambda text: _send_prompt(app, name, text))
+
+
+def _send_prompt(app: App, name: str, outcome: Any) -> None:
+    if isinstance(outcome, Exception):
+        app.error(outcome)
+    elif app.busy:
+        app.info(BUSY.format(name="prompt"))
+    else:
+        app.send(outcome)
 
 
 def _where(server: Any) -> str:
@@ -394,5 +419,5 @@ def fork(app: App, arg: str) -> None:
 COMMANDS: dict[str, Callable[[App, str], None]] = {
     "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
     "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
-    "image": image, "compact": compact, "undo": undo, "fork": fork, "plan": plan,
+    "image": image, "compact": compact, "undo": undo, "fork": fork, "plan": plan, "prompt": prompt,
 }
