@@ -93,7 +93,7 @@ class ListResources(BaseTool):
                 listing["more"].append({"server": target.name})
                 continue
             try:
-                found = target.request("resources/list", partial(_list, server=target.name, cursor=cursor,
+                found = target.request("resources/list", partial(list_entries, server=target.name, cursor=cursor,
                                                                  room=room), ctx.cancel)
             except ToolExecutionError as e:
                 if server is not None:
@@ -140,7 +140,7 @@ class ReadResource(BaseTool):
         return ToolView(short(f"read {args.get('server', '?')}: {args.get('uri', '?')}"), "read")
 
 
-async def _list(session: Any, server: str, cursor: str | None, room: int) -> tuple[list, list, str | None]:
+async def list_entries(session: Any, server: str, cursor: str | None, room: int) -> tuple[list, list, str | None]:
     """Pages of resources/list from ``cursor`` until ``room`` entries; the first listing adds the templates."""
     from mcp.types import PaginatedRequestParams
 

@@ -239,6 +239,8 @@ def mcp(app: App, arg: str) -> None:
     prompts = app.session.mcp_prompts()
     if prompts:
         rows += ["", "prompts (:prompt server/name name=value ...):", *(f"  {p.summary()}" for p in prompts)]
+    if any(s.state == "starting" for s in reported.values()):
+        rows += ["", "some servers are still starting: :mcp again shows them (and their prompts) once they are up"]
     app.overlay = ListView("MCP servers", rows,
                            empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
 
