@@ -89,6 +89,9 @@ def test_no_resource_tools_for_a_server_without_resources(srv, isolated_home, tm
     r = openheim("run", "hi", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert not {"list_mcp_resources", "read_mcp_resource"} & offered(srv.requests[0])
+    j = openheim("mcp", "--json", cwd=tmp_path)
+    (docs,) = json.loads(j.stdout)["servers"]
+    assert docs["resources"] is False and docs["prompts"] == ["review", "greet", "with_notes", "broken"]
 
 
 # --- a prompt through the chat --------------------------------------------------------------------

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 _TIMEOUT = click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
                         help="Seconds to wait for servers that are still starting.")
-_TOOLS = click.option("--tools", "show_tools", is_flag=True, help="List each server's tools too.")
+_TOOLS = click.option("--tools", "show_tools", is_flag=True,
+                      help="List each server's tools too (and its prompts, and whether it lists resources).")
 _COLUMNS = ("NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "DETAIL")
 
 
@@ -84,6 +85,10 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
         for s in statuses:
             if s.tools:
                 click.echo(f"\n{s.name}: {', '.join(s.tools)}")
+            if s.prompts:
+                click.echo(f"{s.name} prompts: {', '.join(s.prompts)}")
+            if s.resources:
+                click.echo(f"{s.name} lists resources (list_mcp_resources, read_mcp_resource)")
 
 
 def _default_file(ctx: click.Context) -> Path:

@@ -261,6 +261,7 @@ class McpServer:
     def status(self) -> McpServerStatus:
         with self._lock:
             state, error, tools = self.state, self.error, list(self.tools)
+            prompts, resources = tuple(str(p.get("name")) for p in self.prompts), self.has_resources
         if state == "connected" and self._transport_closed():
             state = "disconnected"
             error = error or "the server closed its connection; it is restarted on the next call"
@@ -269,7 +270,8 @@ class McpServer:
             name=self.name, transport=cfg.transport, source=cfg.source, state=state,
             connected=state == "connected", tool_count=len(tools), error=error,
             command=cfg.command if cfg.transport == "stdio" else None,
-            url=scrub_url(cfg.url) if cfg.url else None, tools=tuple(t.name for t in tools))
+            url=scrub_url(cfg.url) if cfg.url else None, tools=tuple(t.name for t in tools), prompts=prompts,
+            resources=resources)
 
     def _set(self, state: str, error: str | None = None, tools: list[McpTool] | None = None) -> None:
         with self._lock:

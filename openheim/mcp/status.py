@@ -16,8 +16,11 @@ class McpServerStatus:
     command: str | None = None  # stdio: the program (arguments are never shown: they may hold secrets)
     url: str | None = None  # http: scrubbed of userinfo, query and fragment
     tools: tuple[str, ...] = ()  # exposed names (server__tool)
+    prompts: tuple[str, ...] = ()  # its prompts' names
+    resources: bool = False  # it lists resources (or resource templates)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["tools"] = list(self.tools)
+        data["prompts"] = list(self.prompts)
         return {k: v for k, v in data.items() if v is not None}
