@@ -116,7 +116,7 @@ class Handlers:
             return
         wait = float(self.client.config.mcp_startup_timeout_secs)
         latest = self.commands(session, wait)
-        if latest != sent:
+        if latest != sent and session_id in self.held:  # not closed meanwhile
             self._send_update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": latest})
 
     def commands(self, session: SessionHandle | None = None, wait: float = 0.0) -> list[dict]:
