@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from openheim.errors import InvalidArgument
 from openheim.mcp.content import block_text
 
+DESCRIPTION_CHARS = 200
+
 
 @dataclass(frozen=True)
 class PromptArgument:
@@ -41,7 +43,7 @@ class McpPrompt:
 
     def summary(self) -> str:
         """``server/name — description (arguments)`` for a listing."""
-        described = f" — {' '.join(self.description.split())}" if self.description else ""
+        described = f" — {self.description}" if self.description else ""
         args = f" ({self.usage()})" if self.arguments else ""
         return f"{self.ref}{described}{args}"
 
@@ -55,7 +57,8 @@ def prompts_of(server: str, specs: list[dict]) -> list[McpPrompt]:
             continue
         args = tuple(PromptArgument(str(a["name"]), str(a.get("description") or ""), a.get("required") is True)
                      for a in spec.get("arguments") or [] if isinstance(a, dict) and a.get("name"))
-        found.append(McpPrompt(server, name, str(spec.get("description") or spec.get("title") or ""), args))
+        described = " ".join(str(spec.get("description") or spec.get("title") or "").split())
+        found.append(McpPrompt(server, name, _clip(described, DESCRIPTION_CHARS), args))
     return found
 
 

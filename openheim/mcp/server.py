@@ -41,6 +41,7 @@ CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its 
 FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
 CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
 MAX_TOOL_PAGES = 100
+MAX_PROMPTS = 200  # prompts kept of one server (each is a command in the chat and in an editor)
 PROBE_LIMIT = 10.0  # seconds for listing a server's resources and prompts after it connected
 REQUEST_LIMIT = 60.0  # seconds for a resources or prompts request (not a tool call)
 CONNECTION_CLOSED = -32000
@@ -584,9 +585,9 @@ async def _list_prompts(session: Any) -> list[dict]:
         result = await session.list_prompts(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         prompts.extend(p.model_dump(by_alias=True, mode="json", exclude_none=True) for p in result.prompts)
         cursor = result.next_cursor
-        if not cursor:
+        if not cursor or len(prompts) >= MAX_PROMPTS:
             break
-    return prompts
+    return prompts[:MAX_PROMPTS]
 
 
 def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:
