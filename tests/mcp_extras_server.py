@@ -2,12 +2,13 @@
 
 Resources: notes://readme (text), notes://logo (a PNG blob), the template notes://topic/{topic}.
 Prompts: review (code required, language optional), greet (no arguments), with_notes (a text plus an
-embedded resource), broken (fails). ``--no-resources`` leaves the resources out (its prompts stay).
+embedded resource), slow (seconds), broken (fails). ``--no-resources`` leaves the resources out (its prompts stay).
 """
 from __future__ import annotations
 
 import argparse
 
+import anyio
 from mcp.server import MCPServer
 
 README = "the readme says: hello from the docs server"
@@ -45,6 +46,11 @@ def build(with_resources: bool) -> MCPServer:
         return [{"role": "user", "content": "Summarise these notes:"},
                 {"role": "user", "content": {"type": "resource", "resource": {
                     "uri": "notes://readme", "mimeType": "text/plain", "text": README}}}]
+
+    @server.prompt(description="Takes its time")
+    async def slow(seconds: str) -> str:
+        await anyio.sleep(float(seconds))
+        return "the slow prompt"
 
     @server.prompt(description="Always fails")
     def broken() -> str:

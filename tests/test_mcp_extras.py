@@ -91,7 +91,7 @@ def test_no_resource_tools_for_a_server_without_resources(srv, isolated_home, tm
     assert not {"list_mcp_resources", "read_mcp_resource"} & offered(srv.requests[0])
     j = openheim("mcp", "--json", cwd=tmp_path)
     (docs,) = json.loads(j.stdout)["servers"]
-    assert docs["resources"] is False and docs["prompts"] == ["review", "greet", "with_notes", "broken"]
+    assert docs["resources"] is False and docs["prompts"] == ["review", "greet", "with_notes", "slow", "broken"]
 
 
 # --- a prompt through the chat --------------------------------------------------------------------

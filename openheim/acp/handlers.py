@@ -37,7 +37,7 @@ class Handlers:
         self.runs: dict[str, PromptRun] = {}
         self._runs_lock = threading.Lock()
         self.held: set[str] = set()  # sessions this connection shows: never evicted while it is open
-        self.expanding: dict[str, threading.Event] = {}  # sessions whose MCP prompt is being fetched: its cancel
+        self.expanding: dict[str, mcp_prompts.Expansion] = {}  # sessions whose /server.name prompt is being fetched
         self.methods = {
             "initialize": self.initialize, "authenticate": self.authenticate,
             "session/new": self.new_session, "session/load": self.load_session,
@@ -216,37 +216,17 @@ class Handlers:
             self.runs[session.id] = run
 
     def _expand_then_run(self, session: SessionHandle, request_id: Any, blocks: list, name: str, args: str) -> None:
-        """Fetch the prompt on a thread of its own (it is a request to the server), then run the turn with it; a
-        prompt that cannot be made is told in one line and the turn ends there."""
-        from openheim.errors import OpenheimError
-
-        cancelled = threading.Event()
+        """Fetch the prompt, then run the turn with its text (see ``mcp_prompts.Expansion``)."""
+        expansion = mcp_prompts.Expansion(self.conn, request_id, session, blocks, name, args)
         with self._runs_lock:
-            self.expanding[session.id] = cancelled
+            self.expanding[session.id] = expansion
 
-        def work() -> None:
-            try:
-                text = session.expand_mcp_prompt(name, args)
-            except OpenheimError as e:
-                self._send_update(session.id, text_chunk("agent_message_chunk", f"/{name}: {e}\n"))
-                self.conn.respond(request_id, {"stopReason": "end_turn"})
-                return
-            except Exception as e:
-                log.exception("MCP prompt /%s failed", name)
-                self.conn.respond_error(request_id, util.error_for(e))
-                return
-            finally:
-                with self._runs_lock:
-                    self.expanding.pop(session.id, None)
-            if cancelled.is_set():
-                self.conn.respond(request_id, {"stopReason": "cancelled"})
-                return
-            try:
-                self._start_run(session, request_id, [TextBlock(text), *blocks[1:]], [])
-            except Exception as e:
-                self.conn.respond_error(request_id, util.error_for(e))
+        def done() -> None:
+            with self._runs_lock:
+                if self.expanding.get(session.id) is expansion:
+                    del self.expanding[session.id]
 
-        threading.Thread(target=work, name=f"acp-/{name}", daemon=True).start()
+        expansion.start(lambda expanded: self._start_run(session, request_id, expanded, []), done)
 
     def _slash_command(self, blocks: list) -> tuple[list, list[str]]:
         """`/skill args` as the first text: the turn runs with that skill, the prompt is the args."""
@@ -279,9 +259,9 @@ class Handlers:
             return
         with self._runs_lock:
             run = self.runs.get(session_id)
-            expanding = self.expanding.get(session_id)
+            expanding = self.expanding.pop(session_id, None)
         if expanding is not None:
-            expanding.set()
+            expanding.cancel()
         if run is not None:
             run.cancel()
         elif self.lazy_client.built is not None:

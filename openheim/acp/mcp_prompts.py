@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from openheim.acp.convert import text_chunk
+from openheim.acp.util import error_for
 from openheim.core.models import TextBlock
 
 if TYPE_CHECKING:
+    from openheim.acp.connection import Connection
     from openheim.client import SessionHandle
     from openheim.core.models import ContentBlock
 
@@ -49,3 +55,64 @@ def parse(session: SessionHandle, blocks: list[ContentBlock]) -> tuple[str, str]
     except Exception:
         return None
     return (name, rest.strip()) if name in known else None
+
+
+class Expansion:
+    """One ``/server.name args`` prompt being fetched (a request to the server, on a thread of its own) before
+    its turn starts. The prompt request is answered exactly once: by a failure (one line, then ``end_turn``),
+    by a cancel (``cancelled`` at once; the fetched text is dropped), or by the turn ``start`` runs."""
+
+    def __init__(self, conn: Connection, request_id: Any, session: SessionHandle, blocks: list[ContentBlock],
+                 name: str, arguments: str) -> None:
+        self.conn, self.request_id, self.session = conn, request_id, session
+        self.blocks, self.name, self.arguments = blocks, name, arguments
+        self._lock = threading.Lock()
+        self.settled = False  # answered, or handed to the turn
+
+    def start(self, run_turn: Callable[[list[ContentBlock]], None], done: Callable[[], None]) -> None:
+        """Fetch on a thread; then ``run_turn(blocks)`` (which answers the request) unless cancelled; ``done``
+        when the fetch is over either way."""
+        def work() -> None:
+            try:
+                self._fetch_then(run_turn)
+            finally:
+                done()
+
+        threading.Thread(target=work, name=f"acp-/{self.name}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self._settle(lambda: self.conn.respond(self.request_id, {"stopReason": "cancelled"}))
+
+    def _fetch_then(self, run_turn: Callable[[list[ContentBlock]], None]) -> None:
+        from openheim.errors import OpenheimError
+
+        try:
+            text = self.session.expand_mcp_prompt(self.name, self.arguments)
+        except OpenheimError as e:
+            self._settle(partial(self._tell, f"/{self.name}: {e}"))
+            return
+        except Exception as e:
+            log.exception("MCP prompt /%s failed", self.name)
+            self._settle(partial(self.conn.respond_error, self.request_id, error_for(e)))
+            return
+        blocks = [TextBlock(text), *self.blocks[1:]]
+
+        def turn() -> None:
+            try:
+                run_turn(blocks)
+            except Exception as e:  # SessionBusy: a turn started meanwhile
+                self.conn.respond_error(self.request_id, error_for(e))
+
+        self._settle(turn)
+
+    def _tell(self, line: str) -> None:
+        self.conn.notify("session/update", {"sessionId": self.session.id,
+                                            "update": text_chunk("agent_message_chunk", line + "\n")})
+        self.conn.respond(self.request_id, {"stopReason": "end_turn"})
+
+    def _settle(self, answer: Callable[[], None]) -> None:
+        with self._lock:
+            if self.settled:
+                return
+            self.settled = True
+        answer()

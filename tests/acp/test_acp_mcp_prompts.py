@@ -1,6 +1,6 @@
 """`openheim acp` with an MCP server that has prompts, driven by the real ACP client library: each prompt is an
 available command (`server.name`, its arguments as the input hint) next to the built-in ones, and
-`/server.name name=value` reaches the model as the prompt's text."""
+`/server.name name=value` reaches the model as the prompt's text; a cancel while it is fetched ends the prompt."""
 from __future__ import annotations
 
 import asyncio
@@ -46,9 +46,15 @@ def test_acp_announces_prompts_and_expands_a_slash_command(srv, project, tmp_pat
                 commands = editor.of("available_commands_update")[-1].available_commands
                 missing = await conn.prompt(session_id=session.session_id, prompt=[text_block("/docs.review")])
                 error = editor.text()
+                # a cancel while the prompt is fetched answers "cancelled" at once; no turn runs
+                slow = asyncio.ensure_future(conn.prompt(session_id=session.session_id,
+                                                         prompt=[text_block("/docs.slow seconds=5")]))
+                await asyncio.sleep(0.3)
+                await conn.cancel(session_id=session.session_id)
+                cancelled = (await asyncio.wait_for(slow, 2)).stop_reason
                 done = await conn.prompt(session_id=session.session_id,
                                          prompt=[text_block("/docs.review code=print(1)")])
-                return commands, f"{missing.stop_reason} {error}", done.stop_reason
+                return commands, f"{missing.stop_reason} {error}", f"{cancelled} {done.stop_reason}"
 
     commands, missing, done = asyncio.run(main())
     assert tap.errors == []
@@ -58,6 +64,6 @@ def test_acp_announces_prompts_and_expands_a_slash_command(srv, project, tmp_pat
     assert by_name["docs.review"].input.root.hint == "code=… [language=…]"
     assert missing == "end_turn /docs.review: Invalid argument: prompt docs/review needs code; its arguments: " \
                       "code=… [language=…]\n"
-    assert done == "end_turn"
+    assert done == "cancelled end_turn"
     assert len(srv.requests) == 1
     assert last_user_text(srv.requests[0]) == "Please review this python code:\nprint(1)"
