@@ -328,18 +328,21 @@ class McpServer:
         return self._handlers(specs)
 
     async def _probe(self, session: Any) -> None:
-        """Whether the server lists resources, and its prompts (what fails to list counts as none)."""
+        """Whether the server lists resources, and its prompts, asked at once (what fails to list counts as none)."""
         import asyncio
 
-        found: list[Any] = []
-        for what, lister, none in (("resources", _has_resources, False), ("prompts", _list_prompts, [])):
+        async def bounded(what: str, lister: Callable[[Any], Awaitable[T]], none: T) -> T:
             try:
-                found.append(await asyncio.wait_for(lister(session), PROBE_LIMIT))
+                return await asyncio.wait_for(lister(session), PROBE_LIMIT)
             except Exception as e:
                 log.info("MCP server '%s': listing its %s failed: %s", self.name, what, describe(e))
-                found.append(none)
+                return none
+
+        no_prompts: list[dict] = []
+        has_resources, prompts = await asyncio.gather(bounded("resources", _has_resources, False),
+                                                      bounded("prompts", _list_prompts, no_prompts))
         with self._lock:
-            self.has_resources, self.prompts = found
+            self.has_resources, self.prompts = has_resources, prompts
 
     def _extras(self) -> dict:
         with self._lock:
