@@ -157,8 +157,9 @@ def test_prompt_text_flattens_messages_and_embedded_resources():
         {"role": "user", "content": {"type": "resource", "resource": {"uri": "a://b", "text": "B"}}},
         {"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}}]}
     assert prompt_text(result) == "Look at this:\n\n[resource a://b (unknown)]\nB\n\n[image: image/png]"
-    (listed,) = prompts_of("s p", [{"name": "a b", "arguments": [{"name": "x", "required": True}]}, {"title": "x"}])
-    assert listed.command == "s_p.a_b" and listed.usage() == "x=…"
+    (listed,) = prompts_of("s p", [{"name": "a/b\x1b[2J", "arguments": [{"name": "x", "required": True}]},
+                                   {"title": "no name"}])
+    assert listed.command == "s_p.a_b_2J" and listed.usage() == "x=…"
 
 
 class PagedSession:

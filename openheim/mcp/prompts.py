@@ -34,8 +34,9 @@ class McpPrompt:
 
     @property
     def command(self) -> str:
-        """Its ACP slash command: ``server.name`` (editors read a command up to a space and break it at a '/')."""
-        return re.sub(r"[\s/]+", "_", f"{self.server}.{self.name}")
+        """Its ACP slash command: ``server.name``, other characters than letters, digits, ``_.:-`` made ``_``
+        (editors read a command up to a space and break it at a '/')."""
+        return re.sub(r"[^\w.:-]+", "_", f"{self.server}.{self.name}")
 
     def usage(self) -> str:
         """Its arguments as typed: ``code=… [language=…]``."""
