@@ -137,7 +137,7 @@ HELP = """commands:
   :config            provider, model and limits
   :models [NAME]     pick a model, or switch to NAME
   :mcp               MCP servers and their prompts
-  :prompt S/NAME A=V  send MCP server S's prompt NAME with its arguments (name=value ...)
+  :prompt S/NAME A=V  send MCP server S's prompt NAME (its arguments as name=value)
   :skills            installed skills
   :theme [NAME]      pick a theme, or set NAME (saved in config.toml)
   :memory QUERY      search long-term memory
