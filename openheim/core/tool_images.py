@@ -11,7 +11,7 @@ import base64
 import binascii
 from collections.abc import Sequence
 
-from openheim.core.images import MAX_IMAGE_BYTES, sniff
+from openheim.core.images import MAX_IMAGE_BYTES, megabytes, sniff
 from openheim.core.models import ImageBlock
 
 UNSUPPORTED = "not a PNG, JPEG, GIF or WebP image"
@@ -35,23 +35,18 @@ def split_result(result: str) -> tuple[str, list[ImageBlock]]:
     return result, []
 
 
-def _megabytes(n: int) -> str:
-    return f"{n / (1024 * 1024):.1f} MB"
-
-
 def checked_image(data: object) -> ImageBlock | str:
     """Base64 ``data`` a tool returned as an image: an ImageBlock typed by its bytes, or why it is not sent."""
     if not isinstance(data, str) or not data.strip():
         return "no image data"
     data = "".join(data.split())  # line breaks in base64 are tolerated here, not by every provider
-    if len(data) // 4 * 3 > MAX_IMAGE_BYTES + 2:  # too big whatever it decodes to; not decoded at all
-        return f"about {_megabytes(len(data) // 4 * 3)}, over the {_megabytes(MAX_IMAGE_BYTES)} limit"
+    size = len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))  # what valid base64 decodes to
+    if size > MAX_IMAGE_BYTES:  # refused before decoding it
+        return f"{megabytes(size)}, over the {megabytes(MAX_IMAGE_BYTES)} limit"
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return "the data is not valid base64"
-    if len(raw) > MAX_IMAGE_BYTES:
-        return f"{_megabytes(len(raw))}, over the {_megabytes(MAX_IMAGE_BYTES)} limit"
     sniffed = sniff(raw[:12])
     if sniffed is None:
         return UNSUPPORTED
