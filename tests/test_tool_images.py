@@ -71,6 +71,10 @@ def test_a_result_with_images_carries_them_and_notes_each():
     assert images == [ImageBlock(PNG_B64, "image/png"), ImageBlock(GIF_B64, "image/gif")]
     assert split_result("just text") == ("just text", [])
     assert type(result_text({"content": [{"type": "text", "text": "t"}]})) is str
+    failed = result_text({"isError": True, "content": [{"type": "text", "text": "no luck"},
+                                                        {"type": "image", "data": PNG_B64, "mimeType": "image/png"}]})
+    assert type(failed) is str
+    assert failed == "no luck\n[image: image/png, not sent: a failed call's result is sent as text]"
 
 
 def test_a_tool_result_keeps_its_images_in_the_stored_shape():

@@ -6,6 +6,8 @@ import json
 from openheim.core.models import ImageBlock
 from openheim.core.tool_images import ResultText, checked_image, image_note
 
+ERROR_IMAGE = "a failed call's result is sent as text"
+
 
 def block_text(block: object) -> str:
     """One content block: text as is; an embedded text resource as its URI and text; images (unchecked: see
@@ -32,14 +34,15 @@ def block_text(block: object) -> str:
 
 def result_text(result: dict) -> str:
     """Blocks joined by newlines, each usable image attached (a ``ResultText``) and noted as such, any other
-    noted as not sent; structured content (as JSON) when there are no blocks."""
+    (and every image of an ``isError`` result, which becomes an error text) noted as not sent; structured
+    content (as JSON) when there are no blocks."""
     blocks = result.get("content") or []
     if blocks:
         lines: list[str] = []
         images: list[ImageBlock] = []
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "image":
-                verdict = checked_image(block.get("data"))
+                verdict = ERROR_IMAGE if result.get("isError") else checked_image(block.get("data"))
                 lines.append(image_note(str(block.get("mimeType") or "unknown"), verdict))
                 if isinstance(verdict, ImageBlock):
                     images.append(verdict)
