@@ -13,10 +13,14 @@ from mcp_helpers import new_tag, pids_with, toml_server, wait_until
 
 from openheim.config.agent_config import AgentConfig
 from openheim.conversation import images as stored_images
+from openheim.core.context import IMAGE_BYTES, message_bytes
 from openheim.core.images import MAX_IMAGE_BYTES
 from openheim.core.llm import anthropic, gemini, openai
 from openheim.core.models import ImageBlock, Message, ToolResultBlock, ToolUseBlock, block_from_dict
+from openheim.core.tool_calls import run_tool_calls
 from openheim.core.tool_images import UNSUPPORTED, ResultText, checked_image, split_result
+from openheim.core.tools import BaseTool, ToolRegistry
+from openheim.core.turn_context import TurnContext
 from openheim.mcp.content import result_text
 
 pytest.importorskip("mcp")
@@ -96,6 +100,23 @@ def test_the_log_stores_a_tool_results_images_by_hash_and_reads_them_back(tmp_pa
         p.unlink()
     gone = Message.from_dict(stored_images.inline(json.loads(line), tmp_path)).content[0]
     assert gone.images == [] and gone.content.startswith(ATTACHED + "\n[an image that is no longer stored (")
+
+
+class Camera(BaseTool):
+    name = "camera"
+
+    def execute(self, args: dict, ctx: TurnContext) -> str:
+        return ResultText("a red dot\n[image: image/png, attached]", [ImageBlock(PNG_B64, "image/png")])
+
+
+def test_the_tool_call_runner_moves_the_images_into_the_result_block():
+    events: list = []
+    finished = run_tool_calls(ToolRegistry([Camera()]), [ToolUseBlock("call_1", "camera", "{}")], TurnContext(),
+                              events.append)
+    block = finished.messages[0].tool_result_block()
+    assert block == ToolResultBlock("call_1", "camera", ATTACHED, images=[ImageBlock(PNG_B64, "image/png")])
+    assert type(block.content) is str and type(events[-1].result) is str  # the text alone, a plain str
+    assert message_bytes(finished.messages[0]) > IMAGE_BYTES  # the context fitter counts the image
 
 
 # --- the request builders ----------------------------------------------------------------------
