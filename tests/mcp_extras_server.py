@@ -1,18 +1,20 @@
 """A real MCP server (the SDK's MCPServer, stdio) with resources and prompts, for the resource and prompt tests.
 
-Resources: notes://readme (text), notes://logo (a PNG blob), the template notes://topic/{topic}.
+Resources: notes://readme (text), notes://logo (a PNG blob), notes://drawing (an SVG blob), the template notes://topic/{topic}.
 Prompts: review (code required, language optional), greet (no arguments), with_notes (a text plus an
 embedded resource), slow (seconds), broken (fails). ``--no-resources`` leaves the resources out (its prompts stay).
 """
 from __future__ import annotations
 
 import argparse
+import base64
 
 import anyio
 from mcp.server import MCPServer
 
 README = "the readme says: hello from the docs server"
-LOGO = b"\x89PNG\r\n\x1a\n" + bytes(24)
+LOGO = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+NOT_AN_IMAGE = b"<svg/>"
 
 
 def build(with_resources: bool) -> MCPServer:
@@ -27,6 +29,10 @@ def build(with_resources: bool) -> MCPServer:
         @server.resource("notes://logo", name="logo", mime_type="image/png")
         def logo() -> bytes:
             return LOGO
+
+        @server.resource("notes://drawing", name="drawing", mime_type="image/svg+xml")
+        def drawing() -> bytes:
+            return NOT_AN_IMAGE
 
         @server.resource("notes://topic/{topic}", name="topic", description="Notes on one topic")
         def topic(topic: str) -> str:

@@ -4,6 +4,7 @@ plus the pure parts (prompt arguments, prompt text, resource listing pages)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import time
@@ -13,6 +14,7 @@ import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 from mcp_helpers import PYTHON, offered
+from test_images_in import images_in
 
 pytest.importorskip("mcp")
 
@@ -44,10 +46,13 @@ def srv(isolated_home):
 
 
 def test_run_lists_then_reads_resources_as_read_only_tools(srv, isolated_home, tmp_path):
+    from mcp_extras_server import LOGO
+
     write_config(isolated_home, srv.base_url, extra=docs_toml())
     srv.enqueue(Reply(tool_calls=[ToolCall("list_mcp_resources", {})]),
                 Reply(tool_calls=[ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://readme"}),
                                   ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://logo"}),
+                                  ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://drawing"}),
                                   ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://topic/cats"}),
                                   ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://nothing"}),
                                   ToolCall("read_mcp_resource", {"server": "wiki", "uri": "notes://readme"})]),
@@ -66,9 +71,11 @@ def test_run_lists_then_reads_resources_as_read_only_tools(srv, isolated_home, t
                                   "mimeType": "text/plain",
                                   "description": "Notes on one topic"}]
 
-    text, blob, templated, missing, unknown = tool_results(srv.requests[2])[1:]
+    text, image, svg, templated, missing, unknown = tool_results(srv.requests[2])[1:]
     assert text == f"[resource notes://readme (text/plain)]\n{README}"
-    assert blob == "[blob: notes://logo (image/png); binary content not shown]"
+    assert image == "[resource notes://logo] [image: image/png, attached]"
+    assert images_in(srv.requests[2].body, "openai") == [("image/png", base64.b64encode(LOGO).decode())]
+    assert svg == "[resource notes://drawing] [image: image/svg+xml, not sent: not a PNG, JPEG, GIF or WebP image]"
     assert templated.endswith("notes on cats")
     for error in (missing, unknown):
         assert error.startswith("Error: ") and "\n" not in error

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from openheim.core.models import ImageBlock
+from openheim.core.tool_images import ResultText, checked_image, image_note
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView, short
 from openheim.errors import ToolExecutionError
 from openheim.mcp.content import block_text
@@ -115,7 +117,7 @@ class ListResources(BaseTool):
 class ReadResource(BaseTool):
     name = READ_TOOL
     description = ("Read one resource of an MCP server by its URI (as list_mcp_resources gives it, or filled in from "
-                   "a template). Text comes back as text; binary content as a note.")
+                   "a template). Text comes back as text, an image attached, other binary content as a note.")
     parameters = {"type": "object", "properties": {
         "server": {"type": "string", "description": "The MCP server that offers the resource"},
         "uri": {"type": "string", "description": "The resource's URI"}}, "required": ["server", "uri"]}
@@ -130,14 +132,32 @@ class ReadResource(BaseTool):
             raise ToolExecutionError("'uri' is required: a resource URI from list_mcp_resources")
         server = pick(self.servers(), args.get("server"))
         result = server.request(f"resources/read of {uri}", lambda s: _read(s, uri), ctx.cancel)
-        contents = result.get("contents") or []
+        contents = [c for c in result.get("contents") or [] if isinstance(c, dict)]
         if not contents:
             return f"[resource {uri}: no content]"
-        return "\n".join(block_text({"type": "resource", "resource": c}) for c in contents)
+        return resource_text(contents)
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         args = args or {}
         return ToolView(short(f"read {args.get('server', '?')}: {args.get('uri', '?')}"), "read")
+
+
+def resource_text(contents: list[dict]) -> str:
+    """A resources/read result's contents: text as its URI and text; an image blob attached to the result (a
+    ``ResultText``; one that fails the checks of prompt images is noted as not sent); other blobs as a note."""
+    lines: list[str] = []
+    images: list[ImageBlock] = []
+    for content in contents:
+        mime = str(content.get("mimeType") or "unknown")
+        if "blob" in content and mime.startswith("image/"):
+            verdict = checked_image(content.get("blob"))
+            lines.append(f"[resource {content.get('uri', '')}] {image_note(mime, verdict)}")
+            if isinstance(verdict, ImageBlock):
+                images.append(verdict)
+        else:
+            lines.append(block_text({"type": "resource", "resource": content}))
+    text = "\n".join(lines)
+    return ResultText(text, images) if images else text
 
 
 async def list_entries(session: Any, server: str, cursor: str | None, room: int) -> tuple[list, list, str | None]:
