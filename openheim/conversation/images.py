@@ -20,7 +20,7 @@ from openheim.core.models import ImageBlock, Message
 log = logging.getLogger(__name__)
 
 IMAGES = "images"
-_SHA = re.compile(r"^[0-9a-f]{64}$")
+_SHA = r"^[0-9a-f]{64}$"  # compiled on first use (re caches it)
 
 
 def store(directory: Path, block: ImageBlock) -> str:
@@ -68,7 +68,7 @@ def inline(doc: object, directory: Path) -> object:
         if not (isinstance(block, dict) and block.get("type") == "image" and "sha256" in block):
             continue
         sha = block.get("sha256")
-        data = _read(directory, sha) if isinstance(sha, str) and _SHA.match(sha) else None
+        data = _read(directory, sha) if isinstance(sha, str) and re.match(_SHA, sha) else None
         if data is None:
             content[i] = {"type": "text", "text": f"[an image that is no longer stored ({str(sha)[:12]})]"}
         else:
