@@ -155,21 +155,23 @@ class Printer:
         self.out.flush()
 
     def event(self, event: StreamEvent) -> None:
+        if isinstance(event, events.LlmResponse):  # most events of a stream: a fragment of the reply's text
+            self.streamed.append(event.content)
+            if self.output == "stream-json":
+                self.out.write(_dumps(event_json(event)) + "\n")
+            elif self.output == "text" and not self.structured and event.content:
+                self.out.write(event.content)
+                self.ends_with_newline = event.content.endswith("\n")
+            return  # it carries no usage, and verbose activity shows none of it
         used = events.usage_of(event)
         if used is not None:
             self.usage = used if self.usage is None else self.usage + used
         if isinstance(event, events.IterationStart):
             self.streamed = []
-        elif isinstance(event, events.LlmResponse):
-            self.streamed.append(event.content)
         elif isinstance(event, events.ToolDenied):
             self.denied.append(denied_json(event))
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
-        elif isinstance(event, events.LlmResponse) and self.output == "text" and not self.structured:
-            self.out.write(event.content)
-            if event.content:
-                self.ends_with_newline = event.content.endswith("\n")
         if self.verbose:
             self._activity(event)
 
