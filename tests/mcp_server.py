@@ -6,14 +6,15 @@
     python tests/mcp_server.py --name other     # the server's name (serverInfo)
     python tests/mcp_server.py --delay 3        # starts serving after 3 s
 
-Tools: echo, fail (isError), sleep, picture (image + text), resources (embedded text, blob, link),
-crash (the process exits mid-call), env (one variable of the server's environment), note_stderr
-(writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid, header (an HTTP request
-header), peek (read-only hint).
+Tools: echo, fail (isError), sleep, picture (image + text), huge_picture (a PNG over 5 MB), resources
+(embedded text, blob, link), crash (the process exits mid-call), env (one variable of the server's
+environment), note_stderr (writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid,
+header (an HTTP request header), peek (read-only hint).
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import socket
 import subprocess
@@ -60,6 +61,12 @@ def build(name: str) -> MCPServer:
         """A caption and a tiny PNG."""
         return [TextContent(type="text", text="a red dot"),
                 ImageContent(type="image", data=TINY_PNG, mime_type="image/png")]
+
+    @server.tool()
+    def huge_picture() -> list:
+        """A PNG just over the 5 MB limit for an image."""
+        data = base64.b64decode(TINY_PNG)[:16] + b"\0" * (5 * 1024 * 1024 + 1)
+        return [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png")]
 
     @server.tool()
     def resources() -> list:
