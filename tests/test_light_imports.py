@@ -60,6 +60,7 @@ LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.
                "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets", "ctypes",
                "markdown_it", "openheim.tui.markdown",  # the chat's Markdown renderer
                "openheim.core.hooks",  # the hook runner: only when a hook is configured
+               "openheim.core.tool_view",  # how a tool call is shown: only with the first call
                *TOOL_IMPLEMENTATIONS)
 
 
@@ -74,7 +75,8 @@ def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
     assert "openheim.tools.builtins" in plain
     assert not set(LAZY_ON_RUN) & plain
     # the checks above can fail (modules the two tools' implementations import, and ctypes)
-    assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes"} <= with_tools
+    assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes",
+            "openheim.core.tool_view"} <= with_tools
 
 
 def test_the_hook_runner_loads_once_a_hook_is_configured(isolated_home):
