@@ -113,6 +113,7 @@ class McpServer:
         self._stop: asyncio.Event | None = None
         self._ready: asyncio.Future | None = None
         self._reconnecting: asyncio.Future | None = None
+        self._relisting: asyncio.Future | None = None  # a listing after tools/list_changed
         self._broken = False
         self._link: Link | None = None
         self._closing = False
@@ -317,7 +318,8 @@ class McpServer:
                     server_log = self._open_log()
                     streams = await self._enter_stdio(stack, server_log)
                     phase = "connect"
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1],
+                                                                        message_handler=self._on_message))
                 with anyio.fail_after(CONNECT_LIMIT):
                     await session.initialize()
                     phase = "list"
@@ -337,6 +339,33 @@ class McpServer:
             self.kill_leftovers()  # children the server left behind in its process group
             with self._lock:
                 self._pids.clear()
+
+    async def _on_message(self, message: Any) -> None:
+        """``notifications/tools/list_changed``: list the tools again, on a task of its own (this runs on the
+        session's reader, which the listing's answer needs)."""
+        import asyncio
+
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification) and not self._closing:
+            self._relisting = asyncio.ensure_future(self._relist())
+
+    async def _relist(self) -> None:
+        """The live tool list replaces the offered one (the next model request sees it) and is remembered."""
+        session = self._session
+        if session is None:
+            return  # not connected yet: the first listing is still to come
+        try:
+            specs = await _list_tools(session)
+        except Exception as e:
+            log.warning("MCP server '%s' changed its tools, but listing them failed: %s", self.name, describe(e))
+            return
+        if session is not self._session or self._closing:
+            return
+        self._specs = specs
+        self._set("connected", None, self._handlers(specs))
+        if self._data_dir is not None:
+            known.remember(self._data_dir, self.config, specs)
 
     def _remember_pid(self, pid: int) -> None:
         with self._lock:
