@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import openheim, spawn, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 from mcp_helpers import PYTHON, new_tag, offered, pids_with, toml_server, wait_until
+from tmux_pane import TmuxPane, have_tmux, openheim_command, tui_env
 
 RAW_SERVER = str(Path(__file__).resolve().parent / "bench" / "raw_mcp_server.py")  # stdlib only: starts at once
 
@@ -49,10 +50,16 @@ def test_a_server_that_never_answers_is_given_up_on_once(srv, isolated_home, tmp
     tag = new_tag()
     write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 3\n" +
                  toml_server("mute", tag, args=("--delay", "600")))
-    first = openheim("run", "hi", cwd=tmp_path)
+    first = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "starting MCP servers: mute" in first.stderr
-    assert "MCP server 'mute' not ready after 3 s; going on without its tools" in first.stderr
+    notices = [line for line in first.stderr.splitlines() if "MCP server" in line]
+    assert notices == ["openheim: starting MCP servers: mute",
+                       "openheim: MCP server 'mute' not ready after 3 s; going on without its tools"]
+    lines = [json.loads(line) for line in first.stdout.splitlines()]
+    assert [(e["text"], e["level"]) for e in lines if e["type"] == "notice"] == [
+        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 3 s; going on without its tools",
+                                                 "warning")]
+    assert [e["type"] for e in lines].index("notice") < [e["type"] for e in lines].index("iteration_start")
     started = time.monotonic()
     second = openheim("run", "hi", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
@@ -122,3 +129,18 @@ def test_a_tools_list_changed_reaches_the_next_request_of_the_turn(srv, isolated
     assert "fake__grown" in offered(srv.requests[1])
     assert srv.requests[2].body["messages"][-1]["content"] == "grown"
     assert wait_until(lambda: not pids_with(tag), timeout=5)
+
+
+@pytest.mark.skipif(not have_tmux(), reason="tmux is not installed")
+def test_the_chat_shows_the_notices_in_its_status_line(srv, isolated_home, tmp_path):
+    tag = new_tag()
+    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 2\n"
+                 + toml_server("mute", tag, args=("--delay", "600")))
+    srv.enqueue(Reply(text="the answer"))
+    with TmuxPane(tmp_path, openheim_command(), tui_env(isolated_home), cwd=tmp_path) as pane:
+        pane.wait_for("type a message to start")
+        pane.line("hi")
+        pane.wait_for(lambda s: "starting MCP servers: mute" in s.rstrip("\n").split("\n")[-1])  # the status line
+        screen = pane.wait_for("the answer", 15)
+        assert "MCP server 'mute' not ready after 2 s; going on without its tools" in screen  # it stays in the chat
+    assert wait_until(lambda: not pids_with(tag), timeout=10)
