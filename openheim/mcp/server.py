@@ -252,8 +252,6 @@ class McpServer:
         import asyncio
 
         try:
-            if self._bridge.import_error:
-                raise CallFailed(self._bridge.import_error)
             tools = await self._open()
             if self._closing:
                 raise CallFailed("closed while starting")
@@ -306,18 +304,20 @@ class McpServer:
         from contextlib import AsyncExitStack
 
         import anyio
-        from mcp import ClientSession
 
         phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
                 if self.config.url:
+                    await self._sdk()
                     phase = "connect"
                     streams = await self._enter_http(stack)
                 else:
                     server_log = self._open_log()
-                    streams = await self._enter_stdio(stack, server_log)
+                    streams = await self._enter_stdio(stack, server_log)  # spawned while the SDK loads
                     phase = "connect"
+                from mcp import ClientSession
+
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1],
                                                                         message_handler=self._on_message))
                 with anyio.fail_after(CONNECT_LIMIT):
@@ -367,6 +367,12 @@ class McpServer:
         if self._data_dir is not None:
             known.remember(self._data_dir, self.config, specs)
 
+    async def _sdk(self) -> None:
+        """Wait for the SDK's import (begun with the bridge); CallFailed saying how to install it if it failed."""
+        error = await self._bridge.sdk()
+        if error:
+            raise CallFailed(error)
+
     def _remember_pid(self, pid: int) -> None:
         with self._lock:
             self._pids.add(pid)
@@ -377,7 +383,7 @@ class McpServer:
         cfg = self.config
         argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
         link = self._link = Link(self.name, self.max_message)
-        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log))
+        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log, self._sdk))
         if link.pid is not None:
             self._remember_pid(link.pid)
         return streams
@@ -412,6 +418,8 @@ class McpServer:
 
     def _connect_failure(self, phase: str, error: BaseException) -> str:
         leaf = leaf_error(error)
+        if isinstance(leaf, CallFailed):  # already in words (the SDK is missing)
+            return str(leaf)
         if isinstance(leaf, TimeoutError):
             return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
         reason = self._scrub(describe(leaf))
