@@ -144,3 +144,29 @@ def test_the_chat_shows_the_notices_in_its_status_line(srv, isolated_home, tmp_p
         screen = pane.wait_for("the answer", 15)
         assert "MCP server 'mute' not ready after 2 s; going on without its tools" in screen  # it stays in the chat
     assert wait_until(lambda: not pids_with(tag), timeout=10)
+
+
+def test_a_missing_sdk_fails_each_server_with_the_install_hint_at_once(tmp_path, monkeypatch):
+    """The SDK loads while the servers are spawned: when it cannot, each server fails with the one line that
+    says how to install it, its process is stopped, and nothing waits for the startup timeout."""
+    from fake_client import ScriptedLlm
+
+    import openheim.mcp.bridge as bridge
+    from openheim.client import OpenheimClient
+
+    def missing() -> None:
+        raise ImportError("No module named 'mcp'")
+
+    monkeypatch.setattr(bridge, "load_sdk", missing)
+    tag = new_tag()
+    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp_path / "d")
+              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("s", {"command": PYTHON,
+                                                                       "args": [RAW_SERVER, "--tag", tag]}).build())
+    with client:
+        started = time.monotonic()
+        [status] = client.mcp_servers(wait=30)
+        assert time.monotonic() - started < 5
+    assert status.state == "failed"
+    assert status.error == "the MCP client is not available: No module named 'mcp' (install it with: pip install " \
+                           "'mcp>=2.3,<3')"
+    assert wait_until(lambda: not pids_with(tag), timeout=5)

@@ -47,8 +47,14 @@ class Bridge:
         self._thread = threading.Thread(target=self._run, name="openheim-mcp", daemon=True)
         self._stopped = False
         self._thread.start()
-        threading.Thread(target=lambda: self._sdk.set_result(_import_sdk()), name="openheim-mcp-import",
-                         daemon=True).start()
+        threading.Thread(target=self._load_sdk, name="openheim-mcp-import", daemon=True).start()
+
+    def _load_sdk(self) -> None:
+        try:
+            error = _import_sdk()
+        except BaseException as e:  # a broken install: every server says so instead of waiting forever
+            error = INSTALL_HINT.format(e=f"{type(e).__name__}: {e}")
+        self._sdk.set_result(error)
 
     @property
     def import_error(self) -> str | None:

@@ -358,7 +358,8 @@ class McpServer:
         try:
             specs = await _list_tools(session)
         except Exception as e:
-            log.warning("MCP server '%s' changed its tools, but listing them failed: %s", self.name, describe(e))
+            if not self._closing:
+                log.warning("MCP server '%s' changed its tools, but listing them failed: %s", self.name, describe(e))
             return
         if session is not self._session or self._closing:
             return
