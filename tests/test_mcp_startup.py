@@ -25,45 +25,24 @@ def srv(isolated_home):
         yield server
 
 
-def test_a_slow_server_with_a_remembered_list_does_not_hold_the_first_request(srv, isolated_home, tmp_path):
-    tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 20\n" +
-                 toml_server("slow-one", tag, args=("--delay", "2")))
-    first = openheim("run", "hi", cwd=tmp_path)  # never seen: waited for, with a notice
-    assert first.returncode == 0, first.stderr
-    assert "starting MCP servers: slow-one" in first.stderr
-    assert "slow_one__echo" in offered(srv.requests[0])
-
-    srv.enqueue(Reply(tool_calls=[ToolCall("slow_one__echo", {"text": "early"})]), Reply(text="done"))
-    started = time.monotonic()
-    second = openheim("run", "use echo", cwd=tmp_path)
-    assert second.returncode == 0, second.stderr
-    assert "starting MCP servers" not in second.stderr
-    request, reply = srv.requests[1], srv.requests[2]
-    assert "slow_one__echo" in offered(request)  # offered from the remembered list
-    assert request.received_at - started < 2.0, "the first request waited for the slow server"
-    assert reply.body["messages"][-1]["content"] == "echo: early"  # the call waited for the server
-    assert wait_until(lambda: not pids_with(tag), timeout=5)
-
-
 def test_a_server_that_never_answers_is_given_up_on_once(srv, isolated_home, tmp_path):
     tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 3\n" +
+    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 1\n" +
                  toml_server("mute", tag, args=("--delay", "600")))
     first = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     notices = [line for line in first.stderr.splitlines() if "MCP server" in line]
     assert notices == ["openheim: starting MCP servers: mute",
-                       "openheim: MCP server 'mute' not ready after 3 s; going on without its tools"]
+                       "openheim: MCP server 'mute' not ready after 1 s; going on without its tools"]
     lines = [json.loads(line) for line in first.stdout.splitlines()]
     assert [(e["text"], e["level"]) for e in lines if e["type"] == "notice"] == [
-        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 3 s; going on without its tools",
+        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 1 s; going on without its tools",
                                                  "warning")]
     assert [e["type"] for e in lines].index("notice") < [e["type"] for e in lines].index("iteration_start")
     started = time.monotonic()
     second = openheim("run", "hi", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert srv.requests[1].received_at - started < 1.5  # not held for the 3 s (nor at all: start-up is ~0.5 s)
+    assert srv.requests[1].received_at - started < 1.5  # not held at all: start-up alone is ~0.5 s
     assert "not ready" not in second.stderr and "starting MCP servers" not in second.stderr
     assert wait_until(lambda: not pids_with(tag), timeout=5)
 
@@ -108,7 +87,7 @@ def test_three_servers_one_slow_remembered_lists_first_byte_and_the_live_list(sr
     run = openheim("run", "use echo", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     first, second = srv.requests[2], srv.requests[3]
-    assert first.received_at - started < 1.5
+    assert first.received_at - started < 1.5 and "starting MCP servers" not in run.stderr
     assert "slow__echo" in offered(first) and "slow__peek" not in offered(first)
     assert second.received_at - started > 2.5  # the call waited for the server
     assert second.body["messages"][-1]["content"] == "echo: early"
