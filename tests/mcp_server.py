@@ -7,14 +7,16 @@
     python tests/mcp_server.py --delay 3        # starts serving after 3 s
     python tests/mcp_server.py --delay-file F   # starts serving after the seconds written in F (if it exists)
 
-Tools: echo, fail (isError), sleep, picture (image + text), resources (embedded text, blob, link),
-crash (the process exits mid-call), env (one variable of the server's environment), note_stderr
-(writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid, header (an HTTP request
-header), peek (read-only hint); with --grow also grow (adds the tool 'grown' and sends tools/list_changed).
+Tools: echo, fail (isError), sleep, picture (image + text), huge_picture (a PNG over 5 MB), resources
+(embedded text, blob, link), crash (the process exits mid-call), env (one variable of the server's
+environment), note_stderr (writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid,
+header (an HTTP request header), peek (read-only hint); with --grow also grow (adds the tool 'grown' and sends
+tools/list_changed).
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import socket
 import subprocess
@@ -61,6 +63,12 @@ def build(name: str, grow: bool = False) -> MCPServer:
         """A caption and a tiny PNG."""
         return [TextContent(type="text", text="a red dot"),
                 ImageContent(type="image", data=TINY_PNG, mime_type="image/png")]
+
+    @server.tool()
+    def huge_picture() -> list:
+        """A PNG just over the 5 MB limit for an image."""
+        data = base64.b64decode(TINY_PNG)[:16] + b"\0" * (5 * 1024 * 1024 + 1)
+        return [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png")]
 
     @server.tool()
     def resources() -> list:

@@ -99,12 +99,12 @@ def test_mcp_status_table_and_json(isolated_home, tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "DETAIL"]
     fake = next(line for line in lines if line.startswith("fake "))
-    assert fake.split()[:5] == ["fake", "config", "stdio", "connected", "13"]
+    assert fake.split()[:5] == ["fake", "config", "stdio", "connected", "14"]
     gone = next(line for line in lines if line.startswith("gone "))
     assert "failed" in gone and "MCP spawn 'gone' failed" in gone
     j = openheim("mcp", "--json", cwd=tmp_path)
     servers = {s["name"]: s for s in json.loads(j.stdout)["servers"]}
-    assert servers["fake"]["connected"] is True and servers["fake"]["tool_count"] == len(servers["fake"]["tools"]) == 13
+    assert servers["fake"]["connected"] is True and servers["fake"]["tool_count"] == len(servers["fake"]["tools"]) == 14
     assert "fake__echo" in servers["fake"]["tools"] and servers["fake"]["command"] == PYTHON
     assert servers["gone"]["connected"] is False and servers["gone"]["error"].startswith("MCP spawn")
     assert "args" not in servers["fake"]

@@ -82,7 +82,7 @@ def test_tool_results_are_flattened_like_the_reference(shared):
     results = run_calls(shared, ("fake__echo", {"text": "hi"}), ("fake__picture", {}), ("fake__resources", {}),
                         ("fake__fail", {"message": "disk on fire"}), ("fake__pid", ""))
     assert results[0] == ("echo: hi", False)
-    assert results[1] == ("a red dot\n[image: image/png]", False)
+    assert results[1] == ("a red dot\n[image: image/png, attached]", False)
     assert results[2] == ("[resource file:///notes.txt (text/plain)]\nthe notes say hi\n"
                           "[blob: file:///data.bin (application/octet-stream); binary content not shown]\n"
                           "[resource link readme: file:///README.md (unknown)]", False)

@@ -60,7 +60,8 @@ def test_result_blocks_become_text_with_their_uris():
         {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
         {"type": "resource_link", "uri": "file:///c", "name": "c"},
         {"type": "something_new"}]}
-    assert result_text(result) == ("one\n[image: image/png]\n[audio: audio/wav]\n[resource file:///a (unknown)]\n"
+    assert result_text(result) == ("one\n[image: image/png, not sent: not a PNG, JPEG, GIF or WebP image]\n"
+                                   "[audio: audio/wav]\n[resource file:///a (unknown)]\n"
                                    "embedded\n[blob: file:///b (unknown); binary content not shown]\n"
                                    "[resource link c: file:///c (unknown)]\n[something_new]")
 

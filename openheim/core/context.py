@@ -52,7 +52,8 @@ def message_bytes(message: Message) -> int:
         if type(b) is TextBlock:
             size += _text_bytes(b.text)
         elif type(b) is ToolResultBlock:
-            size += _text_bytes(b.tool_call_id) + _text_bytes(b.tool_name) + _text_bytes(b.content)
+            size += (_text_bytes(b.tool_call_id) + _text_bytes(b.tool_name) + _text_bytes(b.content)
+                     + IMAGE_BYTES * len(b.images))
         elif type(b) is ToolUseBlock:
             size += (_text_bytes(b.id) + _text_bytes(b.name) + _text_bytes(b.arguments)
                      + _text_bytes(b.signature))

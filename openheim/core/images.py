@@ -29,7 +29,7 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def _megabytes(n: int) -> str:
+def megabytes(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
@@ -39,7 +39,7 @@ def image_block(data: bytes, name: str = "image") -> ImageBlock:
     if mime is None:
         raise InvalidArgument(f"{name} is not a PNG, JPEG, GIF or WebP image; convert it to one of those")
     if len(data) > MAX_IMAGE_BYTES:
-        raise InvalidArgument(f"{name} is {_megabytes(len(data))}, over the {_megabytes(MAX_IMAGE_BYTES)} limit "
+        raise InvalidArgument(f"{name} is {megabytes(len(data))}, over the {megabytes(MAX_IMAGE_BYTES)} limit "
                               "for an image; scale it down and try again")
     return ImageBlock(base64.b64encode(data).decode("ascii"), mime)
 
@@ -53,7 +53,7 @@ def load_image(path: str | Path) -> ImageBlock:
             with open(p, "rb") as f:
                 head = f.read(12)
             if sniff(head) is not None:
-                raise InvalidArgument(f"image {path} is {_megabytes(size)}, over the {_megabytes(MAX_IMAGE_BYTES)} "
+                raise InvalidArgument(f"image {path} is {megabytes(size)}, over the {megabytes(MAX_IMAGE_BYTES)} "
                                       "limit; scale it down and try again")
         data = p.read_bytes()
     except IsADirectoryError:

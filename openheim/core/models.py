@@ -80,12 +80,13 @@ class ToolUseBlock:
 
 @dataclass
 class ToolResultBlock:
-    """A tool call's result, answering the ToolUseBlock with ``tool_call_id``."""
+    """A tool call's result, answering the ToolUseBlock with ``tool_call_id``; ``images`` go with its text."""
 
     tool_call_id: str
     tool_name: str
     content: str
     is_error: bool = False
+    images: list[ImageBlock] = field(default_factory=list)
     type: str = field(default="tool_result", init=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -93,6 +94,8 @@ class ToolResultBlock:
              "tool_name": self.tool_name, "content": self.content}
         if self.is_error:
             d["is_error"] = True
+        if self.images:
+            d["images"] = [i.to_dict() for i in self.images]
         return d
 
 
@@ -129,10 +132,23 @@ def block_from_dict(d: dict) -> ContentBlock:
         expected = types.get(name)
         if expected is not None and not _has_type(value, expected):
             raise ValueError(f"bad {kind} block: '{name}' must be {expected}, not {type(value).__name__}")
+    if "images" in fields:
+        fields["images"] = _images(fields["images"])
     try:
         return cls(**fields)
     except TypeError as e:
         raise ValueError(f"bad {kind} block: {e}") from None
+
+
+def _images(value: object) -> list[ImageBlock]:
+    """A tool result's stored images: a list of image blocks, or ValueError."""
+    blocks: list[ImageBlock] = []
+    for d in value if isinstance(value, list) else [None]:
+        block = block_from_dict(d) if isinstance(d, dict) else None
+        if not isinstance(block, ImageBlock):
+            raise ValueError("bad tool_result block: 'images' must be a list of image blocks")
+        blocks.append(block)
+    return blocks
 
 
 def _has_type(value: object, expected: str) -> bool:
@@ -168,8 +184,9 @@ class Message:
         return cls("assistant", [TextBlock(text)] if text else [])
 
     @classmethod
-    def tool_result(cls, tool_call_id: str, tool_name: str, content: str, is_error: bool = False) -> Message:
-        return cls("tool", [ToolResultBlock(tool_call_id, tool_name, content, is_error)])
+    def tool_result(cls, tool_call_id: str, tool_name: str, content: str, is_error: bool = False,
+                    images: list[ImageBlock] | None = None) -> Message:
+        return cls("tool", [ToolResultBlock(tool_call_id, tool_name, content, is_error, list(images or []))])
 
     def text(self) -> str | None:
         """All text blocks joined; None when there are none or they are empty."""

@@ -5,13 +5,14 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
 from openheim.core.hooks import ALLOW, ASK, DENY
-from openheim.core.models import Message, ToolUseBlock
+from openheim.core.models import ImageBlock, Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
+from openheim.core.tool_images import split_result
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError
 
@@ -31,10 +32,11 @@ CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writ
 
 @dataclass(eq=False)
 class ToolOutcome:
-    """One tool call's result text and whether it failed."""
+    """One tool call's result text, whether it failed, and the images that go with it."""
 
     content: str
     is_error: bool
+    images: list[ImageBlock] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -110,7 +112,7 @@ def _post_note(call: ToolUseBlock, outcome: ToolOutcome, ctx: TurnContext) -> To
     if hooks is None or not hooks.has("post_tool"):
         return outcome
     note = hooks.post_tool(call, parse_arguments(call.arguments) or {}, outcome.content, outcome.is_error, ctx.cancel)
-    return ToolOutcome(f"{outcome.content}\n\n[hook] {note}", outcome.is_error) if note else outcome
+    return replace(outcome, content=f"{outcome.content}\n\n[hook] {note}") if note else outcome
 
 
 def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cut_off: bool) -> ToolOutcome:
@@ -128,7 +130,8 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
         if ctx.cancel.cancelled:
             return ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
         call_ctx = replace(ctx, tool_call_id=call.id)
-        outcome = ToolOutcome(cap_result(executor.execute(call.name, call.arguments, call_ctx)), False)
+        text, images = split_result(executor.execute(call.name, call.arguments, call_ctx))
+        outcome = ToolOutcome(cap_result(text), False, images)
     except OpenheimError as e:
         outcome = ToolOutcome(cap_result(f"Error: {e}"), True)
     except Exception as e:  # a buggy tool must not take the turn down
@@ -187,6 +190,6 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
         if index not in outcomes:
             outcomes[index] = ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
             on_event(ToolResult(call.id, call.name, outcomes[index].content, True))
-    messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error)
+    messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error, outcomes[i].images)
                 for i, c in enumerate(calls)]
     return FinishedCalls(messages, cancelled)

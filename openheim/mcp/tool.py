@@ -50,6 +50,7 @@ class McpTool(BaseTool):
         self.capabilities = capabilities_of(spec)
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
+        """The result's text; with images, a ``ResultText`` that carries them (see ``mcp.content``)."""
         return self.server.call(self.tool_name, args, ctx.cancel)
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:

@@ -112,10 +112,19 @@ def _is_tool_results(turn: dict[str, Any]) -> bool:
 
 
 def _tool_result(b: ToolResultBlock) -> dict[str, Any]:
-    d: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_call_id, "content": b.content}
+    """A tool_result block; with images, its content is a list of the text and the images."""
+    content: str | list[dict[str, Any]] = b.content
+    if b.images:
+        content = [{"type": "text", "text": b.content}] if b.content else []
+        content.extend(_image(i) for i in b.images)
+    d: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_call_id, "content": content}
     if b.is_error:
         d["is_error"] = True
     return d
+
+
+def _image(b: ImageBlock) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": b.mime_type, "data": b.data}}
 
 
 def _user_blocks(m: Message) -> list[dict[str, Any]]:
@@ -124,7 +133,7 @@ def _user_blocks(m: Message) -> list[dict[str, Any]]:
         if isinstance(b, TextBlock):
             blocks.append({"type": "text", "text": b.text})
         elif isinstance(b, ImageBlock):
-            blocks.append({"type": "image", "source": {"type": "base64", "media_type": b.mime_type, "data": b.data}})
+            blocks.append(_image(b))
     return blocks or [{"type": "text", "text": ""}]
 
 

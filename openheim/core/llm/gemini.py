@@ -81,25 +81,45 @@ def _declaration(t: Tool) -> dict[str, Any]:
 
 
 def build_contents(messages: list[Message]) -> list[dict[str, Any]]:
-    """user/model turns; tool results become functionResponse parts merged into the preceding user turn."""
+    """user/model turns; tool results become functionResponse parts merged into the preceding user turn, and
+    their images follow all of them in that turn (see ``tool_image_parts``)."""
     out: list[dict[str, Any]] = []
+    pending: list[ToolResultBlock] = []  # tool results with images, since the last non-tool message
     for m in messages:
+        if m.role != "tool" and pending:
+            out[-1]["parts"].extend(tool_image_parts(pending))
+            pending = []
         if m.role == "system":
             continue
         if m.role == "tool":
+            results = [b for b in m.content if isinstance(b, ToolResultBlock)]
             parts = [{"functionResponse": {"name": b.tool_name, "response": {"result": b.content}}}
-                     for b in m.content if isinstance(b, ToolResultBlock)]
+                     for b in results]
             if out and out[-1]["role"] == "user":
                 out[-1]["parts"].extend(parts)
             elif parts:
                 out.append({"role": "user", "parts": parts})
+            pending.extend(b for b in results if b.images)
         elif m.role == "assistant":
             parts = _model_parts(m)
             if parts:
                 out.append({"role": "model", "parts": parts})
         else:
             out.append({"role": "user", "parts": _user_parts(m)})
+    if pending:
+        out[-1]["parts"].extend(tool_image_parts(pending))
     return out
+
+
+def tool_image_parts(results: list[ToolResultBlock]) -> list[dict[str, Any]]:
+    """The images of ``results`` as inlineData parts, each group introduced by the call it came from: beside
+    the functionResponse parts rather than inside them, which only some models accept."""
+    parts: list[dict[str, Any]] = []
+    for b in results:
+        count = "the image" if len(b.images) == 1 else f"the {len(b.images)} images"
+        parts.append({"text": f"[{count} attached to the result of the {b.tool_name} call]"})
+        parts.extend({"inlineData": {"mimeType": i.mime_type, "data": i.data}} for i in b.images)
+    return parts
 
 
 def _user_parts(m: Message) -> list[dict[str, Any]]:

@@ -54,7 +54,7 @@ def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig, 
                   output: OutputSchema | None = None, session_id: str | None = None) -> dict[str, Any]:
     """The Chat Completions request body for ``messages`` and ``tools`` (and the answer's JSON Schema); with a
     ``session_id``, a ``prompt_cache_key`` that routes the session's requests to the same prompt cache."""
-    body: dict[str, Any] = {"model": cfg.model, "messages": [d for m in messages for d in _message(m)]}
+    body: dict[str, Any] = {"model": cfg.model, "messages": build_messages(messages)}
     if session_id:
         body["prompt_cache_key"] = prompt_cache_key(session_id)
     if tools:
@@ -77,6 +77,38 @@ def prompt_cache_key(session_id: str) -> str:
     return "openheim-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
 
 
+def build_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages; a ``tool`` message carries text only, so the images of a reply's tool results follow all
+    of its tool messages in one ``user`` message (see ``tool_images_message``)."""
+    out: list[dict[str, Any]] = []
+    pending: list[ToolResultBlock] = []  # tool results with images, since the last non-tool message
+    for m in messages:
+        if m.role != "tool" and pending:
+            out.append(tool_images_message(pending))
+            pending = []
+        out.extend(_message(m))
+        if m.role == "tool":
+            pending.extend(b for b in m.content if isinstance(b, ToolResultBlock) and b.images)
+    if pending:
+        out.append(tool_images_message(pending))
+    return out
+
+
+def tool_images_message(results: list[ToolResultBlock]) -> dict[str, Any]:
+    """One user message with the images of ``results``, each group introduced by the call it came from."""
+    parts: list[dict[str, Any]] = []
+    for b in results:
+        count = "the image" if len(b.images) == 1 else f"the {len(b.images)} images"
+        parts.append({"type": "text", "text": f"[{count} attached to the result of tool call {b.tool_call_id} "
+                                              f"({b.tool_name})]"})
+        parts.extend(_image_part(i) for i in b.images)
+    return {"role": "user", "content": parts}
+
+
+def _image_part(b: ImageBlock) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{b.mime_type};base64,{b.data}"}}
+
+
 def _message(m: Message) -> list[dict[str, Any]]:
     if m.role == "system":
         return [{"role": "system", "content": m.text() or ""}]
@@ -96,7 +128,7 @@ def _user(m: Message) -> dict[str, Any]:
         if isinstance(b, TextBlock):
             parts.append({"type": "text", "text": b.text})
         elif isinstance(b, ImageBlock):
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{b.mime_type};base64,{b.data}"}})
+            parts.append(_image_part(b))
     return {"role": "user", "content": parts}
 
 
