@@ -27,22 +27,22 @@ def srv(isolated_home):
 
 def test_a_server_that_never_answers_is_given_up_on_once(srv, isolated_home, tmp_path):
     tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 1\n" +
+    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 3\n" +
                  toml_server("mute", tag, args=("--delay", "600")))
     first = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     notices = [line for line in first.stderr.splitlines() if "MCP server" in line]
     assert notices == ["openheim: starting MCP servers: mute",
-                       "openheim: MCP server 'mute' not ready after 1 s; going on without its tools"]
+                       "openheim: MCP server 'mute' not ready after 3 s; going on without its tools"]
     lines = [json.loads(line) for line in first.stdout.splitlines()]
     assert [(e["text"], e["level"]) for e in lines if e["type"] == "notice"] == [
-        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 1 s; going on without its tools",
+        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 3 s; going on without its tools",
                                                  "warning")]
     assert [e["type"] for e in lines].index("notice") < [e["type"] for e in lines].index("iteration_start")
     started = time.monotonic()
     second = openheim("run", "hi", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
-    assert srv.requests[1].received_at - started < 1.5  # not held at all: start-up alone is ~0.5 s
+    assert srv.requests[1].received_at - started < 2.5  # not held for the 3 s (start-up alone is ~0.3 s; CI is slower)
     assert "not ready" not in second.stderr and "starting MCP servers" not in second.stderr
     assert wait_until(lambda: not pids_with(tag), timeout=5)
 
@@ -76,7 +76,7 @@ def test_three_servers_one_slow_remembered_lists_first_byte_and_the_live_list(sr
     delay.write_text("3")  # from now on the slow server takes 3 s to start
 
     took, out, err = first_byte("run", "hi", cwd=tmp_path)
-    assert took < 1.5, f"the first byte took {took:.2f} s: it waited for the slow server"
+    assert took < 2.5, f"the first byte took {took:.2f} s: it waited for the slow server"  # ~0.3 s unloaded
     assert out.strip() and "starting MCP servers" not in err
     assert {"one__echo", "two__echo", "slow__echo"} <= offered(srv.requests[1])
 
@@ -87,7 +87,7 @@ def test_three_servers_one_slow_remembered_lists_first_byte_and_the_live_list(sr
     run = openheim("run", "use echo", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     first, second = srv.requests[2], srv.requests[3]
-    assert first.received_at - started < 1.5 and "starting MCP servers" not in run.stderr
+    assert first.received_at - started < 2.5 and "starting MCP servers" not in run.stderr
     assert "slow__echo" in offered(first) and "slow__peek" not in offered(first)
     assert second.received_at - started > 2.5  # the call waited for the server
     assert second.body["messages"][-1]["content"] == "echo: early"
