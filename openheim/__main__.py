@@ -1,6 +1,7 @@
 """The `openheim` command (and `python -m openheim`): `--version` is answered before the CLI is imported."""
 from __future__ import annotations
 
+import gc
 import sys
 
 
@@ -16,6 +17,10 @@ def main() -> None:
             sys.stdout.write(f"openheim, version {__version__}\n")
             sys.stdout.flush()
             return
+        if sys.argv[1:2] == ["run"]:
+            # Until its client is built, `run` makes only objects that live as long as the process (modules,
+            # classes, config): no garbage for the cycle collector to find, so it waits (commands/run.py)
+            gc.disable()
         from openheim.cli import main as cli
 
         cli()

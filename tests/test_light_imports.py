@@ -59,6 +59,8 @@ TOOL_IMPLEMENTATIONS = ("openheim.tools.read_file", "openheim.tools.write_file",
 LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.tools.ignore", "openheim.memory.results",
                "openheim.config.recording_file", "mmap", "openheim.memory.embedding", "secrets", "ctypes",
                "markdown_it", "openheim.tui.markdown",  # the chat's Markdown renderer
+               "openheim.core.hooks",  # the hook runner: only when a hook is configured
+               "openheim.core.tool_view",  # how a tool call is shown: only with the first call
                *TOOL_IMPLEMENTATIONS)
 
 
@@ -73,4 +75,39 @@ def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
     assert "openheim.tools.builtins" in plain
     assert not set(LAZY_ON_RUN) & plain
     # the checks above can fail (modules the two tools' implementations import, and ctypes)
-    assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes"} <= with_tools
+    assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes",
+            "openheim.core.tool_view"} <= with_tools
+
+
+def test_the_hook_runner_loads_once_a_hook_is_configured(isolated_home):
+    from fake_llm import FakeLLMServer
+
+    with FakeLLMServer(wire="openai") as srv:
+        hooked = _modules_imported_by_run(isolated_home, srv.base_url,
+                                          extra='[[hooks]]\nevent = "stop"\ncommand = "true"\n')
+    assert "openheim.core.hooks" in hooked  # so the LAZY_ON_RUN check on it can fail
+
+
+def test_run_collects_garbage_again_once_started(isolated_home):
+    """`run` holds the cycle collector off while start-up builds long-lived objects, then freezes them and
+    turns it back on: a long run still collects its garbage."""
+    import os
+
+    from cli_helpers import ROOT, write_config
+    from fake_llm import FakeLLMServer
+
+    code = ("import gc, os, sys\n"
+            "exit_now = os._exit\n"
+            "def report(code):\n"
+            "    print(f'GC enabled={gc.isenabled()} frozen={gc.get_freeze_count() > 0}', flush=True)\n"
+            "    exit_now(code)\n"
+            "os._exit = report\n"
+            "sys.argv = ['openheim', 'run', 'hi']\n"
+            "from openheim.__main__ import main\n"
+            "main()\n")
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL, cwd=isolated_home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[-1] == "GC enabled=True frozen=True"

@@ -17,6 +17,7 @@ TOOL_EVENTS = ("pre_tool", "post_tool")
 EVENT_NAMES = {"session_start": "SessionStart", "user_prompt": "UserPromptSubmit", "pre_tool": "PreToolUse",
                "post_tool": "PostToolUse", "stop": "Stop"}
 DEFAULT_TIMEOUT = 30.0
+ALLOW, DENY, ASK = "allow", "deny", "ask"  # what a pre_tool hook may decide
 _KEYS = {"event", "matcher", "command", "timeout_secs"}
 
 

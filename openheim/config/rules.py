@@ -29,7 +29,7 @@ MAIN_ARGUMENTS = {
     "delegate_task": "agent",
 }
 _DEFAULT_PATH = {"list_dir": ".", "search": "."}
-_NAME = re.compile(r"^(mcp:)?[A-Za-z0-9_*-]+$")
+_NAME = r"^(mcp:)?[A-Za-z0-9_*-]+$"  # patterns compile on first use (re caches them)
 
 
 class RuleError(ValueError):
@@ -61,7 +61,7 @@ def parse_rule(text: object, source: str = "") -> Rule:
         name, pattern = raw[: raw.index("(")], raw[raw.index("(") + 1: -1]
         if not pattern.strip():
             raise RuleError(f"permission rule '{text}' has an empty pattern; write just '{name}' for every call")
-    if not _NAME.match(name):
+    if not re.match(_NAME, name):
         raise RuleError(f"permission rule '{text}' does not start with a tool name (letters, digits, _ - *; "
                         "MCP tools as mcp__server__tool)")
     return Rule(raw, exposed_tool_name(name), pattern, source)
@@ -69,8 +69,8 @@ def parse_rule(text: object, source: str = "") -> Rule:
 
 # The server part of an exposed MCP tool name keeps [A-Za-z0-9_] and the tool part [A-Za-z0-9_-], as
 # openheim.mcp.naming writes them; ``*`` stays a wildcard.
-_SERVER_UNSAFE = re.compile(r"[^A-Za-z0-9_*]")
-_TOOL_UNSAFE = re.compile(r"[^A-Za-z0-9_*-]")
+_SERVER_UNSAFE = r"[^A-Za-z0-9_*]"
+_TOOL_UNSAFE = r"[^A-Za-z0-9_*-]"
 
 
 def exposed_tool_name(name: str) -> str:
@@ -83,7 +83,7 @@ def exposed_tool_name(name: str) -> str:
     if "__" not in name:
         return name
     server, tool = name.split("__", 1)
-    server, tool = _SERVER_UNSAFE.sub("_", server), _TOOL_UNSAFE.sub("_", tool)
+    server, tool = re.sub(_SERVER_UNSAFE, "_", server), re.sub(_TOOL_UNSAFE, "_", tool)
     return f"_{server}__{tool}" if server[:1].isdigit() else f"{server}__{tool}"
 
 
@@ -123,7 +123,7 @@ _COMMENT_AFTER = " \t\n;&|()`"
 _BLANKS = " \t\r\f\v\n"
 _PREFIXES = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "time", "stdbuf", "setsid"})
 _WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=", re.DOTALL)
+_ASSIGNMENT = r"[A-Za-z_][A-Za-z0-9_]*="
 
 
 def split_command(line: str) -> list[ShellPart] | None:
@@ -239,7 +239,7 @@ def _drop_prefixes(words: list[str]) -> list[str]:
     i = 0
     while i < len(words):
         word = words[i]
-        if _ASSIGNMENT.match(word):
+        if re.match(_ASSIGNMENT, word):
             i += 1
         elif word in _PREFIXES:
             i += 1

@@ -14,8 +14,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 MIN_SECRET_LENGTH = 4  # shorter values would redact ordinary words; URL patterns still cover them
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@")
-_QUERY_VALUE = re.compile(r"([?&][^\s=&#?'\"]+=)[^\s&#'\"]+")
+_USERINFO = r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@"  # patterns compile on first use (re caches them)
+_QUERY_VALUE = r"([?&][^\s=&#?'\"]+=)[^\s&#'\"]+"
 _known: set[str] = set()
 _known_lock = threading.Lock()
 _pattern: re.Pattern[str] | None = None
@@ -100,9 +100,9 @@ def redact(text: str) -> str:
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
     if "@" in text:
-        text = _USERINFO.sub(r"\1", text)
+        text = re.sub(_USERINFO, r"\1", text)
     if "=" in text:
-        text = _QUERY_VALUE.sub(r"\1" + REDACTED, text)
+        text = re.sub(_QUERY_VALUE, r"\1" + REDACTED, text)
     return text
 
 

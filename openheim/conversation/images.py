@@ -21,7 +21,7 @@ from openheim.core.models import ImageBlock, Message, ToolResultBlock
 log = logging.getLogger(__name__)
 
 IMAGES = "images"
-_SHA = re.compile(r"^[0-9a-f]{64}$")
+_SHA = r"^[0-9a-f]{64}$"  # compiled on first use (re caches it)
 
 
 def store(directory: Path, block: ImageBlock) -> str:
@@ -90,7 +90,7 @@ def inline(doc: object, directory: Path) -> object:
 def _loaded(reference: dict, directory: Path) -> dict:
     """The image a reference names, or a text block saying it is no longer stored."""
     sha = reference.get("sha256")
-    data = _read(directory, sha) if isinstance(sha, str) and _SHA.match(sha) else None
+    data = _read(directory, sha) if isinstance(sha, str) and re.match(_SHA, sha) else None
     if data is None:
         return {"type": "text", "text": f"[an image that is no longer stored ({str(sha)[:12]})]"}
     return {"type": "image", "mime_type": reference.get("mime_type") or "image/png",

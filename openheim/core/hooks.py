@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openheim.config.hooks import EVENT_NAMES, HookSpec, hooks_for
+from openheim.config.hooks import ALLOW, ASK, DENY, EVENT_NAMES, HookSpec, hooks_for
 
 if TYPE_CHECKING:
     from openheim.core.cancel import CancelToken
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OUTPUT_CAP = 64 * 1024  # bytes of a hook's stdout or stderr that are read into an answer
-ALLOW, DENY, ASK = "allow", "deny", "ask"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
     from openheim.core.cancel import CancelToken
-    from openheim.core.tool_view import ToolCapabilities
+    from openheim.core.capabilities import ToolCapabilities
 
 log = logging.getLogger(__name__)
 

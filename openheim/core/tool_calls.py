@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from openheim.config.hooks import ALLOW, ASK, DENY  # not core.hooks: the runner loads only when hooks exist
 from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
-from openheim.core.hooks import ALLOW, ASK, DENY
 from openheim.core.models import ImageBlock, Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
 from openheim.core.tool_images import split_result

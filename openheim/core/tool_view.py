@@ -1,21 +1,10 @@
-"""How a tool call is shown, and what may be assumed about the tool (plain data every layer shares)."""
+"""How a tool call is shown (plain data every layer shares), loaded with the first call to show: a prompt
+that calls no tool never needs it. What may be assumed about a tool is in core.capabilities."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 TITLE_CHARS = 200
-
-
-@dataclass(frozen=True)
-class ToolCapabilities:
-    """What the runtime may assume about a tool: read-only tools survive architect mode."""
-
-    read_only: bool = False
-    kind: str = "other"  # read, edit, delete, move, search, execute, think, fetch, other
-    approval_scope: str = "tool_name"  # or "exact_arguments"
-
-
-DEFAULT_CAPABILITIES = ToolCapabilities()
 
 
 @dataclass(frozen=True)

@@ -5,22 +5,15 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
+from openheim.core.capabilities import DEFAULT_CAPABILITIES, ToolCapabilities
 from openheim.core.models import Tool
 from openheim.core.tool_args import decode_arguments, parse_arguments
-from openheim.core.tool_view import (
-    DEFAULT_CAPABILITIES,
-    TITLE_CHARS,
-    DiffPreview,
-    Location,
-    ToolCapabilities,
-    ToolView,
-    short,
-)
 from openheim.errors import ToolExecutionError
 
 if TYPE_CHECKING:
+    from openheim.core.tool_view import TITLE_CHARS, DiffPreview, Location, ToolView, short
     from openheim.core.turn_context import CancelToken, ClientIo, TurnContext
 
 __all__ = ["DEFAULT_CAPABILITIES", "TITLE_CHARS", "BaseTool", "DiffPreview", "Location", "ToolCapabilities",
@@ -28,7 +21,16 @@ __all__ = ["DEFAULT_CAPABILITIES", "TITLE_CHARS", "BaseTool", "DiffPreview", "Lo
            "parse_arguments", "short"]
 
 log = logging.getLogger(__name__)
+_VIEWS = frozenset({"TITLE_CHARS", "DiffPreview", "Location", "ToolView", "short"})
 
+
+def __getattr__(name: str) -> Any:
+    """How a call is shown (core.tool_view) loads with the first call to show, still importable from here."""
+    if name in _VIEWS:
+        from openheim.core import tool_view
+
+        return getattr(tool_view, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class BaseTool:
         raise NotImplementedError
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        from openheim.core.tool_view import ToolView
+
         return ToolView(self.name, self.capabilities.kind)
 
 
@@ -109,6 +113,8 @@ class ToolExecutor(Protocol):
 
 
 def _unknown_view(name: str) -> ToolView:
+    from openheim.core.tool_view import ToolView
+
     return ToolView(name, DEFAULT_CAPABILITIES.kind)
 
 
@@ -153,6 +159,8 @@ class ToolRegistry:
             view = handler.present(args, where)
         except Exception:  # how a call looks must never break the turn
             log.exception("tool %s could not present its call", name)
+            from openheim.core.tool_view import ToolView
+
             view = ToolView(name, handler.capabilities.kind)
         return replace(view, read_only=handler.capabilities.read_only)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.core.hooks import HookRunner
 from openheim.core.models import AgentResult, ContentBlock, Message, TextBlock
 from openheim.errors import PromptBlocked
 
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
 
     from openheim.config.schema import Config
     from openheim.core.cancel import CancelToken
+    from openheim.core.hooks import HookRunner
 
 GO_ON = "A stop hook asks you to go on before you finish: {reason}"
 
@@ -26,6 +26,8 @@ def turn_hooks(config: Config, data_dir: Path, session_id: str, root: Path, cwd:
     hooks = config.hooks + load_project_hooks(root, cwd, data_dir)
     if not hooks:
         return None
+    from openheim.core.hooks import HookRunner  # loaded only when there is a hook to run
+
     return HookRunner(hooks, session_id, cwd, root, secret_env_vars)
 
 

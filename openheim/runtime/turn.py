@@ -38,7 +38,9 @@ class EventBuffer:
     def __init__(self, capacity: int = CAPACITY) -> None:
         self._items: deque = deque()
         self._capacity = capacity
-        self._cond = threading.Condition(threading.Lock())
+        # held through the lock itself: entering the Condition adds a Python-level call to every event's put
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._closed = False
         self._consumer_waiting = False
         self._producer_waiting = False
@@ -50,7 +52,7 @@ class EventBuffer:
 
     def put(self, item: object) -> None:
         """Queue ``item``; waits while the buffer is full; dropped once the buffer is closed."""
-        with self._cond:
+        with self._lock:
             while len(self._items) >= self._capacity and not self._closed:
                 self._producer_waiting = True
                 self._cond.wait()
@@ -64,18 +66,18 @@ class EventBuffer:
 
     def close(self) -> None:
         """No more items: the consumer gets what is queued, then the end."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
 
     @property
     def ended(self) -> bool:
-        with self._cond:
+        with self._lock:
             return self._closed and not self._items
 
     def wait_handled(self, timeout: float = SYNC_WAIT) -> None:
         """Wait until the consumer has handled every item queued so far (when one is consuming)."""
-        with self._cond:
+        with self._lock:
             target = self._put
             self._syncing += 1
             self._cond.notify_all()  # a lingering consumer takes what there is now
@@ -89,12 +91,12 @@ class EventBuffer:
     def linger(self, seconds: float) -> None:
         """Give items right behind the last ones ``seconds`` to gather; over at once when the stream closes or
         the producer waits for the consumer (so the end of a turn, or a permission question, is not held up)."""
-        with self._cond:
+        with self._lock:
             self._cond.wait_for(lambda: self._closed or self._syncing > 0, seconds)
 
     def take(self, timeout: float | None = None) -> tuple[list, bool]:
         """(everything queued, whether the stream has ended); waits up to ``timeout`` for the first item."""
-        with self._cond:
+        with self._lock:
             self._consuming = True
             if self._done != self._handed:  # coming back for more: the last batch is handled
                 self._done = self._handed

@@ -78,10 +78,11 @@ def helper_command() -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _LAUNCH.format(str(HELPER_DIR.parent.parent))]
 
 
-_DENIED = re.compile(r"(?:'([^'\n]+)'|‘([^’\n]+)’|(\S+?)):? ?(?:\[Errno \d+\] )?"
-                     r"(Permission denied|Read-only file system|Invalid cross-device link)(?:: '([^'\n]+)')?")
-_NETWORK_WORDS = re.compile(r"(?i)socket|connect|network|resolv|urlopen|\bcurl\b|\bwget\b|\bnc\b|\bping\b")
-_NOT_PERMITTED = re.compile(r"Operation not permitted|\[Errno 1\]|\bEPERM\b")
+# patterns compile on first use (re caches them): most runs never see a refusal
+_DENIED = (r"(?:'([^'\n]+)'|‘([^’\n]+)’|(\S+?)):? ?(?:\[Errno \d+\] )?"
+           r"(Permission denied|Read-only file system|Invalid cross-device link)(?:: '([^'\n]+)')?")
+_NETWORK_WORDS = r"(?i)socket|connect|network|resolv|urlopen|\bcurl\b|\bwget\b|\bnc\b|\bping\b"
+_NOT_PERMITTED = r"Operation not permitted|\[Errno 1\]|\bEPERM\b"
 
 
 def explain_refusal(sandbox: Sandbox, root: str | os.PathLike, output: str) -> str | None:
@@ -90,10 +91,10 @@ def explain_refusal(sandbox: Sandbox, root: str | os.PathLike, output: str) -> s
     if not sandbox.active:
         return None
     writable = ", ".join([*sandbox.writable(root), "$TMPDIR"])
-    if not sandbox.network and _NOT_PERMITTED.search(output) and _NETWORK_WORDS.search(output):
+    if not sandbox.network and re.search(_NOT_PERMITTED, output) and re.search(_NETWORK_WORDS, output):
         return (f"sandbox ({sandbox.mode}) refused a network socket: the network is off for commands "
                 "(set [sandbox] network = true to allow it)")
-    match = _DENIED.search(output)
+    match = re.search(_DENIED, output)
     if match is None:
         return None
     path = next((g for g in (match.group(5), match.group(1), match.group(2), match.group(3)) if g), "")

@@ -9,21 +9,14 @@ from typing import TYPE_CHECKING
 from openheim.core.events import SubagentEvent, ToolCall, ToolResult, UsageReport
 from openheim.core.models import Message, StopReason
 from openheim.core.permission import SubagentGate
-from openheim.core.tools import (
-    BaseTool,
-    ScopedExecutor,
-    ToolCapabilities,
-    ToolView,
-    ViewContext,
-    short,
-)
+from openheim.core.tools import BaseTool, ScopedExecutor, ToolCapabilities
 from openheim.errors import OpenheimError, ToolExecutionError
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.events import StreamEvent
     from openheim.core.llm.base import LlmClient
-    from openheim.core.tools import ToolExecutor
+    from openheim.core.tools import ToolExecutor, ToolView, ViewContext
     from openheim.core.turn_context import TurnContext
     from openheim.subagents.profiles import AgentProfile
 
@@ -86,6 +79,8 @@ class DelegateTool(BaseTool):
         self.parameters = parameters(delegation.profiles)
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
+        from openheim.core.tool_view import ToolView, short
+
         args = args or {}
         who = args.get("agent") or INLINE
         task = args.get("task")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from openheim.core.tool_view import ToolCapabilities
+from openheim.core.capabilities import ToolCapabilities
 
 
 class ToolSpec(NamedTuple):

@@ -7,8 +7,9 @@ requests and sseclient-py. Rows: `run hi` / floor, a 20,000-chunk stream / floor
 pass`, `run hi` with one MCP server (mcp-server-time, when installed) / without, peak RSS of each, and the
 `python -X importtime` profile of `run hi` with its module count.
 
-Run: .venv/bin/python tests/bench/bench_user.py [--before REF]   (the first run builds the venv: about a minute;
---before REF adds the same rows for a regular install of git revision REF, measured in the same run)
+Run: .venv/bin/python tests/bench/bench_user.py [--before REF] [--venv-name NAME]   (the first run builds the venv:
+about a minute; --before REF adds the same rows for a regular install of git revision REF, measured in the same run;
+--venv-name keeps this checkout's install apart from another checkout's, default openheim-bench-venv)
 """
 from __future__ import annotations
 
@@ -154,7 +155,7 @@ def mcp_time_server() -> str | None:
 
 def main(argv: list[str]) -> int:
     before_ref = argv[argv.index("--before") + 1] if "--before" in argv else None
-    venv = user_venv()
+    venv = user_venv(name=argv[argv.index("--venv-name") + 1]) if "--venv-name" in argv else user_venv()
     bench = Bench(venv, revision_venv(before_ref) if before_ref else None)
     py = str(venv / "bin" / "python")
     floor = [py, str(Path(__file__).with_name("floor.py"))]
