@@ -109,7 +109,7 @@ class McpWiring:
         if not isinstance(tools, SessionTools):
             return []
         if wait > 0:
-            tools.statuses(time.monotonic() + wait)
+            tools.wait_quietly(time.monotonic() + wait)
         return tools.prompts()
 
     def expand_prompt(self, session: SessionState, name: str, arguments: str,

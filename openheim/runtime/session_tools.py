@@ -89,6 +89,18 @@ class SessionTools:
     def servers(self) -> list[McpServer]:
         return [s for g in self.groups for s in g.servers]
 
+    def wait_quietly(self, until: float) -> None:
+        """Start every server and wait until each has settled or ``until`` (a monotonic time) passed, without
+        the notices of a turn's wait (the turn still tells its own)."""
+        import time
+
+        self.kick()
+        for server in self.servers():
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            server.settled.wait(left)
+
     def prompts(self) -> list[McpPrompt]:
         """The prompts of the servers that have not failed (as listed when each connected, or remembered)."""
         from openheim.mcp.prompts import prompts_of
