@@ -87,7 +87,7 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[close + 2:].split() if close >= 0 else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class LeaseRecord:
     """The lock file's contents."""
 
