@@ -114,7 +114,7 @@ class LeaseRecord:
         return cls(pid, host, str(d.get("acquired_at", "")), start)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class LeasePolicy:
     """Who we are and the clock and thresholds we judge other holders by (injectable for tests)."""
 
