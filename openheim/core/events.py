@@ -1,27 +1,26 @@
 """StreamEvents: what happens during a turn, one frozen dataclass per kind.
 
 Events compare by identity (``eq=False``): nothing compares them, and it keeps start-up cheap. For the same
-reason their ``repr`` (the one dataclasses would write) is one method of the base class, not one per event.
+reason their ``repr`` (the one dataclasses would write) is inherited from ``DataclassRepr``, not one per event.
 
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
 """
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from openheim.core.models import Message, Usage
+from openheim.core.models import DataclassRepr, Message, Usage
 
 if TYPE_CHECKING:
     from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
-class _Event:
+class _Event(DataclassRepr):
     __slots__ = ()
     kind: ClassVar[str]
-    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every event is a dataclass
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind}
@@ -31,10 +30,6 @@ class _Event:
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
         return out
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{type(self).__qualname__}({shown})"
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
