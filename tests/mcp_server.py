@@ -5,11 +5,13 @@
     python tests/mcp_server.py --http --sse     # the older HTTP+SSE transport (GET /sse) instead
     python tests/mcp_server.py --name other     # the server's name (serverInfo)
     python tests/mcp_server.py --delay 3        # starts serving after 3 s
+    python tests/mcp_server.py --delay-file F   # starts serving after the seconds written in F (if it exists)
 
 Tools: echo, fail (isError), sleep, picture (image + text), huge_picture (a PNG over 5 MB), resources
 (embedded text, blob, link), crash (the process exits mid-call), env (one variable of the server's
 environment), note_stderr (writes a line to stderr), spawn_child (starts a grandchild that sleeps), pid,
-header (an HTTP request header), peek (read-only hint).
+header (an HTTP request header), peek (read-only hint); with --grow also grow (adds the tool 'grown' and sends
+tools/list_changed).
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from mcp_types import (
 TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 
-def build(name: str) -> MCPServer:
+def build(name: str, grow: bool = False) -> MCPServer:
     server = MCPServer(name)
 
     @server.tool()
@@ -127,6 +129,21 @@ def build(name: str) -> MCPServer:
         """A read-only tool (annotated readOnlyHint)."""
         return f"peeked at {path}"
 
+    if grow:
+        @server.tool(name="grow")
+        async def add_a_tool(ctx: Context) -> str:
+            """Add the tool 'grown' and tell the client the tool list changed (then take a moment to answer)."""
+            import anyio
+
+            def grown() -> str:
+                """A tool that appeared after start-up."""
+                return "grown"
+
+            server.add_tool(grown)
+            await ctx.session.send_tool_list_changed()
+            await anyio.sleep(0.5)  # the client lists the tools again meanwhile
+            return "grew"
+
     return server
 
 
@@ -144,6 +161,13 @@ def serve_http(server: MCPServer, port: int = 0, sse: bool = False) -> None:
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
+def _seconds_in(path: str | None) -> float:
+    try:
+        return float(open(path).read()) if path else 0.0
+    except (OSError, ValueError):
+        return 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
@@ -152,9 +176,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="with --http: the port (default: any free one)")
     parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving (a slow start)")
+    parser.add_argument("--grow", action="store_true", help="also offer the tool 'grow'")
+    parser.add_argument("--delay-file", help="a file holding the seconds to wait (read at start; absent: 0), so a "
+                                             "test can slow a server down without changing its config entry")
     opts = parser.parse_args()
-    time.sleep(opts.delay)
-    server = build(opts.name)
+    time.sleep(opts.delay + _seconds_in(opts.delay_file))
+    server = build(opts.name, opts.grow)
     if opts.http:
         serve_http(server, opts.port, opts.sse)
     else:

@@ -188,6 +188,24 @@ def test_architect_exposes_only_read_only_tools(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_architect_and_layers_follow_tools_that_arrive_later():
+    """A session's MCP tools change as its servers come up: the layered and read-only views follow."""
+    from openheim.core.tools import BaseTool, LayeredExecutor
+
+    class Peek(BaseTool):
+        name, description, capabilities = "srv__peek", "A read-only MCP tool.", ToolCapabilities(read_only=True)
+
+        def execute(self, args: dict, ctx: TurnContext) -> str:
+            return "peeked"
+
+    late = ToolRegistry()
+    tools = tools_for_mode(LayeredExecutor(registry(), late), "architect")
+    assert "srv__peek" not in tools.names()
+    late.register(Peek())
+    assert "srv__peek" in [t.name for t in tools.definitions()]
+    assert tools.execute("srv__peek", "{}", TurnContext()) == "peeked"
+
+
 def test_code_mode_exposes_everything():
     full = registry()
     assert tools_for_mode(full, AgentMode.CODE) is full

@@ -62,6 +62,8 @@ class AcpUpdates:
             from openheim.acp.long_commands import compaction_update
 
             self.send(compaction_update(event))
+        elif isinstance(event, events.Notice):
+            self.send(notice_update(event))
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
             update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
@@ -85,6 +87,18 @@ class AcpUpdates:
     def close(self, reason: str) -> None:
         """Fail every tool call still open (the turn was cancelled or failed)."""
         self.tracker.close_all(reason)
+
+
+def notice_update(event: events.Notice) -> dict:
+    """A notice (``starting MCP servers: time, git``) as a thought chunk, with its level under ``_meta``.
+
+    Of the stable schema's updates, only a message or thought chunk is shown as text by every client: a message
+    chunk would become part of the answer, ``plan`` would replace the model's plan, ``session_info_update`` carries
+    only a title, and the unstable ``notice`` update is rejected by clients on the stable schema. A thought is
+    shown apart from the answer, as compactions are."""
+    update = text_chunk("agent_thought_chunk", f"[{event.text}]\n")
+    update["_meta"] = {"openheim/notice": {"level": event.level}}
+    return update
 
 
 def acp_updates(session: SessionHandle, send: Callable[[dict], None]) -> AcpUpdates:

@@ -65,10 +65,13 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
                   .check_model(False).build())
     except OpenheimError as e:
         raise _fail(e) from None
-    with client:
+    try:
         statuses = client.mcp_servers(wait=timeout, cwd=os.getcwd())
+    finally:  # the servers are told to stop and end with this process: the table does not wait for them
+        client.close(wait_for_servers=False)
     if as_json:
         click.echo(json.dumps({"servers": [s.to_dict() for s in statuses]}, ensure_ascii=False, indent=2))
+        _done(statuses)
         return
     if not statuses:
         click.echo("No MCP servers configured. Add [mcp_servers.NAME] to config.toml, pass --mcp-config FILE, "
@@ -84,6 +87,15 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
         for s in statuses:
             if s.tools:
                 click.echo(f"\n{s.name}: {', '.join(s.tools)}")
+    _done(statuses)
+
+
+def _done(statuses: list) -> None:
+    """With servers (and so the SDK) loaded, exit without the interpreter's teardown, as `run` does."""
+    if statuses:
+        from openheim.commands.run import exit_now
+
+        exit_now(0)
 
 
 def _default_file(ctx: click.Context) -> Path:

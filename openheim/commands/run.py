@@ -170,6 +170,9 @@ class Printer:
             self.streamed = []
         elif isinstance(event, events.ToolDenied):
             self.denied.append(denied_json(event))
+        elif isinstance(event, events.Notice):  # one stderr line in every output mode (stream-json: also a line)
+            self.err.write(f"openheim: {_preview(event.text, 400)}\n")
+            self.err.flush()
         if self.output == "stream-json":
             self.out.write(_dumps(event_json(event)) + "\n")
         if self.verbose:

@@ -72,7 +72,6 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
     if fitter is None:
         fitter = ContextFitter(cfg.context_window)
     state = _TurnState(spend=ctx.spend, compactor=compactor)
-    tools = executor.definitions()
     native = output is not None and getattr(llm, "native_output", False)
     if output is not None and not native:
         system = _with_instructions(system, output)
@@ -86,6 +85,7 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         if spent is not None:  # subagents may have used it up meanwhile
             return _finish(on_event, state, None, iteration - 1, StopReason.BUDGET, spent)
         on_event(events.IterationStart(iteration))
+        tools = executor.definitions()  # each request: a session's MCP tools change as its servers come up
         try:
             choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
         except Cancelled:

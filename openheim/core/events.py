@@ -191,9 +191,19 @@ class PlanUpdate(_Event):
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Notice(_Event):
+    """A one-line notice about the turn's surroundings, not from the model (e.g. ``starting MCP servers: time``):
+    ``level`` is ``info`` (progress, soon over) or ``warning`` (something the user should know afterwards)."""
+
+    kind: ClassVar[str] = "notice"
+    text: str
+    level: str = "info"
+
+
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
                | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | Compaction
-               | PlanUpdate | ToolDenied)
+               | PlanUpdate | ToolDenied | Notice)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
 

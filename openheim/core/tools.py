@@ -205,43 +205,57 @@ class ScopedExecutor:
 
 
 class LayeredExecutor:
-    """Several executors as one tool set: each name is served by the first layer that has it."""
+    """Several executors as one tool set: each name is served by the first layer that has it. A layer's
+    tools may change (a session's MCP tools as servers come up): the owners follow its names."""
 
     def __init__(self, *layers: ToolExecutor) -> None:
         self.layers = layers
-        self._owner: dict[str, ToolExecutor] = {}
-        for layer in layers:
-            for name in layer.names():
-                if name in self._owner:
-                    log.debug("tool %s is shadowed by an earlier layer", name)
-                    continue
-                self._owner[name] = layer
-        self._names = sorted(self._owner)
+        self._index: tuple[tuple[list[str], ...], dict[str, ToolExecutor], list[str]] | None = None
+
+    def _owners(self) -> tuple[dict[str, ToolExecutor], list[str]]:
+        """Which layer serves each name, and the names sorted; recomputed when some layer's names changed
+        (one tuple swapped at once, so parallel tool calls never see half an update)."""
+        seen = tuple(layer.names() for layer in self.layers)
+        index = self._index
+        if index is None or index[0] != seen:
+            owners: dict[str, ToolExecutor] = {}
+            for layer, names in zip(self.layers, seen):
+                for name in names:
+                    if name in owners:
+                        log.debug("tool %s is shadowed by an earlier layer", name)
+                        continue
+                    owners[name] = layer
+            index = self._index = (seen, owners, sorted(owners))
+        return index[1], index[2]
+
+    def _owner(self, name: str) -> ToolExecutor | None:
+        return self._owners()[0].get(name)
 
     def names(self) -> list[str]:
-        return list(self._names)
+        return list(self._owners()[1])
 
     def definitions(self) -> list[Tool]:
+        owners, names = self._owners()
         found = {t.name: t for layer in reversed(self.layers) for t in layer.definitions()
-                 if self._owner.get(t.name) is layer}
-        return [found[n] for n in self._names if n in found]
+                 if owners.get(t.name) is layer}
+        return [found[n] for n in names if n in found]
 
     def capabilities(self, name: str) -> ToolCapabilities:
-        owner = self._owner.get(name)
+        owner = self._owner(name)
         return owner.capabilities(name) if owner is not None else DEFAULT_CAPABILITIES
 
     def execute(self, name: str, arguments: str, ctx: TurnContext) -> str:
-        owner = self._owner.get(name)
+        owner = self._owner(name)
         if owner is None:
             raise ToolExecutionError(f"Unknown tool: {name}")
         return owner.execute(name, arguments, ctx)
 
     def present(self, name: str, args: dict | None, where: ViewContext) -> ToolView:
-        owner = self._owner.get(name)
+        owner = self._owner(name)
         return owner.present(name, args, where) if owner is not None else _unknown_view(name)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._owners()[1])
 
     def __contains__(self, name: object) -> bool:
-        return name in self._owner
+        return name in self._owners()[0]

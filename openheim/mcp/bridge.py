@@ -3,7 +3,9 @@
 The ``mcp`` SDK is async (anyio) and its transports must be entered and left in the same task, so
 each server is one long-lived owner task on this loop (see ``server.py``). Worker threads submit
 coroutines with ``run_coroutine_threadsafe`` and wait on the returned future with a deadline.
-The thread imports the SDK before it starts the loop, off the caller's critical path.
+The SDK is imported on a thread of its own, off the caller's critical path, while the loop already runs:
+stdio servers are spawned meanwhile (``sdk`` is awaited once a server's process is started), so a server's
+own start-up overlaps ours.
 """
 from __future__ import annotations
 
@@ -41,14 +43,30 @@ class Bridge:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.import_error: str | None = None
+        self._sdk: concurrent.futures.Future[str | None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, name="openheim-mcp", daemon=True)
         self._stopped = False
         self._thread.start()
+        threading.Thread(target=self._load_sdk, name="openheim-mcp-import", daemon=True).start()
+
+    def _load_sdk(self) -> None:
+        try:
+            error = _import_sdk()
+        except BaseException as e:  # a broken install: every server says so instead of waiting forever
+            error = INSTALL_HINT.format(e=f"{type(e).__name__}: {e}")
+        self._sdk.set_result(error)
+
+    @property
+    def import_error(self) -> str | None:
+        """Why the SDK could not be loaded, None when it loaded (waits for its import; never on the loop)."""
+        return self._sdk.result()
+
+    async def sdk(self) -> str | None:
+        """On the loop: wait for the SDK's import; the reason it failed, or None."""
+        return await asyncio.wrap_future(self._sdk)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.import_error = _import_sdk()
         try:
             self.loop.run_forever()
         finally:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Notify = Callable[[str, str], None]  # (one line, level: "info" or "warning")
+
 
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
@@ -57,17 +59,18 @@ class ServerGroup:
             self._cond.notify_all()
 
     def wait_ready(self, cancel: CancelToken | None = None, until: float | None = None,
-                   include_known: bool = True, notify: Callable[[str], None] | None = None) -> None:
+                   include_known: bool = True, notify: Notify | None = None) -> None:
         """Wait while some server is still starting and within its allowance: ``until`` (a monotonic
         time) if given, else its own start time plus ``startup_timeout``. A cancel ends the wait.
         Without ``include_known``, servers whose last tool list is remembered are not waited for (their
-        tools are offered meanwhile); ``notify`` gets the one-line notices of a wait and of a give-up."""
+        tools are offered meanwhile); ``notify`` gets the one-line notices of a wait (level ``info``) and of a
+        give-up (level ``warning``); without it they are logged."""
         if include_known:
             self.kick()
         waiting = [s for s in self.servers if (include_known or not s.known) and not s.settled.is_set()]
         if not waiting:
             return
-        self._announce([s.name for s in waiting], "starting MCP servers: {}", notify)
+        self._announce([s.name for s in waiting], "starting MCP servers: {}", "info", notify)
         remove = cancel.on_cancel(self._changed) if cancel is not None else (lambda: None)
         try:
             with self._cond:
@@ -86,16 +89,20 @@ class ServerGroup:
                 if not server.settled.is_set():
                     server.gave_up()
                     self._announce([server.name], f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; "
-                                   "going on without its tools", notify, key="late:")
+                                   "going on without its tools", "warning", notify, key="late:")
 
-    def _announce(self, names: list[str], template: str, notify: Callable[[str], None] | None,
-                  key: str = "") -> None:
+    def _announce(self, names: list[str], template: str, level: str, notify: Notify | None, key: str = "") -> None:
         """Say ``template`` about the servers not yet announced (once each per group)."""
         with self._cond:
             fresh = [n for n in names if key + n not in self._announced]
             self._announced.update(key + n for n in fresh)
-        if fresh:
-            (notify or log.warning)(template.format(", ".join(fresh)))
+        if not fresh:
+            return
+        line = template.format(", ".join(fresh))
+        if notify is not None:
+            notify(line, level)
+        else:
+            log.warning("%s", line)
 
     def handlers(self) -> list[McpTool]:
         return [tool for server in self.servers for tool in list(server.tools)]

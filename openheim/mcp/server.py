@@ -113,6 +113,7 @@ class McpServer:
         self._stop: asyncio.Event | None = None
         self._ready: asyncio.Future | None = None
         self._reconnecting: asyncio.Future | None = None
+        self._relisting: asyncio.Future | None = None  # a listing after tools/list_changed
         self._broken = False
         self._link: Link | None = None
         self._closing = False
@@ -251,8 +252,6 @@ class McpServer:
         import asyncio
 
         try:
-            if self._bridge.import_error:
-                raise CallFailed(self._bridge.import_error)
             tools = await self._open()
             if self._closing:
                 raise CallFailed("closed while starting")
@@ -305,19 +304,22 @@ class McpServer:
         from contextlib import AsyncExitStack
 
         import anyio
-        from mcp import ClientSession
 
         phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
                 if self.config.url:
+                    await self._sdk()
                     phase = "connect"
                     streams = await self._enter_http(stack)
                 else:
                     server_log = self._open_log()
-                    streams = await self._enter_stdio(stack, server_log)
+                    streams = await self._enter_stdio(stack, server_log)  # spawned while the SDK loads
                     phase = "connect"
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                from mcp import ClientSession
+
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1],
+                                                                        message_handler=self._on_message))
                 with anyio.fail_after(CONNECT_LIMIT):
                     await session.initialize()
                     phase = "list"
@@ -338,6 +340,40 @@ class McpServer:
             with self._lock:
                 self._pids.clear()
 
+    async def _on_message(self, message: Any) -> None:
+        """``notifications/tools/list_changed``: list the tools again, on a task of its own (this runs on the
+        session's reader, which the listing's answer needs)."""
+        import asyncio
+
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification) and not self._closing:
+            self._relisting = asyncio.ensure_future(self._relist())
+
+    async def _relist(self) -> None:
+        """The live tool list replaces the offered one (the next model request sees it) and is remembered."""
+        session = self._session
+        if session is None:
+            return  # not connected yet: the first listing is still to come
+        try:
+            specs = await _list_tools(session)
+        except Exception as e:
+            if not self._closing:
+                log.warning("MCP server '%s' changed its tools, but listing them failed: %s", self.name, describe(e))
+            return
+        if session is not self._session or self._closing:
+            return
+        self._specs = specs
+        self._set("connected", None, self._handlers(specs))
+        if self._data_dir is not None:
+            known.remember(self._data_dir, self.config, specs)
+
+    async def _sdk(self) -> None:
+        """Wait for the SDK's import (begun with the bridge); CallFailed saying how to install it if it failed."""
+        error = await self._bridge.sdk()
+        if error:
+            raise CallFailed(error)
+
     def _remember_pid(self, pid: int) -> None:
         with self._lock:
             self._pids.add(pid)
@@ -348,7 +384,7 @@ class McpServer:
         cfg = self.config
         argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
         link = self._link = Link(self.name, self.max_message)
-        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log))
+        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log, self._sdk))
         if link.pid is not None:
             self._remember_pid(link.pid)
         return streams
@@ -383,6 +419,8 @@ class McpServer:
 
     def _connect_failure(self, phase: str, error: BaseException) -> str:
         leaf = leaf_error(error)
+        if isinstance(leaf, CallFailed):  # already in words (the SDK is missing)
+            return str(leaf)
         if isinstance(leaf, TimeoutError):
             return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
         reason = self._scrub(describe(leaf))

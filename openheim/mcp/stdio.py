@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -92,18 +92,26 @@ def decode(line: bytes | Oversized, link: Link, server_log: ServerLog, valid: Ca
 
 
 @asynccontextmanager
-async def stdio_transport(cfg: McpServerConfig, argv: list[str], link: Link,
-                          server_log: ServerLog) -> AsyncIterator[tuple]:
+async def stdio_transport(cfg: McpServerConfig, argv: list[str], link: Link, server_log: ServerLog,
+                          sdk: Callable[[], Awaitable[None]]) -> AsyncIterator[tuple]:
     """(read stream, write stream) of ``SessionMessage``s for ``ClientSession``; ``argv`` runs the server
-    (its command line, possibly wrapped by the sandbox helper)."""
+    (its command line, possibly wrapped by the sandbox helper). The server is spawned before ``sdk`` (the
+    SDK's import, which may still be under way) is awaited, so its start-up and our import overlap."""
     import anyio
-    from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
-    from pydantic import ValidationError
 
     process = await anyio.open_process(argv, env=child_env(cfg.env),
                                        cwd=str(cfg.cwd) if cfg.cwd else None, start_new_session=True)
     link.pid = process.pid
+    try:
+        await sdk()
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+        raise
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
     read_in, read_out = anyio.create_memory_object_stream[Any](0)
     write_in, write_out = anyio.create_memory_object_stream[Any](0)
     valid = tool_validator()

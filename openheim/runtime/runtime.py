@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from openheim.config.resolve import all_models, resolve_choice
 from openheim.conversation.history import check_session_id
-from openheim.core.events import Compaction, MessageAppended, StreamEvent
+from openheim.core.events import Compaction, MessageAppended, Notice, StreamEvent
 from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
@@ -366,8 +366,10 @@ class Runtime:
         history = self.conversations.history
         llm = self.llm_for(session.config)
         root, cwd = self.sandbox_for(session.cwd)
-        # MCP servers have been starting in the background; wait (bounded, cancellable) for the slow ones
-        base = session.tools.for_turn(cancel) if session.tools is not None else self.registry
+        # MCP servers have been starting in the background; wait (bounded, cancellable) for the never-seen
+        # ones, saying so through the turn's events (each front end shows a Notice its own way)
+        base = session.tools.for_turn(cancel, lambda line, level: on_event(Notice(line, level))) \
+            if session.tools is not None else self.registry
         checkpoint = self.long_sessions.checkpoint(session.id, root)
         if checkpoint is not None:  # taken before the first tool that may change files runs
             base = checkpoint.wrap(base)

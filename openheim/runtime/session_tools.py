@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openheim.core.tools import LayeredExecutor, ToolRegistry
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
         ViewContext,
     )
     from openheim.core.turn_context import CancelToken, TurnContext
-    from openheim.mcp.group import ServerGroup
+    from openheim.mcp.group import Notify, ServerGroup
     from openheim.mcp.status import McpServerStatus
 
 log = logging.getLogger(__name__)
@@ -36,15 +35,15 @@ class SessionTools:
         self._cached: tuple[tuple[int, ...], ToolExecutor] | None = None
         self._kicker: threading.Timer | None = None
 
-    def for_turn(self, cancel: CancelToken | None = None,
-                 notify: Callable[[str], None] | None = None) -> ToolExecutor:
+    def for_turn(self, cancel: CancelToken | None = None, notify: Notify | None = None) -> ToolExecutor:
         """Wait (bounded, cancellable, announced through ``notify``) for servers still starting whose tools
-        were never seen; servers with a remembered tool list are not waited for. Then a fixed tool set
-        for one turn."""
+        were never seen; servers with a remembered tool list are not waited for. Then the session's live
+        tool set: each model request of the turn offers the tools as they are then (a server's live list
+        replaces its remembered one as soon as it arrives)."""
         for group in self.groups:
             group.wait_ready(cancel, include_known=False, notify=notify)
         self._kick_soon()
-        return self.current()
+        return self
 
     def _kick_soon(self) -> None:
         """Servers with a remembered tool list start once the turn's first request is on its way: their

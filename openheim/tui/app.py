@@ -63,6 +63,7 @@ class App:
         self.theme = theme_name(client.config.theme_color)
         self.turn: Turn | None = None
         self.phase = ""
+        self.notice = ""  # the last notice shown as the phase (it gives way when the model is asked)
         self.tools: dict[str, Item] = {}
         self.tails: dict[str, Item] = {}  # the last line shown for a tool call: what follows it goes after
         self.views: dict[str, ToolView] = {}
@@ -284,9 +285,23 @@ class App:
             self.info(compaction_text(event))
         elif isinstance(event, events.IterationStart):
             self.transcript.close_stream()
+            if self.notice and self.phase == self.notice:  # the wait the notice spoke of is over
+                self.phase = "thinking"
+        elif isinstance(event, events.Notice):
+            self._notice(event)
         elif isinstance(event, events.PermissionAsked):
             self.questions.add(event.question)
             self._watch_permission()
+
+    def _notice(self, event: events.Notice) -> None:
+        """In the status line while the turn waits; a warning also stays in the transcript."""
+        from openheim.core.control_chars import one_line
+
+        text = one_line(event.text)
+        if self.phase != "cancelling":
+            self.phase = self.notice = text
+        if event.level == "warning":
+            self.info(text)
 
     def _tool_call(self, turn: Turn, call: events.ToolCall, key: str, depth: int, label: str) -> None:
         view = present(turn.present, call.tool_name, call.arguments)

@@ -120,3 +120,30 @@ def test_the_python_acp_client_passes_its_servers(srv, project):
     assert asyncio.run(main()) == "end_turn"
     assert srv.requests[1].body["messages"][-1]["content"] == "echo: via the sdk"
     assert wait_until(lambda: not pids_with(tag), timeout=10)
+
+
+def test_the_wait_for_a_new_server_is_told_as_a_thought_the_client_library_accepts(srv, project, tmp_path):
+    """Through the real ACP client library (its schema validation and ours on every frame): a never-seen server
+    of the session is waited for with a notice, sent as a thought chunk before the answer."""
+    from acp import text_block
+    from acp.schema import McpServerStdio
+    from test_acp_client import FakeEditor, run
+
+    tag = new_tag()
+    srv.enqueue(Reply(text="the answer"))
+    editor = FakeEditor()
+
+    async def scenario(conn):
+        slow = McpServerStdio(name="slow", command=PYTHON, args=[SERVER, "--delay", "1", "--tag", tag], env=[])
+        sid = (await conn.new_session(cwd=str(project), mcp_servers=[slow])).session_id
+        assert (await conn.prompt(session_id=sid, prompt=[text_block("hi")])).stop_reason == "end_turn"
+
+    run(scenario, editor, tmp_path)
+    kinds = [u.session_update for u in editor.updates if u.session_update.endswith("_chunk")]
+    thoughts = [u for u in editor.updates if u.session_update == "agent_thought_chunk"]
+    assert [u.content.text for u in thoughts] == ["[starting MCP servers: slow]\n"]
+    assert thoughts[0].field_meta == {"openheim/notice": {"level": "info"}}
+    assert kinds.index("agent_thought_chunk") < kinds.index("agent_message_chunk")
+    assert editor.text() == "the answer"
+    assert "slow__echo" in offered(srv.requests[0])
+    assert wait_until(lambda: not pids_with(tag), timeout=10)

@@ -3,11 +3,12 @@
   - the first streamed byte of `run hi` with 3 servers (one 3 s slow to start), tool lists remembered, vs no MCP;
   - a server that never answers (remembered as given up on) vs no MCP;
   - how long the process lingers after the answer, with 3 servers vs no MCP;
-  - `openheim mcp --tools` with 3 servers vs the slowest one alone;
+  - `openheim mcp --tools` with 3 servers vs the slowest one alone (SDK servers; stdlib servers, also against
+    the slowest one's own start through plain pipes);
   - a 100 MiB tool result: time to refuse it and RSS growth;
   - `openheim run` start-up with zero vs one stdio server, and the per-call overhead through the bridge.
 
-Run: .venv/bin/python tests/bench/bench_mcp.py
+Run: .venv/bin/python tests/bench/bench_mcp.py  (--start-up: only the rows c, d, e and g)
 """
 from __future__ import annotations
 
@@ -119,13 +120,64 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     status = [*openheim_argv(), "--config", "{}", "mcp", "--tools"]
     slow, three = compare([a.replace("{}", str(home / "slow.toml")) for a in status],
                           [a.replace("{}", str(home / "three.toml")) for a in status], env, runs=5, cwd=home)[:2]
-    rows.append(("g) mcp --tools: 3 servers - the slowest alone", f"{three:.2f}-{slow:.2f} s", "<= +0.5 s",
+    rows.append(("g) mcp --tools: 3 SDK servers - slowest alone", f"{three:.2f}-{slow:.2f} s", "<= +0.5 s",
                  f"{three - slow:+.2f}s", three - slow <= 0.5))
+    own = statistics.median(own_start([[time_server], [PY, SDK_SERVER], [PY, SDK_SERVER, "--delay", "3"]])
+                            for _ in range(3))
+    rows.append(("g) ... 3 SDK servers - their own start together", f"{three:.2f}-{own:.2f} s", "<= +0.5 s",
+                 f"{three - own:+.2f}s", three - own <= 0.5))
+    rows += raw_status_rows(home, srv, env, status)
     (none_fb, _), (mute_fb, _) = paired(argv["none"], argv["mute"], env, home)
     ratio = mute_fb / none_fb
     rows.append(("e) first byte: a never-answering server / none", f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
                  "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
     return rows
+
+
+def raw_status_rows(home: Path, srv: FakeLLMServer, env: dict, status: list[str]) -> list:
+    """`mcp --tools` with 3 stdlib servers, one answering initialize after 3 s: against that one alone (what
+    the other two add), and against that server's own start through plain pipes (all openheim adds)."""
+    slow = f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{RAW_SERVER}", "--delay", "3"]\n'
+    for label, extra in (("raw-slow", slow), ("raw-three", toml("a", RAW_SERVER) + toml("b", RAW_SERVER) + slow)):
+        write_config(home, srv.base_url, extra=extra)
+        (home / f"{label}.toml").write_text((home / "config.toml").read_text())
+    (home / "config.toml").unlink()
+    alone, three = compare([a.replace("{}", str(home / "raw-slow.toml")) for a in status],
+                           [a.replace("{}", str(home / "raw-three.toml")) for a in status], env, runs=5, cwd=home)[:2]
+    own = statistics.median(own_start([[PY, RAW_SERVER, "--delay", "3"]]) for _ in range(3))
+    return [("g) mcp --tools: 3 stdlib servers - slowest alone", f"{three:.2f}-{alone:.2f} s", "<= +0.5 s",
+             f"{three - alone:+.2f}s", three - alone <= 0.5),
+            ("g) ... 3 stdlib servers - the slowest's own start", f"{three:.2f}-{own:.2f} s", "report",
+             f"{three - own:+.2f}s", True)]
+
+
+def own_start(commands: list[list[str]]) -> float:
+    """Seconds from spawning the servers (all at once) until each has answered tools/list, through plain pipes
+    with a sync client (no SDK, no openheim): the servers' own start-up, contention between them included."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, bufsize=1) for argv in commands]
+
+    def send(proc: subprocess.Popen, message: dict) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    for proc in procs:
+        send(proc, {"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    for proc in procs:
+        while json.loads(proc.stdout.readline()).get("id") != 1:
+            pass
+        send(proc, {"method": "notifications/initialized"})
+        send(proc, {"id": 2, "method": "tools/list", "params": {}})
+    for proc in procs:
+        while json.loads(proc.stdout.readline()).get("id") != 2:
+            pass
+    took = time.perf_counter() - start
+    for proc in procs:
+        proc.stdin.close()
+        proc.wait(10)
+    return took
 
 
 def toml(name: str, script: str) -> str:
@@ -235,6 +287,10 @@ def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:
 
 
 def main() -> None:
+    if "--start-up" in sys.argv:  # only the rows of MCP start-up off the first token's path (c, d, e, g)
+        with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(wire="openai") as srv:
+            table(slow_start_rows(Path(tmp), srv))
+        return
     rows = []
     cpu, rss = import_cost()
     rows.append(("import the MCP client: CPU", f"{cpu * 1000:.0f} ms", "<= 300 ms", f"{cpu / 0.3:.2f}x", cpu <= 0.3))

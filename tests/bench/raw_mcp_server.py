@@ -1,7 +1,11 @@
 """A minimal MCP server with the standard library only (newline-delimited JSON-RPC on stdio): one
-`echo` tool. It starts in ~20 ms, so a benchmark that uses it measures openheim's side, not the SDK's."""
+`echo` tool. It starts in ~20 ms, so a benchmark that uses it measures openheim's side, not the SDK's.
+`--delay N`: it answers `initialize` only after N seconds (a server slow to start, using no CPU meanwhile)."""
 import json
 import sys
+import time
+
+DELAY = float(sys.argv[sys.argv.index("--delay") + 1]) if "--delay" in sys.argv else 0.0
 
 
 def reply(request_id, result):
@@ -18,6 +22,7 @@ for line in sys.stdin:
     if request_id is None:
         continue  # notifications
     if method == "initialize":
+        time.sleep(DELAY)
         reply(request_id, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
                            "serverInfo": {"name": "raw", "version": "1"}})
     elif method == "tools/list":
