@@ -191,7 +191,7 @@ class PlanUpdate(_Event):
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Notice(_Event):
     """A one-line notice about the turn's surroundings, not from the model (e.g. ``starting MCP servers: time``):
     ``level`` is ``info`` (progress, soon over) or ``warning`` (something the user should know afterwards)."""
