@@ -61,6 +61,7 @@ LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.
                "markdown_it", "openheim.tui.markdown",  # the chat's Markdown renderer
                "openheim.core.hooks",  # the hook runner: only when a hook is configured
                "openheim.core.tool_view",  # how a tool call is shown: only with the first call
+               "openheim.checkpoints.store", "openheim.checkpoints.prune",  # with the first snapshot of files
                *TOOL_IMPLEMENTATIONS)
 
 
@@ -70,13 +71,16 @@ def test_plain_run_skips_tool_helpers_until_a_tool_needs_them(isolated_home):
     with FakeLLMServer(wire="openai") as srv:
         plain = _modules_imported_by_run(isolated_home, srv.base_url)
         srv.enqueue(Reply(tool_calls=[ToolCall("search", {"pattern": "x"}),
-                                      ToolCall("web_fetch", {"url": "http://127.0.0.1:1/"})]), Reply(text="done"))
+                                      ToolCall("web_fetch", {"url": "http://127.0.0.1:1/"}),
+                                      ToolCall("write_file", {"path": "new.txt", "content": "x"})]),
+                    Reply(text="done"))
         with_tools = _modules_imported_by_run(isolated_home, srv.base_url)
     assert "openheim.tools.builtins" in plain
     assert not set(LAZY_ON_RUN) & plain
-    # the checks above can fail (modules the two tools' implementations import, and ctypes)
+    # the checks above can fail (modules the tools' implementations import, ctypes, and the checkpoint store
+    # that write_file's snapshot opens)
     assert {"openheim.tools.ignore", "openheim.tools.netguard", "openheim.tools.search_rg", "ctypes",
-            "openheim.core.tool_view"} <= with_tools
+            "openheim.core.tool_view", "openheim.checkpoints.store", "openheim.checkpoints.prune"} <= with_tools
 
 
 def test_the_hook_runner_loads_once_a_hook_is_configured(isolated_home):

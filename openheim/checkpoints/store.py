@@ -26,7 +26,7 @@ from typing import Any
 READ_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
+@dataclass
 class Change:
     """One file a turn changed: ``kind`` added | modified | deleted; hashes None when absent or over the cap."""
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-from openheim.checkpoints.store import CheckpointStore, TurnRecord
 
 if TYPE_CHECKING:
     from openheim.checkpoints.snapshot import Snapshot
+    from openheim.checkpoints.store import CheckpointStore, TurnRecord
     from openheim.config.long_sessions import CheckpointConfig
     from openheim.core.models import Tool
     from openheim.core.tools import ToolCapabilities, ToolExecutor, ToolView, ViewContext
@@ -28,14 +28,22 @@ def may_change_files(name: str, capabilities: ToolCapabilities) -> bool:
 class TurnCheckpoint:
     """The checkpoint of one turn; thread-safe (a reply's tool calls may run in parallel)."""
 
-    def __init__(self, store: CheckpointStore, settings: CheckpointConfig, session_id: str, root: str, at: int,
-                 skip: frozenset[str] = frozenset(), too_big: set[str] | None = None) -> None:
-        self.store, self.settings = store, settings
+    def __init__(self, store: CheckpointStore | Callable[[], CheckpointStore], settings: CheckpointConfig,
+                 session_id: str, root: str, at: int, skip: frozenset[str] = frozenset(),
+                 too_big: set[str] | None = None) -> None:
+        """``store``, or what opens it when the first snapshot is taken (a turn that changes no file never does)."""
+        self._store, self.settings = store, settings
         self.too_big = too_big if too_big is not None else set()  # roots over max_files: not scanned again
         self.session_id, self.root, self.at, self.skip = session_id, root, at, skip
         self.snapshot: Snapshot | None = None
         self.attempted = False
         self._lock = threading.Lock()
+
+    @property
+    def store(self) -> CheckpointStore:
+        if callable(self._store):
+            self._store = self._store()
+        return self._store
 
     def ensure(self) -> None:
         """Take the checkpoint, once; a failure is logged and the turn goes on without one."""
@@ -73,6 +81,8 @@ class TurnCheckpoint:
             return None
         if not changes:
             return None
+        from openheim.checkpoints.store import TurnRecord
+
         record = TurnRecord(len(self.store.turns(self.session_id)) + 1, self.at, self.root, snapshot.checkpoint,
                             changes)
         try:

@@ -21,7 +21,7 @@ ALLOW, DENY, ASK = "allow", "deny", "ask"  # what a pre_tool hook may decide
 _KEYS = {"event", "matcher", "command", "timeout_secs"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class HookSpec:
     """One ``[[hooks]]`` entry; ``source`` is the file it came from."""
 

@@ -49,7 +49,7 @@ def settings_files(root: Path, cwd: Path | None) -> list[Path]:
     return [d / SETTINGS for d in directories(root, cwd) if (d / SETTINGS).is_file()]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SettingsFile:
     """One project settings file as read: its real path, content hash, trust and parsed TOML."""
 

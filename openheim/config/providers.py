@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from openheim.errors import ConfigError
 
 
-@dataclass(frozen=True)
+@dataclass
 class ProviderKind:
     """A kind of provider: its client class and conventional defaults."""
 

@@ -108,7 +108,7 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
 # --- shell splitting ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class ShellPart:
     """One simple command of a compound shell command, as rules see it: quotes and backslashes removed,
     blanks collapsed to one space, ``env``/``command``/``exec``/``nohup``/``VAR=x`` prefixes dropped."""

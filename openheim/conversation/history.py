@@ -167,7 +167,7 @@ class Conversation:
         return self.meta.id
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class _LogRead:
     """What reading a log file found."""
 

@@ -19,7 +19,7 @@ FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
 MAX_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass
 class Instruction:
     """One instructions file: its path relative to the sandbox root (POSIX style) and its text."""
 

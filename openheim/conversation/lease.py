@@ -87,7 +87,7 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[close + 2:].split() if close >= 0 else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class LeaseRecord:
     """The lock file's contents."""
 
@@ -114,7 +114,7 @@ class LeaseRecord:
         return cls(pid, host, str(d.get("acquired_at", "")), start)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class LeasePolicy:
     """Who we are and the clock and thresholds we judge other holders by (injectable for tests)."""
 

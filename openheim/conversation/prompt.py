@@ -38,7 +38,7 @@ def skills_section(skills: Sequence[Skill]) -> str:
     return f"These are the skills you have mastered:\n\n{blocks}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class PromptBuilder:
     """The parts of a system prompt; ``build()`` assembles them."""
 

@@ -49,7 +49,7 @@ class Compacting(Protocol):
                 cancel: CancelToken, on_event: OnEvent) -> tuple[list[Message], Usage | None]: ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class _TurnState:
     """What one turn accumulates across iterations."""
 

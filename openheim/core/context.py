@@ -90,7 +90,7 @@ def choose_cut(sizes: Sequence[int], user_indices: Sequence[int], fixed: int, bu
     return user_indices[-1]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FitResult:
     """What to send: ``messages`` (system first when given), how many were left out, the estimated size."""
 

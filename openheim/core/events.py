@@ -1,26 +1,26 @@
 """StreamEvents: what happens during a turn, one frozen dataclass per kind.
 
-Events compare by identity (``eq=False``): nothing compares them, and it keeps start-up cheap.
+Events compare by identity (``eq=False``): nothing compares them, and it keeps start-up cheap. For the same
+reason their ``repr`` (the one dataclasses would write) is inherited from ``DataclassRepr``, not one per event.
 
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
 """
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from openheim.core.models import Message, Usage
+from openheim.core.models import DataclassRepr, Message, Usage
 
 if TYPE_CHECKING:
     from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
-class _Event:
+class _Event(DataclassRepr):
     __slots__ = ()
     kind: ClassVar[str]
-    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every event is a dataclass
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind}
@@ -32,7 +32,7 @@ class _Event:
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class IterationStart(_Event):
     """A model call of the turn is about to start (counted from 1)."""
 
@@ -40,7 +40,7 @@ class IterationStart(_Event):
     iteration: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ToolCall(_Event):
     """A tool call about to run; ``view`` is how the tool presents it, taken before it ran."""
 
@@ -51,7 +51,7 @@ class ToolCall(_Event):
     view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ToolResult(_Event):
     """What a tool call returned (or its error)."""
 
@@ -62,7 +62,7 @@ class ToolResult(_Event):
     is_error: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class LlmResponse(_Event):
     """A streamed fragment of the reply's text."""
 
@@ -70,7 +70,7 @@ class LlmResponse(_Event):
     content: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ThinkingContent(_Event):
     """A streamed fragment of the model's visible thinking."""
 
@@ -78,7 +78,7 @@ class ThinkingContent(_Event):
     content: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class UsageReport(_Event):
     """The token usage of one model call."""
 
@@ -97,7 +97,7 @@ class UsageReport(_Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ContextTrimmed(_Event):
     """``dropped`` earlier messages were left out of the request to fit the context window."""
 
@@ -105,7 +105,7 @@ class ContextTrimmed(_Event):
     dropped: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Finished(_Event):
     """The turn ended; ``final_response`` is the reply's text, if any."""
 
@@ -114,7 +114,7 @@ class Finished(_Event):
     iterations: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class MessageAppended(_Event):
     """A finished message joined the conversation (and is on disk)."""
 
@@ -122,7 +122,7 @@ class MessageAppended(_Event):
     message: Message
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class SubagentEvent(_Event):
     """Something a subagent did (its tool calls and results), inside the parent's ``delegate_task`` call."""
 
@@ -132,7 +132,7 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Compaction(_Event):
     """The conversation so far was summarised: the model now sees ``summary`` in place of the messages before
     ``keep_from`` (``usage`` is the summary call's); with ``error`` set, it could not be and fitting takes over."""
@@ -147,7 +147,7 @@ class Compaction(_Event):
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class PermissionAsked(_Event):
     """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
     (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
@@ -156,7 +156,7 @@ class PermissionAsked(_Event):
     question: Question
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ToolDenied(_Event):
     """A tool call the permission gate refused: ``by`` user, approve (``mode``: reads or none) or rule
     (``rule``: as written); ``reason`` is what the model was told. Its ToolResult (an error) follows."""
@@ -179,7 +179,7 @@ class ToolDenied(_Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class PlanUpdate(_Event):
     """The model's plan, whole (update_plan): each step's text and status (pending, in_progress, completed)."""
 
@@ -191,7 +191,7 @@ class PlanUpdate(_Event):
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Notice(_Event):
     """A one-line notice about the turn's surroundings, not from the model (e.g. ``starting MCP servers: time``):
     ``level`` is ``info`` (progress, soon over) or ``warning`` (something the user should know afterwards)."""

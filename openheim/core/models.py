@@ -5,15 +5,29 @@ The JSON shapes (``to_dict``/``from_dict``) are the on-disk history format.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
+
+
+class DataclassRepr:
+    """The repr dataclasses would write, as one method for every dataclass here and every event: each
+    generated method is source compiled when its module is imported, so these pass ``repr=False`` and
+    inherit this one, and a plain prompt starts that much sooner."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # only dataclasses derive from this
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__qualname__}({shown})"
+
 
 # --- content blocks --------------------------------------------------------
 
 
-@dataclass
-class TextBlock:
+@dataclass(repr=False)
+class TextBlock(DataclassRepr):
     """Plain text."""
 
     text: str
@@ -23,8 +37,8 @@ class TextBlock:
         return {"type": "text", "text": self.text}
 
 
-@dataclass
-class ThinkingBlock:
+@dataclass(repr=False)
+class ThinkingBlock(DataclassRepr):
     """The model's visible reasoning (``signature`` lets providers verify it)."""
 
     thinking: str
@@ -38,8 +52,8 @@ class ThinkingBlock:
         return d
 
 
-@dataclass
-class RedactedThinkingBlock:
+@dataclass(repr=False)
+class RedactedThinkingBlock(DataclassRepr):
     """Reasoning the provider returned encrypted; sent back as is."""
 
     data: str
@@ -49,8 +63,8 @@ class RedactedThinkingBlock:
         return {"type": "redacted_thinking", "data": self.data}
 
 
-@dataclass
-class ImageBlock:
+@dataclass(repr=False)
+class ImageBlock(DataclassRepr):
     """An image, base64-encoded."""
 
     data: str  # base64
@@ -61,8 +75,8 @@ class ImageBlock:
         return {"type": "image", "data": self.data, "mime_type": self.mime_type}
 
 
-@dataclass
-class ToolUseBlock:
+@dataclass(repr=False)
+class ToolUseBlock(DataclassRepr):
     """A tool call the model made."""
 
     id: str
@@ -78,8 +92,8 @@ class ToolUseBlock:
         return d
 
 
-@dataclass
-class ToolResultBlock:
+@dataclass(repr=False)
+class ToolResultBlock(DataclassRepr):
     """A tool call's result, answering the ToolUseBlock with ``tool_call_id``; ``images`` go with its text."""
 
     tool_call_id: str
@@ -164,8 +178,8 @@ def _has_type(value: object, expected: str) -> bool:
 ROLES = ("system", "user", "assistant", "tool")
 
 
-@dataclass
-class Message:
+@dataclass(repr=False)
+class Message(DataclassRepr):
     """One message of a conversation: a role and its content blocks."""
 
     role: str
@@ -236,8 +250,8 @@ def transcript(messages: list[Message]) -> list[tuple[str, ContentBlock]]:
 # --- tools, replies, usage ------------------------------------------------
 
 
-@dataclass
-class Tool:
+@dataclass(repr=False)
+class Tool(DataclassRepr):
     """A tool definition as offered to the model."""
 
     name: str
@@ -258,8 +272,8 @@ class FinishReason(str, Enum):
     OTHER = "other"
 
 
-@dataclass
-class Usage:
+@dataclass(repr=False)
+class Usage(DataclassRepr):
     """Token counts of one model call (or a sum of them)."""
 
     input_tokens: int = 0
@@ -293,8 +307,8 @@ class Usage:
                      self.cache_read_tokens + other.cache_read_tokens)
 
 
-@dataclass
-class Choice:
+@dataclass(repr=False)
+class Choice(DataclassRepr):
     """One complete model reply."""
 
     message: Message
@@ -329,8 +343,8 @@ _STOP_NOTICES = {
 }
 
 
-@dataclass(frozen=True)
-class Budget:
+@dataclass(frozen=True, repr=False)
+class Budget(DataclassRepr):
     """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens), "time" (``used`` seconds elapsed) or
     "cost" (``used`` US dollars)."""
 
@@ -357,8 +371,8 @@ class Budget:
                 "(--max-tokens-total / max_tokens_total)")
 
 
-@dataclass
-class AgentResult:
+@dataclass(repr=False)
+class AgentResult(DataclassRepr):
     """How a turn ended: the reply, why it stopped, and what it used."""
 
     final_response: str | None

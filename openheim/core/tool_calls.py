@@ -30,7 +30,7 @@ CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writ
                   "arguments, splitting the work across several calls.")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ToolOutcome:
     """One tool call's result text, whether it failed, and the images that go with it."""
 
@@ -39,7 +39,7 @@ class ToolOutcome:
     images: list[ImageBlock] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FinishedCalls:
     """The tool-result messages of a batch of calls; ``cancelled`` if the turn was."""
 

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.checkpoints.store import CheckpointStore
-
 if TYPE_CHECKING:
-    from openheim.checkpoints.store import TurnRecord
+    from openheim.checkpoints.store import CheckpointStore, TurnRecord
     from openheim.checkpoints.turn import TurnCheckpoint
     from openheim.checkpoints.undo import UndoPlan, UndoResult
     from openheim.config.agent_config import AgentConfig
@@ -28,7 +27,8 @@ class LongSessions:
 
     def __init__(self, config: Config, data_dir: Path, history: HistoryManager) -> None:
         self.config, self.data_dir, self.history = config, data_dir, history
-        self.store = CheckpointStore(data_dir / "checkpoints")
+        self._store: CheckpointStore | None = None
+        self._opening = threading.Lock()
         self._pruned = False
         self._too_big: set[str] = set()  # roots with more than max_files files, seen by this process
 
@@ -55,6 +55,21 @@ class LongSessions:
 
     # --- checkpoints and undo -----------------------------------------------------------
 
+    @property
+    def store(self) -> CheckpointStore:
+        """The checkpoint store, opened on first use: a turn that changes no file never needs it."""
+        with self._opening:
+            if self._store is None:
+                from openheim.checkpoints.store import CheckpointStore
+
+                self._store = CheckpointStore(self.data_dir / "checkpoints")
+            return self._store
+
+    def _store_for_snapshot(self) -> CheckpointStore:
+        """The store, old checkpoints pruned first (once per process, when the first snapshot is taken)."""
+        self._prune_once()
+        return self.store
+
     def checkpoint(self, session_id: str, root: Path, at: int = 0) -> TurnCheckpoint | None:
         """The turn's checkpoint (taken lazily, before the first tool that may change files), or None when off."""
         from openheim.checkpoints.turn import TurnCheckpoint
@@ -62,9 +77,8 @@ class LongSessions:
         settings = self.config.checkpoints
         if not settings.enabled:
             return None
-        self._prune_once()
-        return TurnCheckpoint(self.store, settings, session_id, str(root), at, frozenset({str(self.data_dir)}),
-                              self._too_big)
+        return TurnCheckpoint(self._store_for_snapshot, settings, session_id, str(root), at,
+                              frozenset({str(self.data_dir)}), self._too_big)
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         return self.store.turns(session_id)

@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ResumedSession:
     """The runtime side of resuming: the live session state, its stored messages and any warning."""
 
@@ -67,7 +67,7 @@ class ResumedSession:
     warning: str | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RuntimeSettings:
     """What the builder resolved once for the whole runtime."""
 

@@ -22,7 +22,7 @@ IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 2048  # twice serve's socket cap: every connected client has room for a session
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SessionState:
     """A live session: its config, directory, mode, approvals and cached conversation."""
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 INLINE = "inline"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Delegation:
     """What one turn's delegate_task works with: the profiles, the session's live model, the parent's tools."""
 
