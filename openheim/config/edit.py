@@ -1,12 +1,11 @@
 """Small in-place edits of config.toml that keep the user's comments and layout (line-based, not a TOML rewrite)."""
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 
+from openheim.config.atomic import replace_text
 from openheim.errors import ConfigError
 
 _TUI_HEADER = re.compile(r"^\s*\[\s*tui\s*\]\s*(#.*)?$")
@@ -55,12 +54,7 @@ def save_theme(path: Path | None, name: str) -> None:
 
 
 def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        replace_text(path, text, path.stat().st_mode & 0o7777)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None

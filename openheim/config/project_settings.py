@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.config import trust
+from openheim.config.atomic import replace_text
 from openheim.config.rules import RuleSet
 from openheim.errors import ConfigError
 
@@ -205,15 +206,8 @@ def _with_table(text: str, name: str, table: dict) -> str | None:
 
 
 def _replace(path: Path, text: str) -> None:
-    import tempfile  # only when settings are written: a plain prompt does not pay for it
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
-        os.replace(tmp, path)
+        replace_text(path, text, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
+from openheim.config.atomic import replace_text
 from openheim.errors import ConfigError
 
 TRUSTED, CHANGED, UNTRUSTED = "trusted", "changed", "untrusted"
@@ -47,18 +47,7 @@ def check(store: Path, path: Path, sha256: str) -> str:
 
 def _save(store: Path, files: dict[str, dict]) -> None:
     store.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{store.stem}.", dir=store.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"files": files}, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, store)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_text(store, json.dumps({"files": files}, indent=2, sort_keys=True) + "\n")
 
 
 def record(store: Path, path: Path, data: bytes) -> str:

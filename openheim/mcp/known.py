@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from openheim.config.atomic import replace_text
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -78,17 +79,5 @@ def remember(data_dir: Path, config: McpServerConfig, specs: list[dict], extras:
 
 
 def _save(data_dir: Path, servers: dict[str, dict]) -> None:
-    import tempfile
-
     data_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".mcp-tools.", dir=data_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"servers": servers}, f, ensure_ascii=False)
-        os.replace(tmp, data_dir / KNOWN_FILE)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_text(data_dir / KNOWN_FILE, json.dumps({"servers": servers}, ensure_ascii=False))

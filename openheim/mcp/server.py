@@ -207,21 +207,9 @@ class McpServer:
         if not offered:
             raise ToolExecutionError(f"MCP server '{self.name}' no longer offers the tool '{tool}'")
         limit = self.config.tool_timeout_secs
-        future = self._bridge.submit(self._call(tool, arguments, float(limit)))
-        remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
-        try:
-            result = future.result(timeout=limit)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise ToolExecutionError(f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s") from None
-        except concurrent.futures.CancelledError:
-            raise Cancelled("MCP tool call cancelled") from None
-        except CallFailed as e:
-            raise ToolExecutionError(str(e)) from None
-        except Exception as e:
-            raise ToolExecutionError(f"MCP tool '{tool}' on '{self.name}' failed: {self._scrub(describe(e))}") from None
-        finally:
-            remove()
+        result = self._wait(self._bridge.submit(self._call(tool, arguments, float(limit))), limit, cancel,
+                            late=f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s",
+                            cancelled="MCP tool call cancelled", failed=f"MCP tool '{tool}' on '{self.name}' failed")
         text = result_text(result)
         if result.get("isError"):
             raise ToolExecutionError(text or f"MCP tool '{tool}' on '{self.name}' reported an error")
@@ -232,19 +220,26 @@ class McpServer:
         """``work(session)`` on the bridge loop (a resources or prompts request), once the server is up;
         ToolExecutionError saying ``what`` failed and why."""
         self.wait_started(cancel)
-        future = self._bridge.submit(self._request(what, work))
+        return self._wait(self._bridge.submit(self._request(what, work)), limit, cancel,
+                          late=f"MCP server '{self.name}' did not answer {what} within {limit:g} s",
+                          cancelled=f"MCP {what} cancelled", failed=f"MCP {what} on '{self.name}' failed")
+
+    def _wait(self, future: concurrent.futures.Future[T], limit: float, cancel: CancelToken | None, *,
+              late: str, cancelled: str, failed: str) -> T:
+        """The bridge's answer within ``limit`` seconds; a cancel cancels it. Failures become one-line
+        errors: ``late`` past the deadline, ``cancelled``, or ``failed: <why>`` (secrets scrubbed)."""
         remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
         try:
             return future.result(timeout=limit)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise ToolExecutionError(f"MCP server '{self.name}' did not answer {what} within {limit:g} s") from None
+            raise ToolExecutionError(late) from None
         except concurrent.futures.CancelledError:
-            raise Cancelled(f"MCP {what} cancelled") from None
+            raise Cancelled(cancelled) from None
         except CallFailed as e:
             raise ToolExecutionError(str(e)) from None
         except Exception as e:
-            raise ToolExecutionError(f"MCP {what} on '{self.name}' failed: {self._scrub(describe(e))}") from None
+            raise ToolExecutionError(f"{failed}: {self._scrub(describe(e))}") from None
         finally:
             remove()
 
