@@ -1,7 +1,7 @@
 """StreamEvents: what happens during a turn, one frozen dataclass per kind.
 
-Events compare by identity (``eq=False``): nothing compares them, and it keeps start-up cheap. For the same
-reason their ``repr`` (the one dataclasses would write) is inherited from ``DataclassRepr``, not one per event.
+Events compare by identity: nothing compares them. Their ``__init__`` is written out and the rest inherited
+(``openheim.records``), so a plain prompt does not compile generated methods for each event at start-up.
 
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
@@ -11,14 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from openheim.core.models import DataclassRepr, Message, Usage
+from openheim.core.models import Message, Usage
+from openheim.records import DataclassRepr, Frozen
 
 if TYPE_CHECKING:
     from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
-class _Event(DataclassRepr):
+_set = object.__setattr__  # how a frozen event's __init__ sets its fields
+
+
+class _Event(Frozen, DataclassRepr):
     __slots__ = ()
     kind: ClassVar[str]
 
@@ -32,15 +36,18 @@ class _Event(DataclassRepr):
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class IterationStart(_Event):
     """A model call of the turn is about to start (counted from 1)."""
 
     kind: ClassVar[str] = "iteration_start"
     iteration: int
 
+    def __init__(self, iteration: int) -> None:
+        _set(self, "iteration", iteration)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ToolCall(_Event):
     """A tool call about to run; ``view`` is how the tool presents it, taken before it ran."""
 
@@ -50,8 +57,14 @@ class ToolCall(_Event):
     arguments: str
     view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
+    def __init__(self, id: str, tool_name: str, arguments: str, view: ToolView | None = None) -> None:
+        _set(self, "id", id)
+        _set(self, "tool_name", tool_name)
+        _set(self, "arguments", arguments)
+        _set(self, "view", view)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ToolResult(_Event):
     """What a tool call returned (or its error)."""
 
@@ -61,24 +74,36 @@ class ToolResult(_Event):
     result: str
     is_error: bool
 
+    def __init__(self, id: str, tool_name: str, result: str, is_error: bool) -> None:
+        _set(self, "id", id)
+        _set(self, "tool_name", tool_name)
+        _set(self, "result", result)
+        _set(self, "is_error", is_error)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class LlmResponse(_Event):
     """A streamed fragment of the reply's text."""
 
     kind: ClassVar[str] = "llm_response"
     content: str
 
+    def __init__(self, content: str) -> None:
+        _set(self, "content", content)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ThinkingContent(_Event):
     """A streamed fragment of the model's visible thinking."""
 
     kind: ClassVar[str] = "thinking_content"
     content: str
 
+    def __init__(self, content: str) -> None:
+        _set(self, "content", content)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class UsageReport(_Event):
     """The token usage of one model call."""
 
@@ -86,6 +111,11 @@ class UsageReport(_Event):
     usage: Usage
     cost: float | None = None  # US dollars of this call (None: the model has no price)
     total_cost: float | None = None  # US dollars the session has spent so far, subagents included
+
+    def __init__(self, usage: Usage, cost: float | None = None, total_cost: float | None = None) -> None:
+        _set(self, "usage", usage)
+        _set(self, "cost", cost)
+        _set(self, "total_cost", total_cost)
 
     def to_dict(self) -> dict[str, Any]:
         """Without the cost keys when the model has no price (the shape stays as it was)."""
@@ -97,15 +127,18 @@ class UsageReport(_Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ContextTrimmed(_Event):
     """``dropped`` earlier messages were left out of the request to fit the context window."""
 
     kind: ClassVar[str] = "context_trimmed"
     dropped: int
 
+    def __init__(self, dropped: int) -> None:
+        _set(self, "dropped", dropped)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class Finished(_Event):
     """The turn ended; ``final_response`` is the reply's text, if any."""
 
@@ -113,16 +146,23 @@ class Finished(_Event):
     final_response: str | None
     iterations: int
 
+    def __init__(self, final_response: str | None, iterations: int) -> None:
+        _set(self, "final_response", final_response)
+        _set(self, "iterations", iterations)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class MessageAppended(_Event):
     """A finished message joined the conversation (and is on disk)."""
 
     kind: ClassVar[str] = "message_appended"
     message: Message
 
+    def __init__(self, message: Message) -> None:
+        _set(self, "message", message)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class SubagentEvent(_Event):
     """Something a subagent did (its tool calls and results), inside the parent's ``delegate_task`` call."""
 
@@ -131,8 +171,13 @@ class SubagentEvent(_Event):
     parent_tool_call_id: str
     event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
+    def __init__(self, subagent: str, parent_tool_call_id: str, event: ToolCall | ToolResult | UsageReport) -> None:
+        _set(self, "subagent", subagent)
+        _set(self, "parent_tool_call_id", parent_tool_call_id)
+        _set(self, "event", event)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class Compaction(_Event):
     """The conversation so far was summarised: the model now sees ``summary`` in place of the messages before
     ``keep_from`` (``usage`` is the summary call's); with ``error`` set, it could not be and fitting takes over."""
@@ -146,8 +191,18 @@ class Compaction(_Event):
     manual: bool = False
     error: str | None = None
 
+    def __init__(self, at: int, keep_from: int, summary: str, model: str | None = None, usage: Usage | None = None,
+                 manual: bool = False, error: str | None = None) -> None:
+        _set(self, "at", at)
+        _set(self, "keep_from", keep_from)
+        _set(self, "summary", summary)
+        _set(self, "model", model)
+        _set(self, "usage", usage)
+        _set(self, "manual", manual)
+        _set(self, "error", error)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class PermissionAsked(_Event):
     """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
     (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
@@ -155,8 +210,11 @@ class PermissionAsked(_Event):
     kind: ClassVar[str] = "permission_asked"
     question: Question
 
+    def __init__(self, question: Question) -> None:
+        _set(self, "question", question)
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class ToolDenied(_Event):
     """A tool call the permission gate refused: ``by`` user, approve (``mode``: reads or none) or rule
     (``rule``: as written); ``reason`` is what the model was told. Its ToolResult (an error) follows."""
@@ -169,6 +227,15 @@ class ToolDenied(_Event):
     rule: str | None = None
     mode: str | None = None
 
+    def __init__(self, id: str, tool_name: str, by: str, reason: str, rule: str | None = None,
+                 mode: str | None = None) -> None:
+        _set(self, "id", id)
+        _set(self, "tool_name", tool_name)
+        _set(self, "by", by)
+        _set(self, "reason", reason)
+        _set(self, "rule", rule)
+        _set(self, "mode", mode)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind, "id": self.id, "tool_name": self.tool_name, "by": self.by}
         if self.rule is not None:
@@ -179,7 +246,7 @@ class ToolDenied(_Event):
         return out
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class PlanUpdate(_Event):
     """The model's plan, whole (update_plan): each step's text and status (pending, in_progress, completed)."""
 
@@ -187,11 +254,15 @@ class PlanUpdate(_Event):
     entries: tuple[dict[str, str], ...]
     explanation: str | None = None
 
+    def __init__(self, entries: tuple[dict[str, str], ...], explanation: str | None = None) -> None:
+        _set(self, "entries", entries)
+        _set(self, "explanation", explanation)
+
     def to_dict(self) -> dict[str, Any]:
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
+@dataclass(slots=True, init=False, eq=False, repr=False)
 class Notice(_Event):
     """A one-line notice about the turn's surroundings, not from the model (e.g. ``starting MCP servers: time``):
     ``level`` is ``info`` (progress, soon over) or ``warning`` (something the user should know afterwards)."""
@@ -199,6 +270,10 @@ class Notice(_Event):
     kind: ClassVar[str] = "notice"
     text: str
     level: str = "info"
+
+    def __init__(self, text: str, level: str = 'info') -> None:
+        _set(self, "text", text)
+        _set(self, "level", level)
 
 
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport

@@ -5,45 +5,45 @@ The JSON shapes (``to_dict``/``from_dict``) are the on-disk history format.
 from __future__ import annotations
 
 import json
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any
 
+from openheim.records import FrozenRecord, Record
 
-class DataclassRepr:
-    """The repr dataclasses would write, as one method for every dataclass here and every event: each
-    generated method is source compiled when its module is imported, so these pass ``repr=False`` and
-    inherit this one, and a plain prompt starts that much sooner."""
-
-    __slots__ = ()
-    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # only dataclasses derive from this
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{type(self).__qualname__}({shown})"
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 # --- content blocks --------------------------------------------------------
 
 
-@dataclass(repr=False)
-class TextBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class TextBlock(Record):
     """Plain text."""
 
     text: str
     type: str = field(default="text", init=False, repr=False)
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.type = "text"
+
     def to_dict(self) -> dict:
         return {"type": "text", "text": self.text}
 
 
-@dataclass(repr=False)
-class ThinkingBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class ThinkingBlock(Record):
     """The model's visible reasoning (``signature`` lets providers verify it)."""
 
     thinking: str
     signature: str | None = None
     type: str = field(default="thinking", init=False, repr=False)
+
+    def __init__(self, thinking: str, signature: str | None = None) -> None:
+        self.thinking = thinking
+        self.signature = signature
+        self.type = "thinking"
 
     def to_dict(self) -> dict:
         d = {"type": "thinking", "thinking": self.thinking}
@@ -52,31 +52,40 @@ class ThinkingBlock(DataclassRepr):
         return d
 
 
-@dataclass(repr=False)
-class RedactedThinkingBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class RedactedThinkingBlock(Record):
     """Reasoning the provider returned encrypted; sent back as is."""
 
     data: str
     type: str = field(default="redacted_thinking", init=False, repr=False)
 
+    def __init__(self, data: str) -> None:
+        self.data = data
+        self.type = "redacted_thinking"
+
     def to_dict(self) -> dict:
         return {"type": "redacted_thinking", "data": self.data}
 
 
-@dataclass(repr=False)
-class ImageBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class ImageBlock(Record):
     """An image, base64-encoded."""
 
     data: str  # base64
     mime_type: str
     type: str = field(default="image", init=False, repr=False)
 
+    def __init__(self, data: str, mime_type: str) -> None:
+        self.data = data
+        self.mime_type = mime_type
+        self.type = "image"
+
     def to_dict(self) -> dict:
         return {"type": "image", "data": self.data, "mime_type": self.mime_type}
 
 
-@dataclass(repr=False)
-class ToolUseBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class ToolUseBlock(Record):
     """A tool call the model made."""
 
     id: str
@@ -85,6 +94,13 @@ class ToolUseBlock(DataclassRepr):
     signature: str | None = None
     type: str = field(default="tool_use", init=False, repr=False)
 
+    def __init__(self, id: str, name: str, arguments: str, signature: str | None = None) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+        self.signature = signature
+        self.type = "tool_use"
+
     def to_dict(self) -> dict:
         d = {"type": "tool_use", "id": self.id, "name": self.name, "arguments": self.arguments}
         if self.signature is not None:
@@ -92,8 +108,8 @@ class ToolUseBlock(DataclassRepr):
         return d
 
 
-@dataclass(repr=False)
-class ToolResultBlock(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class ToolResultBlock(Record):
     """A tool call's result, answering the ToolUseBlock with ``tool_call_id``; ``images`` go with its text."""
 
     tool_call_id: str
@@ -102,6 +118,15 @@ class ToolResultBlock(DataclassRepr):
     is_error: bool = False
     images: list[ImageBlock] = field(default_factory=list)
     type: str = field(default="tool_result", init=False, repr=False)
+
+    def __init__(self, tool_call_id: str, tool_name: str, content: str, is_error: bool = False,
+                 images: list[ImageBlock] | None = None) -> None:
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.content = content
+        self.is_error = is_error
+        self.images = [] if images is None else images
+        self.type = "tool_result"
 
     def to_dict(self) -> dict:
         d: dict[str, object] = {"type": "tool_result", "tool_call_id": self.tool_call_id,
@@ -126,7 +151,6 @@ _BLOCK_TYPES: dict[str, type[ContentBlock]] = {
 
 
 def _field_types() -> dict[str, dict[str, str]]:
-    from dataclasses import fields
 
     return {kind: {f.name: str(f.type) for f in fields(cls) if f.init} for kind, cls in _BLOCK_TYPES.items()}
 
@@ -178,12 +202,16 @@ def _has_type(value: object, expected: str) -> bool:
 ROLES = ("system", "user", "assistant", "tool")
 
 
-@dataclass(repr=False)
-class Message(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class Message(Record):
     """One message of a conversation: a role and its content blocks."""
 
     role: str
     content: list[ContentBlock] = field(default_factory=list)
+
+    def __init__(self, role: str, content: list[ContentBlock] | None = None) -> None:
+        self.role = role
+        self.content = [] if content is None else content
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -250,13 +278,18 @@ def transcript(messages: list[Message]) -> list[tuple[str, ContentBlock]]:
 # --- tools, replies, usage ------------------------------------------------
 
 
-@dataclass(repr=False)
-class Tool(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class Tool(Record):
     """A tool definition as offered to the model."""
 
     name: str
     description: str
     parameters: dict
+
+    def __init__(self, name: str, description: str, parameters: dict) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
 
     def to_dict(self) -> dict:
         return {"type": "function",
@@ -272,14 +305,21 @@ class FinishReason(str, Enum):
     OTHER = "other"
 
 
-@dataclass(repr=False)
-class Usage(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class Usage(Record):
     """Token counts of one model call (or a sum of them)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+
+    def __init__(self, input_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0,
+                 cache_read_tokens: int = 0) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cache_creation_tokens = cache_creation_tokens
+        self.cache_read_tokens = cache_read_tokens
 
     @property
     def total(self) -> int:
@@ -307,14 +347,21 @@ class Usage(DataclassRepr):
                      self.cache_read_tokens + other.cache_read_tokens)
 
 
-@dataclass(repr=False)
-class Choice(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class Choice(Record):
     """One complete model reply."""
 
     message: Message
     finish_reason: FinishReason | None = None
     finish_detail: str | None = None  # the raw provider reason when finish_reason is OTHER
     usage: Usage | None = None
+
+    def __init__(self, message: Message, finish_reason: FinishReason | None = None, finish_detail: str | None = None,
+                 usage: Usage | None = None) -> None:
+        self.message = message
+        self.finish_reason = finish_reason
+        self.finish_detail = finish_detail
+        self.usage = usage
 
 
 class StopReason(str, Enum):
@@ -343,14 +390,19 @@ _STOP_NOTICES = {
 }
 
 
-@dataclass(frozen=True, repr=False)
-class Budget(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class Budget(FrozenRecord):
     """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens), "time" (``used`` seconds elapsed) or
     "cost" (``used`` US dollars)."""
 
     kind: str
     limit: float
     used: float
+
+    def __init__(self, kind: str, limit: float, used: float) -> None:
+        _set(self, "kind", kind)
+        _set(self, "limit", limit)
+        _set(self, "used", used)
 
     def to_dict(self) -> dict:
         if self.kind == "time":
@@ -371,8 +423,8 @@ class Budget(DataclassRepr):
                 "(--max-tokens-total / max_tokens_total)")
 
 
-@dataclass(repr=False)
-class AgentResult(DataclassRepr):
+@dataclass(init=False, repr=False, eq=False)
+class AgentResult(Record):
     """How a turn ended: the reply, why it stopped, and what it used."""
 
     final_response: str | None
@@ -384,3 +436,16 @@ class AgentResult(DataclassRepr):
     structured: Any = None  # the answer parsed and validated against the turn's output schema
     output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
     cost: float | None = None  # US dollars the turn spent, subagents included (None: the model has no price)
+
+    def __init__(self, final_response: str | None, iterations_used: int, stop_reason: StopReason,
+                 usage: Usage | None = None, context_usage: Usage | None = None, budget: Budget | None = None,
+                 structured: Any = None, output_error: str | None = None, cost: float | None = None) -> None:
+        self.final_response = final_response
+        self.iterations_used = iterations_used
+        self.stop_reason = stop_reason
+        self.usage = Usage() if usage is None else usage
+        self.context_usage = context_usage
+        self.budget = budget
+        self.structured = structured
+        self.output_error = output_error
+        self.cost = cost
