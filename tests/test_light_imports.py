@@ -62,6 +62,7 @@ LAZY_ON_RUN = ("openheim.tools.html_text", "openheim.tools.netguard", "openheim.
                "openheim.core.hooks",  # the hook runner: only when a hook is configured
                "openheim.core.tool_view",  # how a tool call is shown: only with the first call
                "openheim.checkpoints.store", "openheim.checkpoints.prune",  # with the first snapshot of files
+               "openheim.sandbox.policy",  # the shell's sandbox: only when the shell is on
                *TOOL_IMPLEMENTATIONS)
 
 

@@ -180,11 +180,15 @@ def _sandbox_overrides(config: Config, opts: dict) -> None:
 
 def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandler]) -> ToolRegistry:
     from openheim.memory.tools import memory_tools
-    from openheim.sandbox.policy import Sandbox
     from openheim.tools.builtins import register_builtins
 
     registry = ToolRegistry()
-    register_builtins(registry, allow_shell=config.allow_shell, sandbox=Sandbox.from_config(config.sandbox))
+    sandbox = None
+    if config.allow_shell:  # only the shell runs in the sandbox: without it, its policy is not even loaded
+        from openheim.sandbox.policy import Sandbox
+
+        sandbox = Sandbox.from_config(config.sandbox)
+    register_builtins(registry, allow_shell=config.allow_shell, sandbox=sandbox)
     if custom:  # code of the embedding program's own: it may start children before any built-in loads
         from openheim.tools.process import deny_inspection
 
