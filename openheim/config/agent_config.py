@@ -6,10 +6,13 @@ from typing import Any
 
 from openheim.config.prices import Price
 from openheim.config.secrecy import scrub_url
+from openheim.records import FrozenRecord
+
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__ hides the key
-class AgentConfig:
+@dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides the key
+class AgentConfig(FrozenRecord):
     """Everything one agent needs to run: provider, model and limits."""
 
     provider_name: str
@@ -29,6 +32,29 @@ class AgentConfig:
     replay: str | None = None  # serve every exchange from this recording (no network)
     price: Price | None = None  # [prices."provider/model"]: what its tokens cost
     max_cost: float | None = None  # US dollars one turn may spend (subagents included)
+
+    def __init__(self, provider_name: str, kind: str, api_base: str, api_key: str, model: str, max_iterations: int = 10,
+                 max_parallel_tools: int = 8, timeout_secs: int = 120, max_tokens: int | None = None,
+                 context_window: int | None = None, thinking: bool = False, max_tokens_total: int | None = None,
+                 turn_timeout_secs: float | None = None, record: str | None = None, replay: str | None = None,
+                 price: Price | None = None, max_cost: float | None = None) -> None:
+        _set(self, "provider_name", provider_name)
+        _set(self, "kind", kind)
+        _set(self, "api_base", api_base)
+        _set(self, "api_key", api_key)
+        _set(self, "model", model)
+        _set(self, "max_iterations", max_iterations)
+        _set(self, "max_parallel_tools", max_parallel_tools)
+        _set(self, "timeout_secs", timeout_secs)
+        _set(self, "max_tokens", max_tokens)
+        _set(self, "context_window", context_window)
+        _set(self, "thinking", thinking)
+        _set(self, "max_tokens_total", max_tokens_total)
+        _set(self, "turn_timeout_secs", turn_timeout_secs)
+        _set(self, "record", record)
+        _set(self, "replay", replay)
+        _set(self, "price", price)
+        _set(self, "max_cost", max_cost)
 
     def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
         return replace(self, **changes)

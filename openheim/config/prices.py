@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from openheim.errors import ConfigError
+from openheim.records import FrozenRecord
+
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class Usage(Protocol):
@@ -23,14 +26,21 @@ PER = 1_000_000  # prices are per million tokens
 _KEYS = ("input", "output", "cache_read", "cache_write")
 
 
-@dataclass(frozen=True)
-class Price:
+@dataclass(init=False, repr=False, eq=False)
+class Price(FrozenRecord):
     """US dollars per million tokens; cache reads and writes default to the input price."""
 
     input: float
     output: float
     cache_read: float | None = None
     cache_write: float | None = None
+
+    def __init__(self, input: float, output: float, cache_read: float | None = None,
+                 cache_write: float | None = None) -> None:
+        _set(self, "input", input)
+        _set(self, "output", output)
+        _set(self, "cache_read", cache_read)
+        _set(self, "cache_write", cache_write)
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` costs in dollars (fresh input, output, cache reads and cache writes)."""

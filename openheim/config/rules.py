@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from openheim.records import FrozenRecord, Record
+
 SHELL_TOOL = "execute_command"
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "search"})
 # The argument a rule's pattern is matched against, per built-in tool; other tools (MCP, custom) are
@@ -30,20 +32,27 @@ MAIN_ARGUMENTS = {
 }
 _DEFAULT_PATH = {"list_dir": ".", "search": "."}
 _NAME = r"^(mcp:)?[A-Za-z0-9_*-]+$"  # patterns compile on first use (re caches them)
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class RuleError(ValueError):
     """A malformed rule; the message names it."""
 
 
-@dataclass(frozen=True)
-class Rule:
+@dataclass(init=False, repr=False, eq=False)
+class Rule(FrozenRecord):
     """One permission rule: a tool name (may hold ``*``) and an optional pattern."""
 
     text: str  # as written
     tool: str  # the registry name (see exposed_tool_name); may hold ``*``
     pattern: str | None
     source: str = ""  # where it was written: a file path, --allow, --deny, builder
+
+    def __init__(self, text: str, tool: str, pattern: str | None, source: str = "") -> None:
+        _set(self, "text", text)
+        _set(self, "tool", tool)
+        _set(self, "pattern", pattern)
+        _set(self, "source", source)
 
     def __str__(self) -> str:
         return self.text
@@ -87,18 +96,25 @@ def exposed_tool_name(name: str) -> str:
     return f"_{server}__{tool}" if server[:1].isdigit() else f"{server}__{tool}"
 
 
-@dataclass(frozen=True)
-class RuleSet:
+@dataclass(init=False, repr=False, eq=False)
+class RuleSet(FrozenRecord):
     """Allow and deny rules; deny wins."""
 
     allow: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
+
+    def __init__(self, allow: tuple[Rule, ...] = (), deny: tuple[Rule, ...] = ()) -> None:
+        _set(self, "allow", allow)
+        _set(self, "deny", deny)
 
     def __bool__(self) -> bool:
         return bool(self.allow or self.deny)
 
     def __add__(self, other: RuleSet) -> RuleSet:
         return RuleSet(self.allow + other.allow, self.deny + other.deny)
+
+
+NO_RULES = RuleSet()
 
 
 def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> RuleSet:
@@ -108,8 +124,8 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
 # --- shell splitting ----------------------------------------------------------
 
 
-@dataclass
-class ShellPart:
+@dataclass(init=False, repr=False, eq=False)
+class ShellPart(Record):
     """One simple command of a compound shell command, as rules see it: quotes and backslashes removed,
     blanks collapsed to one space, ``env``/``command``/``exec``/``nohup``/``VAR=x`` prefixes dropped."""
 
@@ -117,6 +133,12 @@ class ShellPart:
     redirects: bool = False  # an unquoted > or < (writes or reads a file the rule may not name)
     raw: str = ""  # as written
     also: tuple[str, ...] = ()  # what a deny rule also checks: /bin/rm as rm; the command of sh -c, eval, xargs
+
+    def __init__(self, text: str, redirects: bool = False, raw: str = "", also: tuple[str, ...] = ()) -> None:
+        self.text = text
+        self.redirects = redirects
+        self.raw = raw
+        self.also = also
 
 
 _COMMENT_AFTER = " \t\n;&|()`"
@@ -374,8 +396,8 @@ def suggested_rules(tool: str, args: object, root: str | None = None, cwd: str |
 ALLOW, DENY, PROJECT_ALLOW, FALL_THROUGH = "allow", "deny", "project_allow", "fall_through"
 
 
-@dataclass(frozen=True)
-class Verdict:
+@dataclass(init=False, repr=False, eq=False)
+class Verdict(FrozenRecord):
     """What the rules say about one call: ``outcome`` (allow, deny, project_allow, fall_through),
     the rule that decided (None when none did) and why, in words."""
 
@@ -383,6 +405,12 @@ class Verdict:
     rule: Rule | None = None
     reason: str = ""
     parts: tuple[str, ...] = field(default=())
+
+    def __init__(self, outcome: str, rule: Rule | None = None, reason: str = "", parts: tuple[str, ...] = ()) -> None:
+        _set(self, "outcome", outcome)
+        _set(self, "rule", rule)
+        _set(self, "reason", reason)
+        _set(self, "parts", parts)
 
 
 def _subjects(tool: str, args: object, root: str | None, cwd: str | None) -> list[ShellPart] | None:
@@ -427,7 +455,7 @@ def read_denied(rules: RuleSet, relative: str) -> Rule | None:
                  and pattern_matches(r.pattern, relative, "read_file")), None)
 
 
-def decide(tool: str, args: object, user: RuleSet, project: RuleSet = RuleSet(),
+def decide(tool: str, args: object, user: RuleSet, project: RuleSet = NO_RULES,
            root: str | None = None, cwd: str | None = None) -> Verdict:
     """Deny (user's or project's) wins; then the user's allows; then the project's allows (with the
     user's, every part covered: ``project_allow``); else ``fall_through`` to the front end's fallback."""

@@ -16,6 +16,7 @@ from openheim.core import events
 from openheim.core.context import message_bytes, tools_bytes
 from openheim.core.models import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from openheim.errors import Cancelled, OpenheimError
+from openheim.records import DataclassRepr
 
 if TYPE_CHECKING:
     from openheim.config.long_sessions import CompactionConfig
@@ -52,13 +53,18 @@ MIN_SUMMARISED_SHARE = 0.2  # of the window: less than this to summarise is not 
 TOOL_TEXT_CHARS = 1500  # a tool call's arguments or result, cut to this in the transcript
 
 
-@dataclass(eq=False)
-class CompactionOutcome:
+@dataclass(init=False, repr=False, eq=False)
+class CompactionOutcome(DataclassRepr):
     """What one compaction did (or why it did not)."""
 
     record: CompactionRecord | None
     usage: Usage | None
     error: str | None = None
+
+    def __init__(self, record: CompactionRecord | None, usage: Usage | None, error: str | None = None) -> None:
+        self.record = record
+        self.usage = usage
+        self.error = error
 
 
 def view(messages: Sequence[Message], latest: CompactionRecord | None) -> list[Message]:
@@ -126,8 +132,8 @@ def _cut(text: str) -> str:
 class Compactor:
     """Compaction for one session's turn: decides when, asks for the summary, builds what the model sees."""
 
-    def __init__(self, settings: CompactionConfig, window: int | None, summarizer: Callable[[], LlmClient],
-                 model: str, latest: CompactionRecord | None = None) -> None:
+    def __init__(self, settings: CompactionConfig, window: int | None, summarizer: Callable[[], LlmClient], model: str,
+                 latest: CompactionRecord | None = None) -> None:
         self.settings, self.window = settings, window
         self.summarizer, self.model = summarizer, model  # the client is made only when a summary is needed
         self.latest = latest

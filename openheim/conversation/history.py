@@ -32,6 +32,7 @@ from openheim.errors import (
     ParseError,
     file_error,
 )
+from openheim.records import DataclassRepr, Record
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,8 @@ def validate_id(conversation_id: str) -> str:
 _STRING_FIELDS = ("created_at", "updated_at", "model", "provider", "title", "cwd", "mode")
 
 
-@dataclass
-class ConversationMeta:
+@dataclass(init=False, repr=False, eq=False)
+class ConversationMeta(Record):
     """The ``meta`` object of ``{id}.json``."""
 
     id: str
@@ -100,9 +101,22 @@ class ConversationMeta:
     failed: bool = False  # its last turn failed before the model ever replied: lists hide it (--all shows it)
     cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
-    def __post_init__(self) -> None:
-        if not self.updated_at:
-            self.updated_at = self.created_at
+    def __init__(self, id: str, created_at: str | None = None, updated_at: str = "", model: str | None = None,
+                 provider: str | None = None, title: str | None = None, skills: list[str] | None = None,
+                 cwd: str | None = None, context_usage: Usage | None = None, mode: str = "code", failed: bool = False,
+                 cost: float | None = None) -> None:
+        self.id = id
+        self.created_at = now_rfc3339() if created_at is None else created_at
+        self.updated_at = updated_at or self.created_at
+        self.model = model
+        self.provider = provider
+        self.title = title
+        self.skills = [] if skills is None else skills
+        self.cwd = cwd
+        self.context_usage = context_usage
+        self.mode = mode
+        self.failed = failed
+        self.cost = cost
 
     @property
     def updated(self) -> datetime:
@@ -151,8 +165,8 @@ def _cost(value: object) -> float | None:
     return float(value)
 
 
-@dataclass(eq=False)
-class Conversation:
+@dataclass(init=False, repr=False, eq=False)
+class Conversation(DataclassRepr):
     """A conversation in memory: metadata, messages, and how much of the log is known to be on disk."""
 
     meta: ConversationMeta
@@ -162,12 +176,22 @@ class Conversation:
     log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
     compactions: list[CompactionRecord] = field(default_factory=list)  # in log order
 
+    def __init__(self, meta: ConversationMeta, messages: list[Message] | None = None, persisted: int = 0,
+                 log_size: int = 0, log_needs_newline: bool = False,
+                 compactions: list[CompactionRecord] | None = None) -> None:
+        self.meta = meta
+        self.messages = [] if messages is None else messages
+        self.persisted = persisted
+        self.log_size = log_size
+        self.log_needs_newline = log_needs_newline
+        self.compactions = [] if compactions is None else compactions
+
     @property
     def id(self) -> str:
         return self.meta.id
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(init=False, repr=False, eq=False)
 class _LogRead:
     """What reading a log file found."""
 
@@ -177,6 +201,15 @@ class _LogRead:
     torn: bool
     compactions: list[CompactionRecord] = field(default_factory=list)
     skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
+
+    def __init__(self, messages: list[Message], size: int, needs_newline: bool, torn: bool,
+                 compactions: list[CompactionRecord] | None = None, skipped: tuple[int, ...] = ()) -> None:
+        self.messages = messages
+        self.size = size
+        self.needs_newline = needs_newline
+        self.torn = torn
+        self.compactions = [] if compactions is None else compactions
+        self.skipped = skipped
 
 
 class HistoryManager:

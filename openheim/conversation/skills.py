@@ -12,19 +12,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.errors import InvalidArgument, NotFound, OpenheimError
+from openheim.records import FrozenRecord
 
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
 
 
-@dataclass(frozen=True)
-class Skill:
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+
+
+@dataclass(init=False, repr=False, eq=False)
+class Skill(FrozenRecord):
     """A skill file: its name, one-line description and content."""
 
     name: str
     description: str
     content: str
+
+    def __init__(self, name: str, description: str, content: str) -> None:
+        _set(self, "name", name)
+        _set(self, "description", description)
+        _set(self, "content", content)
 
 
 def is_valid_name(name: str) -> bool:

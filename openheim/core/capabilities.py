@@ -3,14 +3,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openheim.records import FrozenRecord
 
-@dataclass(frozen=True)
-class ToolCapabilities:
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+
+
+@dataclass(init=False, repr=False, eq=False)
+class ToolCapabilities(FrozenRecord):
     """What the runtime may assume about a tool: read-only tools survive architect mode."""
 
     read_only: bool = False
     kind: str = "other"  # read, edit, delete, move, search, execute, think, fetch, other
     approval_scope: str = "tool_name"  # or "exact_arguments"
+
+    def __init__(self, read_only: bool = False, kind: str = "other", approval_scope: str = "tool_name") -> None:
+        _set(self, "read_only", read_only)
+        _set(self, "kind", kind)
+        _set(self, "approval_scope", approval_scope)
 
 
 DEFAULT_CAPABILITIES = ToolCapabilities()

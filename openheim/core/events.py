@@ -271,7 +271,7 @@ class Notice(_Event):
     text: str
     level: str = "info"
 
-    def __init__(self, text: str, level: str = 'info') -> None:
+    def __init__(self, text: str, level: str = "info") -> None:
         _set(self, "text", text)
         _set(self, "level", level)
 

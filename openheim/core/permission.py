@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from openheim.records import FrozenRecord
+
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
     from openheim.core.cancel import CancelToken
@@ -24,6 +26,9 @@ log = logging.getLogger(__name__)
 
 DENIED_BY_USER = "Permission denied by user."
 POLICIES = ("all", "reads", "none")
+
+
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class Decision(str, Enum):
@@ -42,8 +47,8 @@ class Decision(str, Enum):
         return self in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS)
 
 
-@dataclass(frozen=True)
-class PermissionRequest:
+@dataclass(init=False, repr=False, eq=False)
+class PermissionRequest(FrozenRecord):
     """A tool call waiting for permission."""
 
     tool_call_id: str
@@ -51,6 +56,14 @@ class PermissionRequest:
     arguments: str
     subagent: str | None = None  # the delegated agent asking, when it is not the session's own
     parent_tool_call_id: str | None = None  # the delegate_task call it runs in
+
+    def __init__(self, tool_call_id: str, tool_name: str, arguments: str, subagent: str | None = None,
+                 parent_tool_call_id: str | None = None) -> None:
+        _set(self, "tool_call_id", tool_call_id)
+        _set(self, "tool_name", tool_name)
+        _set(self, "arguments", arguments)
+        _set(self, "subagent", subagent)
+        _set(self, "parent_tool_call_id", parent_tool_call_id)
 
 
 class PermissionGate(Protocol):
@@ -372,8 +385,8 @@ class ProtectedWritesGate(PermissionGate):
     naming the path, else put to ``person`` afresh (no remembered *Always, no mode, no rule allowing
     every write, no ``--approve all``) and refused when no person can be asked. Other calls go to ``inner``."""
 
-    def __init__(self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet,
-                 root: str, cwd: str) -> None:
+    def __init__(self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet, root: str,
+                 cwd: str) -> None:
         self.inner, self.user, self.project, self.root, self.cwd = inner, user, project, root, cwd
         self.person = person if person is not None and getattr(person, "asks_a_person", False) else None
 

@@ -30,7 +30,7 @@ CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writ
                   "arguments, splitting the work across several calls.")
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(init=False, repr=False, eq=False)
 class ToolOutcome:
     """One tool call's result text, whether it failed, and the images that go with it."""
 
@@ -38,13 +38,22 @@ class ToolOutcome:
     is_error: bool
     images: list[ImageBlock] = field(default_factory=list)
 
+    def __init__(self, content: str, is_error: bool, images: list[ImageBlock] | None = None) -> None:
+        self.content = content
+        self.is_error = is_error
+        self.images = [] if images is None else images
 
-@dataclass(eq=False, repr=False)
+
+@dataclass(init=False, repr=False, eq=False)
 class FinishedCalls:
     """The tool-result messages of a batch of calls; ``cancelled`` if the turn was."""
 
     messages: list[Message]
     cancelled: bool
+
+    def __init__(self, messages: list[Message], cancelled: bool) -> None:
+        self.messages = messages
+        self.cancelled = cancelled
 
 
 def cap_result(text: str, cap: int = RESULT_CAP) -> str:

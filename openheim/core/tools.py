@@ -11,6 +11,7 @@ from openheim.core.capabilities import DEFAULT_CAPABILITIES, ToolCapabilities
 from openheim.core.models import Tool
 from openheim.core.tool_args import decode_arguments, parse_arguments
 from openheim.errors import ToolExecutionError
+from openheim.records import FrozenRecord
 
 if TYPE_CHECKING:
     from openheim.core.tool_view import TITLE_CHARS, DiffPreview, Location, ToolView, short
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 _VIEWS = frozenset({"TITLE_CHARS", "DiffPreview", "Location", "ToolView", "short"})
 
 
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+
+
 def __getattr__(name: str) -> Any:
     """How a call is shown (core.tool_view) loads with the first call to show, still importable from here."""
     if name in _VIEWS:
@@ -33,8 +37,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
-class ViewContext:
+@dataclass(init=False, repr=False, eq=False)
+class ViewContext(FrozenRecord):
     """What a presentation hook may consult: the session cwd, the client's buffers, the turn's cancel token."""
 
     cwd: Path
@@ -42,6 +46,14 @@ class ViewContext:
     cancel: CancelToken | None = None
     with_diff: bool = True  # reading the old text for a diff preview costs I/O; history replays skip it
     root: Path | None = None  # the sandbox root (default: cwd); a preview never reads outside it
+
+    def __init__(self, cwd: Path, client_io: ClientIo | None = None, cancel: CancelToken | None = None,
+                 with_diff: bool = True, root: Path | None = None) -> None:
+        _set(self, "cwd", cwd)
+        _set(self, "client_io", client_io)
+        _set(self, "cancel", cancel)
+        _set(self, "with_diff", with_diff)
+        _set(self, "root", root)
 
     def absolute(self, path: str) -> str:
         p = Path(path).expanduser()

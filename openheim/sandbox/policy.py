@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.records import FrozenRecord
+
 if TYPE_CHECKING:
     from openheim.config.schema import SandboxConfig
 
@@ -17,14 +19,24 @@ _LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import helper;sys.e
 REFUSED_EXIT = 125  # the helper's exit code when the sandbox is required and not enforced
 
 
-@dataclass(frozen=True)
-class Sandbox:
+_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+
+
+@dataclass(init=False, repr=False, eq=False)
+class Sandbox(FrozenRecord):
     """The ``[sandbox]`` settings a session runs its commands with."""
 
     mode: str = "workspace-write"  # read-only | workspace-write | off
     network: bool = False
     writable_roots: tuple[str, ...] = ()
     required: bool = False
+
+    def __init__(self, mode: str = "workspace-write", network: bool = False, writable_roots: tuple[str, ...] = (),
+                 required: bool = False) -> None:
+        _set(self, "mode", mode)
+        _set(self, "network", network)
+        _set(self, "writable_roots", writable_roots)
+        _set(self, "required", required)
 
     @classmethod
     def from_config(cls, config: SandboxConfig) -> Sandbox:
