@@ -3,7 +3,8 @@
 Each row: one request of `openheim run` (the model asks for list_dir 19 times, then answers); the fake server
 (tests/caching_anthropic.py) reports plain input, cache reads and cache writes for what the request marked.
 Billed = input + 1.25 x writes + 0.1 x reads (Anthropic's prices relative to plain input).
-"before" is a regular install of git revision REF (default main), "after" this checkout, in the same run.
+"before" is a regular install of git revision REF (default: the last one with breakpoints only on the system prompt
+and the tool list, before rolling breakpoints came), "after" this checkout, in the same run.
 
 Run: .venv/bin/python tests/bench/bench_cost.py [--before REF]
 """
@@ -24,6 +25,7 @@ from cli_helpers import write_config
 from fake_llm import Reply, ToolCall
 
 ITERATIONS = 20
+BEFORE_ROLLING = "7a08203^"  # the revision before rolling cache breakpoints
 TARGET_READ_SHARE = 0.8
 
 
@@ -52,7 +54,7 @@ def billed(usage: tuple[int, int, int]) -> float:
 
 
 def main(argv: list[str]) -> int:
-    ref = argv[argv.index("--before") + 1] if "--before" in argv else "main"
+    ref = argv[argv.index("--before") + 1] if "--before" in argv else BEFORE_ROLLING
     before = loop_usage([str(revision_venv(ref) / "bin" / "openheim")])
     after = loop_usage([sys.executable, "-m", "openheim"], str(ROOT))
     print(f"{'request':>7} | {'before: input  read  write  read%':>36} | {'after: input  read  write  read%':>36}")
