@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openheim.conversation.history import (
-    ConversationMeta,
-    HistoryManager,
-    parse_log,
-    title_from,
-)
+from openheim.conversation.history import ConversationMeta, HistoryManager, title_from
+from openheim.conversation.log_reader import parse_log
 from openheim.core.models import Message, ThinkingBlock, ToolUseBlock, Usage
 from openheim.errors import HistoryDiverged, InvalidArgument, NotFound, ParseError
 

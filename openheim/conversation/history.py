@@ -10,20 +10,20 @@ a newer version, or damaged) is never dropped or cut: the conversation does not 
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from openheim.conversation.log_events import CompactionRecord, is_log_event
+from openheim.conversation.log_events import CompactionRecord
+from openheim.conversation.log_reader import LogRead, is_message, parse_log
 from openheim.core.models import Message, Usage
 from openheim.errors import (
     HistoryDiverged,
@@ -189,27 +189,6 @@ class Conversation(DataclassRepr):
     @property
     def id(self) -> str:
         return self.meta.id
-
-
-@dataclass(init=False, repr=False, eq=False)
-class _LogRead:
-    """What reading a log file found."""
-
-    messages: list[Message]
-    size: int  # bytes up to the end of the last good line
-    needs_newline: bool
-    torn: bool
-    compactions: list[CompactionRecord] = field(default_factory=list)
-    skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
-
-    def __init__(self, messages: list[Message], size: int, needs_newline: bool, torn: bool,
-                 compactions: list[CompactionRecord] | None = None, skipped: tuple[int, ...] = ()) -> None:
-        self.messages = messages
-        self.size = size
-        self.needs_newline = needs_newline
-        self.torn = torn
-        self.compactions = [] if compactions is None else compactions
-        self.skipped = skipped
 
 
 class HistoryManager:
@@ -461,11 +440,11 @@ class HistoryManager:
         meta.id = conversation_id
         return meta
 
-    def _read_log(self, path: Path) -> _LogRead:
+    def _read_log(self, path: Path) -> LogRead:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            return _LogRead([], 0, False, False)
+            return LogRead([], 0, False, False)
         except OSError as e:
             raise file_error(e, "read", path) from None
         return parse_log(data, str(path), self.dir / "images")
@@ -479,118 +458,13 @@ class HistoryManager:
             raise HistoryDiverged(conv.id)
         tail = _read_range(fd, conv.log_size, size - conv.log_size)
         body = tail[1:] if conv.log_needs_newline and tail.startswith(b"\n") else tail
-        if body.strip() and (b"\n" in body or _is_message(body)):  # complete lines: someone else wrote them
+        if body.strip() and (b"\n" in body or is_message(body)):  # complete lines: someone else wrote them
             raise HistoryDiverged(conv.id)
         log.warning("cutting a torn last line (%d bytes) off %s", len(tail), self.log_path(conv.id))
         os.ftruncate(fd, conv.log_size)
 
 
 # --- helpers ----------------------------------------------------------------------
-
-
-def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> _LogRead:
-    """Parse a message log: blank lines skipped, a torn last line (one without its newline) dropped, any other
-    bad line skipped with a warning (the rest of the session stays usable). Image references are read from
-    ``images`` (the directory of stored images)."""
-    lines = data.split(b"\n")
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
-    inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
-    with _gc_paused():
-        parsed = _parse_all_at_once(lines[:last + 1], inline)
-        if parsed is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
-                                       inline=inline)
-    return _LogRead(parsed[0], *_good_end(data, lines, last), torn=False, compactions=parsed[1])
-
-
-def _image_inliner(directory: Path) -> Callable[[Any], Any]:
-    from openheim.conversation import images
-
-    return lambda doc: images.inline(doc, directory)
-
-
-def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None
-                       ) -> tuple[list[Message], list[CompactionRecord]] | None:
-    """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
-    present = [raw for raw in lines if raw.strip()]
-    try:
-        docs = json.loads(b"[" + b",".join(present) + b"]")
-        if len(docs) != len(present):
-            return None
-        if inline is not None:
-            docs = [doc if is_log_event(doc) else inline(doc) for doc in docs]
-        if not any(b'"event"' in raw for raw in present):
-            return [Message.from_dict(doc) for doc in docs], []
-        messages: list[Message] = []
-        compactions: list[CompactionRecord] = []
-        for doc in docs:
-            if is_log_event(doc):
-                compactions.append(CompactionRecord.from_dict(doc))
-            else:
-                messages.append(Message.from_dict(doc))
-        return messages, compactions
-    except (ValueError, TypeError, AttributeError, RecursionError):
-        return None
-
-
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
-                        inline: Callable[[Any], Any] | None = None) -> _LogRead:
-    """The slow path that names the bad line, or drops it when it is a torn last line."""
-    messages: list[Message] = []
-    compactions: list[CompactionRecord] = []
-    skipped: list[int] = []
-    last = len(lines) - 1
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            doc = json.loads(raw)
-            if is_log_event(doc):
-                compactions.append(CompactionRecord.from_dict(doc))
-            else:
-                messages.append(Message.from_dict(inline(doc) if inline is not None else doc))
-        except (ValueError, TypeError, AttributeError, RecursionError) as e:
-            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
-            if index != last or not may_be_torn:
-                log.warning("skipping line %d of %s: not a message this version can read (%s); it was written by "
-                            "a newer openheim or is damaged (the line is left in the file)", index + 1, where, why)
-                skipped.append(index + 1)
-                continue
-            log.warning("dropping a torn last line of %s: %s", where, why)
-            return _LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped),
-                            compactions=compactions)
-    return _LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped),
-                    compactions=compactions)
-
-
-def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:
-    """Byte offset just past line ``last`` (with its newline when present), and whether that newline is missing."""
-    if last < 0:
-        return 0, False
-    end = min(sum(len(raw) + 1 for raw in lines[:last + 1]), len(data))
-    return end, data[end - 1:end] != b"\n"
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many small objects (it would rescan them repeatedly)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _is_message(raw: bytes) -> bool:
-    try:
-        Message.from_dict(json.loads(raw))
-    except (ValueError, TypeError, AttributeError, RecursionError):
-        return False
-    return True
 
 
 def _parse_meta(data: bytes) -> ConversationMeta:

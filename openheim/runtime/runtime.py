@@ -11,22 +11,21 @@ from typing import TYPE_CHECKING
 
 from openheim.config.resolve import all_models, resolve_choice
 from openheim.conversation.history import check_session_id
-from openheim.core.events import Compaction, MessageAppended, Notice, StreamEvent
+from openheim.core.events import MessageAppended, Notice, StreamEvent
 from openheim.core.models import AgentResult, ContentBlock, Message
 from openheim.core.permission import AllowAll
 from openheim.core.turn_context import CancelToken, TurnContext
 from openheim.errors import (
     ConfigError,
-    FileAccessError,
     InvalidArgument,
     NotFound,
     OpenheimError,
     ParseError,
     SessionBusy,
     TooManySessions,
-    file_error,
 )
 from openheim.runtime.mcp_wiring import McpWiring
+from openheim.runtime.recorder import TurnRecorder
 from openheim.runtime.session import SessionMap, SessionState
 from openheim.runtime.turn import Turn
 
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from openheim.config.rules import RuleSet
     from openheim.config.schema import Config, McpServerConfig
     from openheim.conversation.compaction import CompactionOutcome
-    from openheim.conversation.history import Conversation, HistoryManager
+    from openheim.conversation.history import Conversation
     from openheim.core.client_io import ClientIo
     from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
@@ -422,7 +421,7 @@ class Runtime:
             ctx.spend.before = session.spent
             system = self.conversations.prepare(conv, root, cwd, extra_skills=list(extra_skills)).build()
             compactor = self.long_sessions.compactor(session.config, conv, self.resolve_model, self.llm_for)
-            recorder = _Recorder(history, conv, on_event)
+            recorder = TurnRecorder(history, conv, on_event)
             if checkpoint is not None:
                 checkpoint.at = len(conv.messages)
             recorder.record(Message("user", list(blocks)))
@@ -468,7 +467,7 @@ class Runtime:
             if not conv.messages:
                 raise InvalidArgument("nothing to compact: the session has no messages yet")
             compactor = self.long_sessions.compactor(session.config, conv, self.resolve_model, self.llm_for)
-            recorder = _Recorder(history, conv, on_event or (lambda e: None))
+            recorder = TurnRecorder(history, conv, on_event or (lambda e: None))
             ratio = session.fitter.bytes_per_token if session.fitter is not None else 4.0
             try:
                 return compactor.compact(conv.messages, ratio, CancelToken(), recorder, manual=True)
@@ -594,87 +593,6 @@ class ProfileCache:
                     self._profiles = load_profiles(self.dir)
                 self._stamp = stamp
             return self._profiles
-
-
-class _Recorder:
-    """Appends each finished message to the log as it happens; falls back to a full save on failure."""
-
-    def __init__(self, history: HistoryManager, conv: Conversation, on_event: OnEvent) -> None:
-        self.history, self.conv, self.on_event = history, conv, on_event
-        self.failed = False
-        # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
-        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
-            conv.messages) else None
-
-    def record(self, message: Message) -> None:
-        """The user's message: on disk before the model is asked (rewriting the log if the append fails),
-        or the turn fails here, before any request is sent."""
-        self.conv.messages.append(message)
-        self._write(message)
-        if not self.failed:
-            return
-        try:
-            self.history.save_conversation(self.conv)
-        except (OSError, OpenheimError):
-            self.conv.messages.pop()
-            raise
-        self.failed = False
-
-    def __call__(self, event: StreamEvent) -> None:
-        if isinstance(event, MessageAppended):
-            self._write(event.message)
-        elif isinstance(event, Compaction) and event.error is None:
-            self._write_compaction(event)
-        self.on_event(event)
-
-    def _write_compaction(self, event: Compaction) -> None:
-        from openheim.conversation.log_events import CompactionRecord
-
-        record = CompactionRecord(event.at, event.keep_from, event.summary, event.model, event.usage, event.manual)
-        if self.failed:
-            self.conv.compactions.append(record)  # the rewrite at the end writes it
-            return
-        try:
-            self.history.append_compaction(self.conv, record)
-        except (OSError, OpenheimError) as e:
-            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
-                     self.conv.meta.id, e)
-            self.conv.compactions.append(record)
-            self.failed = True
-
-    def _write(self, message: Message) -> None:
-        if self.failed:
-            return
-        try:
-            self.history.append_message(self.conv, message)
-        except (OSError, OpenheimError) as e:
-            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
-                     self.conv.meta.id, e)
-            self.failed = True
-
-    def close(self) -> None:
-        try:
-            if self.failed:
-                self.history.save_conversation(self.conv)
-                self.failed = False
-            else:
-                self.history.save_meta(self.conv)
-        except (OSError, FileAccessError) as e:  # not HistoryDiverged: lines someone else wrote stay
-            if self.failed:
-                self._roll_back()
-            if isinstance(e, FileAccessError):
-                raise
-            raise file_error(e, "save conversation", self.history.log_path(self.conv.id)) from None
-
-    def _roll_back(self) -> None:
-        """The turn could not be saved: take its lines out of the log again (best effort), so the log holds
-        no unanswered prompt and the next turn does not follow one."""
-        if self.before is None:
-            return
-        try:
-            self.history.roll_back(self.conv, *self.before)
-        except (OSError, OpenheimError) as e:
-            log.warning("could not take the unsaved turn out of %s: %s", self.history.log_path(self.conv.id), e)
 
 
 def _key_policy(config: Config) -> KeyPolicy:
