@@ -10,7 +10,7 @@ the rest from a base here, written once over ``fields()``:
 - ``DataclassRepr``: the repr dataclasses would write;
 - ``Record``: that, and equality over the compared fields (unhashable, as a dataclass with ``eq=True``);
 - ``Frozen``: assignment raises ``FrozenInstanceError`` (a hand-written ``__init__`` sets fields with
-  ``object.__setattr__``); alone it keeps identity equality, as ``frozen=True, eq=False``;
+  ``set_field``); alone it keeps identity equality, as ``frozen=True, eq=False``;
 - ``FrozenRecord``: ``Frozen`` and ``Record``, hashed over the hashed fields, as ``frozen=True``.
 
 tests/test_records.py checks every hand-written ``__init__`` against its class's fields.
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import Field, FrozenInstanceError, fields
 from typing import Any, ClassVar
+
+set_field = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class DataclassRepr:
@@ -46,7 +48,7 @@ class Record(DataclassRepr):
 
 
 class Frozen:
-    """Fields are set once, in ``__init__`` (with ``object.__setattr__``)."""
+    """Fields are set once, in ``__init__`` (with ``set_field``)."""
 
     __slots__ = ()
 
@@ -60,7 +62,7 @@ class Frozen:
         """Copying and unpickling set fields the way ``__init__`` does (state: a dict, or (dict, slots))."""
         for mapping in state if isinstance(state, tuple) else (state,):
             for name, value in (mapping or {}).items():
-                object.__setattr__(self, name, value)
+                set_field(self, name, value)
 
 
 class FrozenRecord(Frozen, Record):

@@ -6,9 +6,7 @@ from typing import Any
 
 from openheim.config.prices import Price
 from openheim.config.secrecy import scrub_url
-from openheim.records import FrozenRecord
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+from openheim.records import FrozenRecord, set_field
 
 
 @dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides the key
@@ -38,23 +36,23 @@ class AgentConfig(FrozenRecord):
                  context_window: int | None = None, thinking: bool = False, max_tokens_total: int | None = None,
                  turn_timeout_secs: float | None = None, record: str | None = None, replay: str | None = None,
                  price: Price | None = None, max_cost: float | None = None) -> None:
-        _set(self, "provider_name", provider_name)
-        _set(self, "kind", kind)
-        _set(self, "api_base", api_base)
-        _set(self, "api_key", api_key)
-        _set(self, "model", model)
-        _set(self, "max_iterations", max_iterations)
-        _set(self, "max_parallel_tools", max_parallel_tools)
-        _set(self, "timeout_secs", timeout_secs)
-        _set(self, "max_tokens", max_tokens)
-        _set(self, "context_window", context_window)
-        _set(self, "thinking", thinking)
-        _set(self, "max_tokens_total", max_tokens_total)
-        _set(self, "turn_timeout_secs", turn_timeout_secs)
-        _set(self, "record", record)
-        _set(self, "replay", replay)
-        _set(self, "price", price)
-        _set(self, "max_cost", max_cost)
+        set_field(self, "provider_name", provider_name)
+        set_field(self, "kind", kind)
+        set_field(self, "api_base", api_base)
+        set_field(self, "api_key", api_key)
+        set_field(self, "model", model)
+        set_field(self, "max_iterations", max_iterations)
+        set_field(self, "max_parallel_tools", max_parallel_tools)
+        set_field(self, "timeout_secs", timeout_secs)
+        set_field(self, "max_tokens", max_tokens)
+        set_field(self, "context_window", context_window)
+        set_field(self, "thinking", thinking)
+        set_field(self, "max_tokens_total", max_tokens_total)
+        set_field(self, "turn_timeout_secs", turn_timeout_secs)
+        set_field(self, "record", record)
+        set_field(self, "replay", replay)
+        set_field(self, "price", price)
+        set_field(self, "max_cost", max_cost)
 
     def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
         return replace(self, **changes)

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from openheim.errors import ConfigError
-from openheim.records import FrozenRecord
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+from openheim.records import FrozenRecord, set_field
 
 
 class Usage(Protocol):
@@ -37,10 +35,10 @@ class Price(FrozenRecord):
 
     def __init__(self, input: float, output: float, cache_read: float | None = None,
                  cache_write: float | None = None) -> None:
-        _set(self, "input", input)
-        _set(self, "output", output)
-        _set(self, "cache_read", cache_read)
-        _set(self, "cache_write", cache_write)
+        set_field(self, "input", input)
+        set_field(self, "output", output)
+        set_field(self, "cache_read", cache_read)
+        set_field(self, "cache_write", cache_write)
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` costs in dollars (fresh input, output, cache reads and cache writes)."""

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from openheim.records import FrozenRecord, Record
+from openheim.records import FrozenRecord, Record, set_field
 
 SHELL_TOOL = "execute_command"
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "search"})
@@ -32,7 +32,6 @@ MAIN_ARGUMENTS = {
 }
 _DEFAULT_PATH = {"list_dir": ".", "search": "."}
 _NAME = r"^(mcp:)?[A-Za-z0-9_*-]+$"  # patterns compile on first use (re caches them)
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class RuleError(ValueError):
@@ -49,10 +48,10 @@ class Rule(FrozenRecord):
     source: str = ""  # where it was written: a file path, --allow, --deny, builder
 
     def __init__(self, text: str, tool: str, pattern: str | None, source: str = "") -> None:
-        _set(self, "text", text)
-        _set(self, "tool", tool)
-        _set(self, "pattern", pattern)
-        _set(self, "source", source)
+        set_field(self, "text", text)
+        set_field(self, "tool", tool)
+        set_field(self, "pattern", pattern)
+        set_field(self, "source", source)
 
     def __str__(self) -> str:
         return self.text
@@ -104,8 +103,8 @@ class RuleSet(FrozenRecord):
     deny: tuple[Rule, ...] = ()
 
     def __init__(self, allow: tuple[Rule, ...] = (), deny: tuple[Rule, ...] = ()) -> None:
-        _set(self, "allow", allow)
-        _set(self, "deny", deny)
+        set_field(self, "allow", allow)
+        set_field(self, "deny", deny)
 
     def __bool__(self) -> bool:
         return bool(self.allow or self.deny)
@@ -407,10 +406,10 @@ class Verdict(FrozenRecord):
     parts: tuple[str, ...] = field(default=())
 
     def __init__(self, outcome: str, rule: Rule | None = None, reason: str = "", parts: tuple[str, ...] = ()) -> None:
-        _set(self, "outcome", outcome)
-        _set(self, "rule", rule)
-        _set(self, "reason", reason)
-        _set(self, "parts", parts)
+        set_field(self, "outcome", outcome)
+        set_field(self, "rule", rule)
+        set_field(self, "reason", reason)
+        set_field(self, "parts", parts)
 
 
 def _subjects(tool: str, args: object, root: str | None, cwd: str | None) -> list[ShellPart] | None:

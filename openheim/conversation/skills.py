@@ -12,14 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.errors import InvalidArgument, NotFound, OpenheimError
-from openheim.records import FrozenRecord
+from openheim.records import FrozenRecord, set_field
 
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
-
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -31,9 +28,9 @@ class Skill(FrozenRecord):
     content: str
 
     def __init__(self, name: str, description: str, content: str) -> None:
-        _set(self, "name", name)
-        _set(self, "description", description)
-        _set(self, "content", content)
+        set_field(self, "name", name)
+        set_field(self, "description", description)
+        set_field(self, "content", content)
 
 
 def is_valid_name(name: str) -> bool:

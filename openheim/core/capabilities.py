@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openheim.records import FrozenRecord
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
+from openheim.records import FrozenRecord, set_field
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -17,9 +15,9 @@ class ToolCapabilities(FrozenRecord):
     approval_scope: str = "tool_name"  # or "exact_arguments"
 
     def __init__(self, read_only: bool = False, kind: str = "other", approval_scope: str = "tool_name") -> None:
-        _set(self, "read_only", read_only)
-        _set(self, "kind", kind)
-        _set(self, "approval_scope", approval_scope)
+        set_field(self, "read_only", read_only)
+        set_field(self, "kind", kind)
+        set_field(self, "approval_scope", approval_scope)
 
 
 DEFAULT_CAPABILITIES = ToolCapabilities()

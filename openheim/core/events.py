@@ -12,14 +12,11 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
-from openheim.records import DataclassRepr, Frozen
+from openheim.records import DataclassRepr, Frozen, set_field
 
 if TYPE_CHECKING:
     from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
-
-
-_set = object.__setattr__  # how a frozen event's __init__ sets its fields
 
 
 class _Event(Frozen, DataclassRepr):
@@ -44,7 +41,7 @@ class IterationStart(_Event):
     iteration: int
 
     def __init__(self, iteration: int) -> None:
-        _set(self, "iteration", iteration)
+        set_field(self, "iteration", iteration)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -58,10 +55,10 @@ class ToolCall(_Event):
     view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
     def __init__(self, id: str, tool_name: str, arguments: str, view: ToolView | None = None) -> None:
-        _set(self, "id", id)
-        _set(self, "tool_name", tool_name)
-        _set(self, "arguments", arguments)
-        _set(self, "view", view)
+        set_field(self, "id", id)
+        set_field(self, "tool_name", tool_name)
+        set_field(self, "arguments", arguments)
+        set_field(self, "view", view)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -75,10 +72,10 @@ class ToolResult(_Event):
     is_error: bool
 
     def __init__(self, id: str, tool_name: str, result: str, is_error: bool) -> None:
-        _set(self, "id", id)
-        _set(self, "tool_name", tool_name)
-        _set(self, "result", result)
-        _set(self, "is_error", is_error)
+        set_field(self, "id", id)
+        set_field(self, "tool_name", tool_name)
+        set_field(self, "result", result)
+        set_field(self, "is_error", is_error)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -89,7 +86,7 @@ class LlmResponse(_Event):
     content: str
 
     def __init__(self, content: str) -> None:
-        _set(self, "content", content)
+        set_field(self, "content", content)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -100,7 +97,7 @@ class ThinkingContent(_Event):
     content: str
 
     def __init__(self, content: str) -> None:
-        _set(self, "content", content)
+        set_field(self, "content", content)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -113,9 +110,9 @@ class UsageReport(_Event):
     total_cost: float | None = None  # US dollars the session has spent so far, subagents included
 
     def __init__(self, usage: Usage, cost: float | None = None, total_cost: float | None = None) -> None:
-        _set(self, "usage", usage)
-        _set(self, "cost", cost)
-        _set(self, "total_cost", total_cost)
+        set_field(self, "usage", usage)
+        set_field(self, "cost", cost)
+        set_field(self, "total_cost", total_cost)
 
     def to_dict(self) -> dict[str, Any]:
         """Without the cost keys when the model has no price (the shape stays as it was)."""
@@ -135,7 +132,7 @@ class ContextTrimmed(_Event):
     dropped: int
 
     def __init__(self, dropped: int) -> None:
-        _set(self, "dropped", dropped)
+        set_field(self, "dropped", dropped)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -147,8 +144,8 @@ class Finished(_Event):
     iterations: int
 
     def __init__(self, final_response: str | None, iterations: int) -> None:
-        _set(self, "final_response", final_response)
-        _set(self, "iterations", iterations)
+        set_field(self, "final_response", final_response)
+        set_field(self, "iterations", iterations)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -159,7 +156,7 @@ class MessageAppended(_Event):
     message: Message
 
     def __init__(self, message: Message) -> None:
-        _set(self, "message", message)
+        set_field(self, "message", message)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -172,9 +169,9 @@ class SubagentEvent(_Event):
     event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
     def __init__(self, subagent: str, parent_tool_call_id: str, event: ToolCall | ToolResult | UsageReport) -> None:
-        _set(self, "subagent", subagent)
-        _set(self, "parent_tool_call_id", parent_tool_call_id)
-        _set(self, "event", event)
+        set_field(self, "subagent", subagent)
+        set_field(self, "parent_tool_call_id", parent_tool_call_id)
+        set_field(self, "event", event)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -193,13 +190,13 @@ class Compaction(_Event):
 
     def __init__(self, at: int, keep_from: int, summary: str, model: str | None = None, usage: Usage | None = None,
                  manual: bool = False, error: str | None = None) -> None:
-        _set(self, "at", at)
-        _set(self, "keep_from", keep_from)
-        _set(self, "summary", summary)
-        _set(self, "model", model)
-        _set(self, "usage", usage)
-        _set(self, "manual", manual)
-        _set(self, "error", error)
+        set_field(self, "at", at)
+        set_field(self, "keep_from", keep_from)
+        set_field(self, "summary", summary)
+        set_field(self, "model", model)
+        set_field(self, "usage", usage)
+        set_field(self, "manual", manual)
+        set_field(self, "error", error)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -211,7 +208,7 @@ class PermissionAsked(_Event):
     question: Question
 
     def __init__(self, question: Question) -> None:
-        _set(self, "question", question)
+        set_field(self, "question", question)
 
 
 @dataclass(slots=True, init=False, eq=False, repr=False)
@@ -229,12 +226,12 @@ class ToolDenied(_Event):
 
     def __init__(self, id: str, tool_name: str, by: str, reason: str, rule: str | None = None,
                  mode: str | None = None) -> None:
-        _set(self, "id", id)
-        _set(self, "tool_name", tool_name)
-        _set(self, "by", by)
-        _set(self, "reason", reason)
-        _set(self, "rule", rule)
-        _set(self, "mode", mode)
+        set_field(self, "id", id)
+        set_field(self, "tool_name", tool_name)
+        set_field(self, "by", by)
+        set_field(self, "reason", reason)
+        set_field(self, "rule", rule)
+        set_field(self, "mode", mode)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind, "id": self.id, "tool_name": self.tool_name, "by": self.by}
@@ -255,8 +252,8 @@ class PlanUpdate(_Event):
     explanation: str | None = None
 
     def __init__(self, entries: tuple[dict[str, str], ...], explanation: str | None = None) -> None:
-        _set(self, "entries", entries)
-        _set(self, "explanation", explanation)
+        set_field(self, "entries", entries)
+        set_field(self, "explanation", explanation)
 
     def to_dict(self) -> dict[str, Any]:
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
@@ -272,8 +269,8 @@ class Notice(_Event):
     level: str = "info"
 
     def __init__(self, text: str, level: str = "info") -> None:
-        _set(self, "text", text)
-        _set(self, "level", level)
+        set_field(self, "text", text)
+        set_field(self, "level", level)
 
 
 StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport

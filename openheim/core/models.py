@@ -9,10 +9,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from openheim.records import FrozenRecord, Record
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
-
+from openheim.records import FrozenRecord, Record, set_field
 
 # --- content blocks --------------------------------------------------------
 
@@ -400,9 +397,9 @@ class Budget(FrozenRecord):
     used: float
 
     def __init__(self, kind: str, limit: float, used: float) -> None:
-        _set(self, "kind", kind)
-        _set(self, "limit", limit)
-        _set(self, "used", used)
+        set_field(self, "kind", kind)
+        set_field(self, "limit", limit)
+        set_field(self, "used", used)
 
     def to_dict(self) -> dict:
         if self.kind == "time":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openheim.records import FrozenRecord
+from openheim.records import FrozenRecord, set_field
 
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
@@ -26,9 +26,6 @@ log = logging.getLogger(__name__)
 
 DENIED_BY_USER = "Permission denied by user."
 POLICIES = ("all", "reads", "none")
-
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 class Decision(str, Enum):
@@ -59,11 +56,11 @@ class PermissionRequest(FrozenRecord):
 
     def __init__(self, tool_call_id: str, tool_name: str, arguments: str, subagent: str | None = None,
                  parent_tool_call_id: str | None = None) -> None:
-        _set(self, "tool_call_id", tool_call_id)
-        _set(self, "tool_name", tool_name)
-        _set(self, "arguments", arguments)
-        _set(self, "subagent", subagent)
-        _set(self, "parent_tool_call_id", parent_tool_call_id)
+        set_field(self, "tool_call_id", tool_call_id)
+        set_field(self, "tool_name", tool_name)
+        set_field(self, "arguments", arguments)
+        set_field(self, "subagent", subagent)
+        set_field(self, "parent_tool_call_id", parent_tool_call_id)
 
 
 class PermissionGate(Protocol):

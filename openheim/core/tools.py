@@ -11,7 +11,7 @@ from openheim.core.capabilities import DEFAULT_CAPABILITIES, ToolCapabilities
 from openheim.core.models import Tool
 from openheim.core.tool_args import decode_arguments, parse_arguments
 from openheim.errors import ToolExecutionError
-from openheim.records import FrozenRecord
+from openheim.records import FrozenRecord, set_field
 
 if TYPE_CHECKING:
     from openheim.core.tool_view import TITLE_CHARS, DiffPreview, Location, ToolView, short
@@ -23,9 +23,6 @@ __all__ = ["DEFAULT_CAPABILITIES", "TITLE_CHARS", "BaseTool", "DiffPreview", "Lo
 
 log = logging.getLogger(__name__)
 _VIEWS = frozenset({"TITLE_CHARS", "DiffPreview", "Location", "ToolView", "short"})
-
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 def __getattr__(name: str) -> Any:
@@ -49,11 +46,11 @@ class ViewContext(FrozenRecord):
 
     def __init__(self, cwd: Path, client_io: ClientIo | None = None, cancel: CancelToken | None = None,
                  with_diff: bool = True, root: Path | None = None) -> None:
-        _set(self, "cwd", cwd)
-        _set(self, "client_io", client_io)
-        _set(self, "cancel", cancel)
-        _set(self, "with_diff", with_diff)
-        _set(self, "root", root)
+        set_field(self, "cwd", cwd)
+        set_field(self, "client_io", client_io)
+        set_field(self, "cancel", cancel)
+        set_field(self, "with_diff", with_diff)
+        set_field(self, "root", root)
 
     def absolute(self, path: str) -> str:
         p = Path(path).expanduser()

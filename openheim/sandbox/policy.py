@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.records import FrozenRecord
+from openheim.records import FrozenRecord, set_field
 
 if TYPE_CHECKING:
     from openheim.config.schema import SandboxConfig
@@ -17,9 +17,6 @@ HELPER_DIR = Path(__file__).resolve().parent
 PROTECTED = (".git", ".openheim")  # code that runs later, outside the sandbox: read-only inside a writable root
 _LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import helper;sys.exit(helper.main(sys.argv[1:]))"
 REFUSED_EXIT = 125  # the helper's exit code when the sandbox is required and not enforced
-
-
-_set = object.__setattr__  # how a frozen record's __init__ sets its fields
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -33,10 +30,10 @@ class Sandbox(FrozenRecord):
 
     def __init__(self, mode: str = "workspace-write", network: bool = False, writable_roots: tuple[str, ...] = (),
                  required: bool = False) -> None:
-        _set(self, "mode", mode)
-        _set(self, "network", network)
-        _set(self, "writable_roots", writable_roots)
-        _set(self, "required", required)
+        set_field(self, "mode", mode)
+        set_field(self, "network", network)
+        set_field(self, "writable_roots", writable_roots)
+        set_field(self, "required", required)
 
     @classmethod
     def from_config(cls, config: SandboxConfig) -> Sandbox:
