@@ -46,7 +46,9 @@ def assert_untouched(outside: Path) -> None:
 
 
 class Swapper(threading.Thread):
-    """Swaps ``project/d`` for a symlink to ``outside`` and back, as fast as it can, until stopped."""
+    """Swaps ``project/d`` for a symlink to ``outside`` and back, as fast as it can, until stopped; it lingers a
+    moment in each state, so requests meet both (a thread that held the real ``d`` only between two renames
+    could leave a client's requests meeting nothing but the symlink)."""
 
     def __init__(self, project: Path, outside: Path) -> None:
         super().__init__(daemon=True)
@@ -62,6 +64,7 @@ class Swapper(threading.Thread):
             os.unlink(self.d)
             self._put(lambda: os.rename(self.real, self.d))
             self.swaps += 1
+            time.sleep(0.0005)
 
     def _put(self, place) -> None:
         """Place ``d``; a client's write may have made a fresh ``d`` (missing parents are created): move it aside."""
