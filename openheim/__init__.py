@@ -2,6 +2,7 @@
 
 Public names are resolved lazily so ``import openheim`` costs almost nothing.
 """
+
 from __future__ import annotations
 
 from openheim.version import __version__

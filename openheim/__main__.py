@@ -1,4 +1,5 @@
 """The `openheim` command (and `python -m openheim`): `--version` is answered before the CLI is imported."""
+
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
 """The `openheim` command line; the only place that turns errors into messages and exit codes."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from openheim.memory.long_term import LongTermMemory
-
 
 
 class LazyGroup(click.Group):
@@ -49,8 +49,9 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, name)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
-                                                                             list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         """An unknown command names the closest ones ("did you mean"), as git does."""
         try:
             return super().resolve_command(ctx, args)
@@ -110,8 +111,10 @@ def missing_package(command: str, error: ImportError) -> str:
     """One line naming the module a command could not import and how to get it."""
     name = error.name or "a dependency"
     if name.split(".")[0] == "openheim":
-        return (f"`openheim {command}` cannot load {name}: this openheim install is incomplete; reinstall it "
-                f"(pip install --force-reinstall openheim)")
+        return (
+            f"`openheim {command}` cannot load {name}: this openheim install is incomplete; reinstall it "
+            f"(pip install --force-reinstall openheim)"
+        )
     package = name.split(".")[0]
     return f"`openheim {command}` needs the Python package '{package}', which is not installed: pip install {package}"
 
@@ -142,19 +145,38 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(cls=LazyGroup, invoke_without_command=True, epilog=EXIT_CODE_HELP,
-             context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    invoke_without_command=True,
+    epilog=EXIT_CODE_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, "-V", "--version", prog_name="openheim")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), envvar=None,
-              help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, "
-                   "else ~/.openheim/config.toml).")
-@click.option("--mcp-config", "mcp_config", type=click.Path(dir_okay=False), metavar="FILE",
-              help='Also use the MCP servers of this {"mcpServers": ...} JSON file.')
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar=None,
+    help="Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, else ~/.openheim/config.toml).",
+)
+@click.option(
+    "--mcp-config",
+    "mcp_config",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help='Also use the MCP servers of this {"mcpServers": ...} JSON file.',
+)
 @click.option("--skills", help="Comma-separated skills for the chat's new session (with no subcommand).")
 @sandbox_options
 @click.pass_context
-def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, skills: str | None,
-         sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
+def main(
+    ctx: click.Context,
+    config_path: str | None,
+    mcp_config: str | None,
+    skills: str | None,
+    sandbox_mode: str | None = None,
+    sandbox_required: bool | None = None,
+) -> None:
     """openheim: a multi-provider LLM agent runtime (Anthropic, OpenAI, Gemini, OpenAI-compatible).
 
     With no subcommand it opens the terminal chat (type :help there)."""
@@ -168,14 +190,18 @@ def main(ctx: click.Context, config_path: str | None, mcp_config: str | None, sk
         sys.exit(_chat(config_path, mcp_config, skills, sandbox_mode, sandbox_required))
 
 
-def _chat(config_path: str | None, mcp_config: str | None, skills: str | None, sandbox_mode: str | None = None,
-          sandbox_required: bool | None = None) -> int:
+def _chat(
+    config_path: str | None,
+    mcp_config: str | None,
+    skills: str | None,
+    sandbox_mode: str | None = None,
+    sandbox_required: bool | None = None,
+) -> int:
     """The curses chat; without a terminal, a hint to use `openheim run` (exit 2)."""
     from openheim.client import OpenheimClient
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        click.echo("openheim: the chat needs a terminal; for scripts and pipes use `openheim run \"PROMPT\"`",
-                   err=True)
+        click.echo('openheim: the chat needs a terminal; for scripts and pipes use `openheim run "PROMPT"`', err=True)
         return 2
     names = [s.strip() for s in (skills or "").split(",") if s.strip()]
     builder = OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config)
@@ -183,9 +209,11 @@ def _chat(config_path: str | None, mcp_config: str | None, skills: str | None, s
         available = {s.name for s in client.skills()}
         unknown = [n for n in names if n not in available]
         if unknown:
-            raise click.UsageError(f"unknown skill '{unknown[0]}' (available: "
-                                   f"{', '.join(sorted(available)) or 'none'}; "
-                                   f"add {client.data_dir / 'skills' / unknown[0]}.md to create it)")
+            raise click.UsageError(
+                f"unknown skill '{unknown[0]}' (available: "
+                f"{', '.join(sorted(available)) or 'none'}; "
+                f"add {client.data_dir / 'skills' / unknown[0]}.md to create it)"
+            )
         from openheim.tui import run_tui
 
         return run_tui(client, names, __version__)

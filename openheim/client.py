@@ -3,6 +3,7 @@
 A front end opens a session here, starts turns with ``SessionHandle.start_turn`` and renders the
 ``Turn``'s events in its own medium. Nothing outside this module reaches the runtime's internals.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.runtime import Runtime
     from openheim.runtime.turn import Turn
+
 
 def mcp_server_configs(servers: list | tuple | None) -> list[McpServerConfig]:
     """Server configs from McpServerConfig objects or dicts ``{"name", "command", "args", "env"}`` /
@@ -116,9 +118,16 @@ class SessionHandle:
 
     # --- turns -----------------------------------------------------------------------
 
-    def start_turn(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
-                   extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
-                   client_io: ClientIo | None = None, output_schema: dict | OutputSchema | None = None) -> Turn:
+    def start_turn(
+        self,
+        prompt: str | list[ContentBlock],
+        *,
+        images: list[tuple[str, str]] | tuple = (),
+        extra_skills: list[str] | tuple[str, ...] = (),
+        gate: PermissionGate | None = None,
+        client_io: ClientIo | None = None,
+        output_schema: dict | OutputSchema | None = None,
+    ) -> Turn:
         """Start a turn on its own worker thread and return it at once.
 
         Raises SessionBusy while another turn runs on this session (one that was cancelled is waited
@@ -132,12 +141,16 @@ class SessionHandle:
             from openheim.core.structured import OutputSchema
 
             output = output_schema if isinstance(output_schema, OutputSchema) else OutputSchema.from_dict(output_schema)
-        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills,
-                                      output)
+        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills, output)
 
-    def prompt(self, prompt: str | list[ContentBlock], on_event: Callable[[StreamEvent], None] | None = None,
-               images: list[tuple[str, str]] | tuple = (), extra_skills: list[str] | tuple[str, ...] = (),
-               output_schema: dict | OutputSchema | None = None) -> AgentResult:
+    def prompt(
+        self,
+        prompt: str | list[ContentBlock],
+        on_event: Callable[[StreamEvent], None] | None = None,
+        images: list[tuple[str, str]] | tuple = (),
+        extra_skills: list[str] | tuple[str, ...] = (),
+        output_schema: dict | OutputSchema | None = None,
+    ) -> AgentResult:
         """Shorthand for ``start_turn(...).result``: run one turn to its end; ``on_event`` sees every
         StreamEvent on the calling thread."""
         turn = self.start_turn(prompt, images=images, extra_skills=extra_skills, output_schema=output_schema)
@@ -153,9 +166,15 @@ class SessionHandle:
         """What the context held at the end of the last prompt() (None before the first one)."""
         return self._context_usage
 
-    def stream(self, prompt: str | list[ContentBlock], *, images: list[tuple[str, str]] | tuple = (),
-               extra_skills: list[str] | tuple[str, ...] = (), gate: PermissionGate | None = None,
-               client_io: ClientIo | None = None) -> Turn:
+    def stream(
+        self,
+        prompt: str | list[ContentBlock],
+        *,
+        images: list[tuple[str, str]] | tuple = (),
+        extra_skills: list[str] | tuple[str, ...] = (),
+        gate: PermissionGate | None = None,
+        client_io: ClientIo | None = None,
+    ) -> Turn:
         """Deprecated: the same as ``start_turn`` (kept because earlier versions documented it)."""
         return self.start_turn(prompt, images=images, extra_skills=extra_skills, gate=gate, client_io=client_io)
 
@@ -322,9 +341,15 @@ class OpenheimClient:
 
     # --- sessions ---------------------------------------------------------------------
 
-    def new_session(self, cwd: str | Path | None = None, model: str | None = None, provider: str | None = None,
-                    skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig | dict] | None = None, hold: bool = False) -> SessionHandle:
+    def new_session(
+        self,
+        cwd: str | Path | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        skills: list[str] | tuple[str, ...] = (),
+        mcp_servers: list[McpServerConfig | dict] | None = None,
+        hold: bool = False,
+    ) -> SessionHandle:
         """A new session rooted at ``cwd``. ``mcp_servers`` are its own (started now, in the background,
         and stopped when it closes), added to the configured ones. ``hold``: a connected client shows it,
         so it is never evicted to make room until ``let_go``; when every live session is running or held
@@ -333,9 +358,13 @@ class OpenheimClient:
         session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs, hold)
         return SessionHandle(self, session.id)
 
-    def resume_session(self, session_id: str, cwd: str | Path | None = None,
-                       mcp_servers: list[McpServerConfig | dict] | None = None,
-                       hold: bool = False) -> tuple[SessionHandle, LoadedSession]:
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str | Path | None = None,
+        mcp_servers: list[McpServerConfig | dict] | None = None,
+        hold: bool = False,
+    ) -> tuple[SessionHandle, LoadedSession]:
         configs = mcp_server_configs(mcp_servers) if mcp_servers is not None else None
         loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs, hold)
         return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
@@ -520,8 +549,9 @@ class OpenheimBuilder:
     def data_dir(self, path: str | Path | None) -> OpenheimBuilder:
         return self._set("data_dir", path)
 
-    def sandbox(self, mode: str | None = None, required: bool | None = None,
-                network: bool | None = None) -> OpenheimBuilder:
+    def sandbox(
+        self, mode: str | None = None, required: bool | None = None, network: bool | None = None
+    ) -> OpenheimBuilder:
         """Override ``[sandbox]``: ``mode`` read-only | workspace-write | off, ``required`` (refuse commands the
         kernel cannot confine), ``network``; None keeps the config's value (docs/security.md)."""
         self._set("sandbox_mode", mode)
@@ -539,8 +569,9 @@ class OpenheimBuilder:
         self._opts.setdefault("deny", []).append((rule, source))
         return self
 
-    def permissions(self, allow: list[str] | tuple[str, ...] = (), deny: list[str] | tuple[str, ...] = (),
-                    source: str = "builder") -> OpenheimBuilder:
+    def permissions(
+        self, allow: list[str] | tuple[str, ...] = (), deny: list[str] | tuple[str, ...] = (), source: str = "builder"
+    ) -> OpenheimBuilder:
         """``allow(rule)`` and ``deny(rule)`` for each rule given (``source`` names them in explanations)."""
         for rule in allow:
             self.allow(rule, source)

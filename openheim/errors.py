@@ -1,5 +1,6 @@
 """The exception family raised by core code, and how any error is told to a person: one line and an exit code
 (the front ends print them; only they decide to)."""
+
 from __future__ import annotations
 
 import errno
@@ -114,8 +115,10 @@ class TooManySessions(OpenheimError):
     """Every live session is running a turn or held by a connected client, and the map is full."""
 
     def __init__(self, capacity: int) -> None:
-        super().__init__(f"too many live sessions ({capacity}, each running a turn or open in a connected client); "
-                         "close sessions you no longer use (session/close) or try again later")
+        super().__init__(
+            f"too many live sessions ({capacity}, each running a turn or open in a connected client); "
+            "close sessions you no longer use (session/close) or try again later"
+        )
         self.capacity = capacity
 
 
@@ -180,6 +183,7 @@ class Unavailable(OpenheimError):
 
 
 # --- how an error is reported: one line and the documented exit code -------------------------------------
+
 
 def exit_code_for(error: BaseException) -> int:
     """The documented exit code of an error: 2 for usage and configuration, 130 for Ctrl-C, 1 for the rest."""

@@ -15,6 +15,7 @@ the rest from a base here, written once over ``fields()``:
 
 tests/test_records.py checks every hand-written ``__init__`` against its class's fields.
 """
+
 from __future__ import annotations
 
 from dataclasses import Field, FrozenInstanceError, fields
@@ -71,5 +72,4 @@ class FrozenRecord(Frozen, Record):
     __slots__ = ()
 
     def __hash__(self) -> int:  # type: ignore[override]  # Record is unhashable; frozen records are not
-        return hash(tuple(getattr(self, f.name) for f in fields(self)
-                          if (f.compare if f.hash is None else f.hash)))
+        return hash(tuple(getattr(self, f.name) for f in fields(self) if (f.compare if f.hash is None else f.hash)))

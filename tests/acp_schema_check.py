@@ -1,4 +1,5 @@
 """Validate frames sent by `openheim acp` against the vendored ACP v1 JSON schema."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """A raw JSON-RPC harness for `openheim acp`: hand-made lines in, every stdout line out and schema-checked."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ CLIENT_ENV = ("HOME", "PATH", "USER", "SHELL", "TERM", "LOGNAME")
 def client_env(extra: dict | None = None) -> dict:
     """What the Python ACP client passes: only a few inherited variables plus explicit ones."""
     env = {k: os.environ[k] for k in CLIENT_ENV if k in os.environ}
-    env.update({"PYTHONPATH": str(ROOT), "OPENHEIM_HOME": os.environ["OPENHEIM_HOME"],
-                "NO_PROXY": "127.0.0.1,localhost"})
+    env.update(
+        {"PYTHONPATH": str(ROOT), "OPENHEIM_HOME": os.environ["OPENHEIM_HOME"], "NO_PROXY": "127.0.0.1,localhost"}
+    )
     env.update(extra or {})
     return env
 
@@ -34,13 +36,25 @@ def allow_once(frame: dict) -> dict:
 class AcpWire:
     """A spawned `openheim acp` driven line by line."""
 
-    def __init__(self, *args: str, env: dict | None = None, cwd: Path | None = None,
-                 command: str = "acp", validate: bool = True, prefix: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *args: str,
+        env: dict | None = None,
+        cwd: Path | None = None,
+        command: str = "acp",
+        validate: bool = True,
+        prefix: tuple[str, ...] = (),
+    ) -> None:
         """``prefix`` runs the agent through another command (e.g. setpriv, to run it as another user)."""
         self.validate = validate
-        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "openheim", *args, command], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_env(env),
-                                     cwd=cwd or "/")
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "openheim", *args, command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=client_env(env),
+            cwd=cwd or "/",
+        )
         self.frames: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
         self.client_methods: dict[Any, str] = {}
@@ -109,8 +123,9 @@ class AcpWire:
         self.frames.put(line)
         return False
 
-    def until_response(self, request_id: Any, on_request: Callable[[dict], Any] = allow_once,
-                       timeout: float = 10.0) -> tuple[dict, list[dict]]:
+    def until_response(
+        self, request_id: Any, on_request: Callable[[dict], Any] = allow_once, timeout: float = 10.0
+    ) -> tuple[dict, list[dict]]:
         """Frames up to the answer to ``request_id``; agent requests are answered by ``on_request``."""
         before: list[dict] = []
         deadline = time.monotonic() + timeout
@@ -142,8 +157,7 @@ class AcpWire:
         return self.result("session/new", {"cwd": str(cwd), "mcpServers": [], **extra})["sessionId"]
 
     def prompt(self, session_id: str, text: str, **kw: Any) -> tuple[dict, list[dict]]:
-        return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-                         **kw)
+        return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
 
     def close(self, timeout: float = 5.0) -> int:
         if self.proc.stdin and not self.proc.stdin.closed:

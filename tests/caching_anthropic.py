@@ -8,6 +8,7 @@ cache the longest prefix that a previous request wrote and that ends at one of i
 ``cache_creation_input_tokens`` (from there to the last breakpoint), ``input_tokens`` (the rest).
 Tokens are estimated as a block's JSON length / 4.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,10 @@ def prompt_blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
     blocks = [*body.get("tools", []), *body.get("system", [])]
     for message in body.get("messages", []):
         content = message["content"]
-        blocks += [{"role": message["role"], **b} for b in (content if isinstance(content, list) else
-                                                            [{"type": "text", "text": content}])]
+        blocks += [
+            {"role": message["role"], **b}
+            for b in (content if isinstance(content, list) else [{"type": "text", "text": content}])
+        ]
     return [({k: v for k, v in b.items() if k != "cache_control"}, "cache_control" in b) for b in blocks]
 
 
@@ -56,12 +59,12 @@ class PromptCache:
                     hit = max(hit, i)
                     break
         last = ends[-1] if ends else -1
-        read = sum(sizes[:hit + 1])
-        written = sum(sizes[hit + 1:last + 1]) if last > hit else 0
+        read = sum(sizes[: hit + 1])
+        written = sum(sizes[hit + 1 : last + 1]) if last > hit else 0
         for end in ends:
-            if sum(sizes[:end + 1]) >= MIN_TOKENS:
+            if sum(sizes[: end + 1]) >= MIN_TOKENS:
                 self.written.add(digests[end])
-        if not any(sum(sizes[:e + 1]) >= MIN_TOKENS for e in ends if e > hit):
+        if not any(sum(sizes[: e + 1]) >= MIN_TOKENS for e in ends if e > hit):
             written = 0  # too short to cache: billed as plain input
         return sum(sizes) - read - written, read, written
 

@@ -1,4 +1,5 @@
 """Helpers for end-to-end tests that run the real `openheim` CLI as a subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -13,15 +14,22 @@ from fake_llm import FakeLLMServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_config(home: Path, base_url: str, kind: str = "openai_compatible", extra: str = "",
-                 provider_extra: str = "", name: str = "fake") -> Path:
+def write_config(
+    home: Path,
+    base_url: str,
+    kind: str = "openai_compatible",
+    extra: str = "",
+    provider_extra: str = "",
+    name: str = "fake",
+) -> Path:
     """A config.toml whose default provider points at a fake server."""
     path = home / "config.toml"
     path.write_text(
         f'default_provider = "{name}"\n{extra}\n'
         f'[providers.{name}]\nkind = "{kind}"\napi_base = "{base_url}"\n'
         f'default_model = "fake-model"\nmodels = ["fake-model", "other-model"]\n'
-        f'api_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n{provider_extra}\n')
+        f'api_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n{provider_extra}\n'
+    )
     return path
 
 
@@ -36,16 +44,31 @@ def fake_provider(kind: str, home: Path, **config: str) -> Iterator[FakeLLMServe
         yield server
 
 
-def openheim(*args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None,
-             timeout: float = 60) -> subprocess.CompletedProcess:
+def openheim(
+    *args: str, input: str | None = None, cwd: Path | None = None, env: dict | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     """Run the CLI to completion; stdin is /dev/null unless ``input`` is given."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "openheim", *args], input=input, capture_output=True,
-                          text=True, cwd=cwd, env=full_env, timeout=timeout,
-                          stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "openheim", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def spawn(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.Popen:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "openheim", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=cwd, env=full_env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "openheim", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+    )

@@ -1,4 +1,5 @@
 """Shared fixtures: every test runs with its own OPENHEIM_HOME and no proxies."""
+
 from __future__ import annotations
 
 import sys
@@ -9,9 +10,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-_SCRUB = ("OPENHEIM_CONFIG", "OPENHEIM_LOG", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-          "http_proxy", "https_proxy", "all_proxy", "no_proxy",
-          "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+_SCRUB = (
+    "OPENHEIM_CONFIG",
+    "OPENHEIM_LOG",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +44,11 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
 def pytest_collection_modifyitems(items: list) -> None:
     """Tests of the frozen binary run last (the unit and end-to-end tests report before the build starts), and
     the portable binary's after them (in CI its build runs beside everything else, so it gets the most time)."""
+
     def rank(item: pytest.Item) -> int:
         names = getattr(item, "fixturenames", ())
-        return 2 if "portable_bin" in names or item.path.name == "test_portable.py" else 1 if "frozen_bin" in names else 0
+        return (
+            2 if "portable_bin" in names or item.path.name == "test_portable.py" else 1 if "frozen_bin" in names else 0
+        )
 
     items.sort(key=rank)  # stable: the order within each group is kept

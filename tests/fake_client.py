@@ -1,4 +1,5 @@
 """An in-process scripted LlmClient and a trivial tool, for loop tests that need no socket."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ def text_reply(text: str, finish: FinishReason = FinishReason.STOP, usage: Usage
 
 
 def tool_reply(*calls: tuple[str, object], finish: FinishReason = FinishReason.TOOL_CALLS) -> Choice:
-    blocks = [ToolUseBlock(f"call_{i}", name, args if isinstance(args, str) else json.dumps(args))
-              for i, (name, args) in enumerate(calls)]
+    blocks = [
+        ToolUseBlock(f"call_{i}", name, args if isinstance(args, str) else json.dumps(args))
+        for i, (name, args) in enumerate(calls)
+    ]
     return Choice(Message("assistant", blocks), finish)
 
 

@@ -15,6 +15,7 @@ the wire's error body (or ``body``) and ``retry_after`` (Gemini: RetryInfo in th
 requests get the overflow error and leave the queue alone), ``slow`` (delay between all events), ``burst``
 (coalesced writes). ``clear()`` drops what is left of a script.
 """
+
 from __future__ import annotations
 
 import json
@@ -192,8 +193,11 @@ class _Handler(BaseHTTPRequestHandler):
             ra = float(f.retry_after) if gemini and f.retry_after is not None else None
             payload = json.dumps(error_body(fake.wire, f.status, ra)).encode()
         else:
-            payload = f.body if isinstance(f.body, bytes) else (
-                json.dumps(f.body) if isinstance(f.body, dict) else f.body).encode()
+            payload = (
+                f.body
+                if isinstance(f.body, bytes)
+                else (json.dumps(f.body) if isinstance(f.body, dict) else f.body).encode()
+            )
         self._send_raw(f.status, payload, headers)
 
     def _send_json(self, status: int, obj: Any) -> None:
@@ -208,8 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _stream(self, fake: FakeLLMServer, reply: Reply, body: Any,
-                limit: int | None = None, error: str | None = None) -> None:
+    def _stream(
+        self, fake: FakeLLMServer, reply: Reply, body: Any, limit: int | None = None, error: str | None = None
+    ) -> None:
         if reply.head_delay and fake.sleep(reply.head_delay):
             raise _Dropped
         if reply.whole:
@@ -284,8 +289,15 @@ class _HTTPServer(ThreadingHTTPServer):
 class FakeLLMServer:
     """A threaded loopback server replaying scripted replies and faults on one provider wire."""
 
-    def __init__(self, wire: str = "openai", *, max_request_bytes: int | None = None, slow: float = 0.0,
-                 burst: bool = False, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        wire: str = "openai",
+        *,
+        max_request_bytes: int | None = None,
+        slow: float = 0.0,
+        burst: bool = False,
+        host: str = "127.0.0.1",
+    ) -> None:
         if wire not in RENDERERS:
             raise ValueError(f"unknown wire {wire!r}; use one of {sorted(RENDERERS)}")
         self.wire = wire
@@ -305,8 +317,9 @@ class FakeLLMServer:
     # --- lifecycle ---
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                                        name=f"fake-llm-{self.wire}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, name=f"fake-llm-{self.wire}", daemon=True
+        )
         self._thread.start()
         return self
 

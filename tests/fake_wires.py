@@ -1,4 +1,5 @@
 """Pure renderers of the three provider wires for the fake LLM server: streams, error bodies, echo text."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def split_text(text: str, chunk_size: int | None) -> list[str]:
     if not text:
         return []
     if chunk_size:
-        return [text[i:i + chunk_size] for i in range(0, len(text), chunk_size)]
+        return [text[i : i + chunk_size] for i in range(0, len(text), chunk_size)]
     return re.findall(r"\s*\S+\s*|\s+", text)
 
 
@@ -53,8 +54,10 @@ def cache_written(reply: Any) -> int:
 
 def _oa(model: str, delta_json: str, finish: str | None = None) -> bytes:
     fin = "null" if finish is None else _dumps(finish)
-    return (f'data: {{"id":"chatcmpl-fake","object":"chat.completion.chunk","created":0,"model":{_dumps(model)},'
-            f'"choices":[{{"index":0,"delta":{delta_json},"finish_reason":{fin}}}]}}\n\n').encode()
+    return (
+        f'data: {{"id":"chatcmpl-fake","object":"chat.completion.chunk","created":0,"model":{_dumps(model)},'
+        f'"choices":[{{"index":0,"delta":{delta_json},"finish_reason":{fin}}}]}}\n\n'
+    ).encode()
 
 
 def render_openai(reply: Any, ctx: StreamCtx) -> list[Event]:
@@ -73,15 +76,24 @@ def render_openai(reply: Any, ctx: StreamCtx) -> list[Event]:
             out.append((_oa(m, _dumps({"tool_calls": [frag]})), False))
     if not reply.complete:
         return out
-    finish = reply.finish or ("content_filter" if reply.refusal else
-                              "tool_calls" if reply.tool_calls else "stop")
+    finish = reply.finish or ("content_filter" if reply.refusal else "tool_calls" if reply.tool_calls else "stop")
     out.append((_oa(m, "{}", finish), False))
     if ctx.include_usage:
         inp, outp, cached = usage_of(reply, ctx)
-        usage = {"prompt_tokens": inp + cached, "completion_tokens": outp, "total_tokens": inp + cached + outp,
-                 "prompt_tokens_details": {"cached_tokens": cached}}
-        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": m,
-                 "choices": [], "usage": usage}
+        usage = {
+            "prompt_tokens": inp + cached,
+            "completion_tokens": outp,
+            "total_tokens": inp + cached + outp,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        chunk = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": m,
+            "choices": [],
+            "usage": usage,
+        }
         out.append((b"data: " + _dumps(chunk).encode() + b"\n\n", False))
     out.append((b"data: [DONE]\n\n", False))
     return out
@@ -95,8 +107,9 @@ def _an(name: str, data: dict) -> bytes:
 
 
 def _an_delta(index: int, delta_json: str) -> bytes:
-    return (f'event: content_block_delta\ndata: {{"type":"content_block_delta","index":{index},'
-            f'"delta":{delta_json}}}\n\n').encode()
+    return (
+        f'event: content_block_delta\ndata: {{"type":"content_block_delta","index":{index},"delta":{delta_json}}}\n\n'
+    ).encode()
 
 
 def _an_block(index: int, block: dict) -> bytes:
@@ -110,25 +123,42 @@ def _an_stop(index: int) -> bytes:
 def render_anthropic(reply: Any, ctx: StreamCtx) -> list[Event]:
     """The SSE events of a Messages API stream for ``reply``."""
     inp, outp, cached = usage_of(reply, ctx)
-    start_usage = {"input_tokens": inp, "cache_creation_input_tokens": cache_written(reply),
-                   "cache_read_input_tokens": cached,
-                   "output_tokens": 1}
-    message = {"id": "msg_fake", "type": "message", "role": "assistant", "content": [], "model": ctx.model,
-               "stop_reason": None, "stop_sequence": None, "usage": start_usage}
-    out: list[Event] = [(_an("message_start", {"type": "message_start", "message": message}), False),
-                        (_an("ping", {"type": "ping"}), False)]
+    start_usage = {
+        "input_tokens": inp,
+        "cache_creation_input_tokens": cache_written(reply),
+        "cache_read_input_tokens": cached,
+        "output_tokens": 1,
+    }
+    message = {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": ctx.model,
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    out: list[Event] = [
+        (_an("message_start", {"type": "message_start", "message": message}), False),
+        (_an("ping", {"type": "ping"}), False),
+    ]
     index = 0
     if reply.thinking:
         out.append((_an_block(index, {"type": "thinking", "thinking": "", "signature": ""}), False))
-        out += [(_an_delta(index, f'{{"type":"thinking_delta","thinking":{_dumps(p)}}}'), True)
-                for p in split_text(reply.thinking, reply.chunk_size)]
+        out += [
+            (_an_delta(index, f'{{"type":"thinking_delta","thinking":{_dumps(p)}}}'), True)
+            for p in split_text(reply.thinking, reply.chunk_size)
+        ]
         out.append((_an_delta(index, f'{{"type":"signature_delta","signature":{_dumps(reply.signature)}}}'), False))
         out.append((_an_stop(index), False))
         index += 1
     if reply.text:
         out.append((_an_block(index, {"type": "text", "text": ""}), False))
-        out += [(_an_delta(index, f'{{"type":"text_delta","text":{_dumps(p)}}}'), True)
-                for p in split_text(reply.text, reply.chunk_size)]
+        out += [
+            (_an_delta(index, f'{{"type":"text_delta","text":{_dumps(p)}}}'), True)
+            for p in split_text(reply.text, reply.chunk_size)
+        ]
         out.append((_an_stop(index), False))
         index += 1
     for tc in reply.tool_calls:
@@ -141,8 +171,11 @@ def render_anthropic(reply: Any, ctx: StreamCtx) -> list[Event]:
     if not reply.complete:
         return out
     stop = reply.finish or ("refusal" if reply.refusal else "tool_use" if reply.tool_calls else "end_turn")
-    delta = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-             "usage": {"output_tokens": outp}}
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop, "stop_sequence": None},
+        "usage": {"output_tokens": outp},
+    }
     out.append((_an("message_delta", delta), False))
     out.append((_an("message_stop", {"type": "message_stop"}), False))
     return out
@@ -156,14 +189,16 @@ def _gm(payload: dict) -> bytes:
 
 
 def _gm_part(part_json: str) -> bytes:
-    return (f'data: {{"candidates":[{{"content":{{"role":"model","parts":[{part_json}]}},"index":0}}]}}'
-            '\r\n\r\n').encode()
+    return (
+        f'data: {{"candidates":[{{"content":{{"role":"model","parts":[{part_json}]}},"index":0}}]}}\r\n\r\n'
+    ).encode()
 
 
 def render_gemini(reply: Any, ctx: StreamCtx) -> list[Event]:
     """The SSE events of a streamGenerateContent?alt=sse stream for ``reply``."""
-    out: list[Event] = [(_gm_part(f'{{"text":{_dumps(p)},"thought":true}}'), True)
-                        for p in split_text(reply.thinking, reply.chunk_size)]
+    out: list[Event] = [
+        (_gm_part(f'{{"text":{_dumps(p)},"thought":true}}'), True) for p in split_text(reply.thinking, reply.chunk_size)
+    ]
     out += [(_gm_part(f'{{"text":{_dumps(p)}}}'), True) for p in split_text(reply.text, reply.chunk_size)]
     if reply.tool_calls:
         parts = []
@@ -178,11 +213,16 @@ def render_gemini(reply: Any, ctx: StreamCtx) -> list[Event]:
         return out
     inp, outp, cached = usage_of(reply, ctx)
     finish = reply.finish or ("SAFETY" if reply.refusal else "STOP")
-    last = {"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": finish,
-                            "index": 0}],
-            "usageMetadata": {"promptTokenCount": inp + cached, "candidatesTokenCount": outp,
-                              "totalTokenCount": inp + cached + outp, "cachedContentTokenCount": cached},
-            "modelVersion": ctx.model}
+    last = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": finish, "index": 0}],
+        "usageMetadata": {
+            "promptTokenCount": inp + cached,
+            "candidatesTokenCount": outp,
+            "totalTokenCount": inp + cached + outp,
+            "cachedContentTokenCount": cached,
+        },
+        "modelVersion": ctx.model,
+    }
     out.append((_gm(last), False))
     return out
 
@@ -196,7 +236,7 @@ def without_blank_lines(events: list[Event]) -> list[Event]:
     for data, is_content in events:
         for end in (b"\r\n\r\n", b"\n\n"):
             if data.endswith(end):
-                data = data[:-len(end) // 2]
+                data = data[: -len(end) // 2]
                 break
         out.append((data, is_content))
     return out
@@ -215,15 +255,29 @@ def whole_openai(reply: Any, ctx: StreamCtx) -> dict:
     if reply.thinking:
         message[reply.reasoning_field] = reply.thinking
     if reply.tool_calls:
-        message["tool_calls"] = [{"id": tc.id or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                                  "function": {"name": tc.name, "arguments": args_text(tc.arguments)}}
-                                 for tc in reply.tool_calls]
+        message["tool_calls"] = [
+            {
+                "id": tc.id or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": tc.name, "arguments": args_text(tc.arguments)},
+            }
+            for tc in reply.tool_calls
+        ]
     finish = reply.finish or ("content_filter" if reply.refusal else "tool_calls" if reply.tool_calls else "stop")
     inp, outp, cached = usage_of(reply, ctx)
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": ctx.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": inp + cached, "completion_tokens": outp, "total_tokens": inp + cached + outp,
-                      "prompt_tokens_details": {"cached_tokens": cached}}}
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": ctx.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": inp + cached,
+            "completion_tokens": outp,
+            "total_tokens": inp + cached + outp,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        },
+    }
 
 
 def whole_anthropic(reply: Any, ctx: StreamCtx) -> dict:
@@ -234,14 +288,31 @@ def whole_anthropic(reply: Any, ctx: StreamCtx) -> dict:
     if reply.text:
         content.append({"type": "text", "text": reply.text})
     for tc in reply.tool_calls:
-        content.append({"type": "tool_use", "id": tc.id or f"toolu_{uuid.uuid4().hex[:24]}", "name": tc.name,
-                        "input": _call_args(tc)})
+        content.append(
+            {
+                "type": "tool_use",
+                "id": tc.id or f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": tc.name,
+                "input": _call_args(tc),
+            }
+        )
     inp, outp, cached = usage_of(reply, ctx)
     stop = reply.finish or ("refusal" if reply.refusal else "tool_use" if reply.tool_calls else "end_turn")
-    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": ctx.model, "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": inp, "output_tokens": outp, "cache_creation_input_tokens": cache_written(reply),
-                      "cache_read_input_tokens": cached}}
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": ctx.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": inp,
+            "output_tokens": outp,
+            "cache_creation_input_tokens": cache_written(reply),
+            "cache_read_input_tokens": cached,
+        },
+    }
 
 
 def whole_gemini(reply: Any, ctx: StreamCtx) -> dict:
@@ -257,11 +328,22 @@ def whole_gemini(reply: Any, ctx: StreamCtx) -> dict:
             part["thoughtSignature"] = tc.signature
         parts.append(part)
     inp, outp, cached = usage_of(reply, ctx)
-    return {"candidates": [{"content": {"role": "model", "parts": parts},
-                            "finishReason": reply.finish or ("SAFETY" if reply.refusal else "STOP"), "index": 0}],
-            "usageMetadata": {"promptTokenCount": inp + cached, "candidatesTokenCount": outp,
-                              "totalTokenCount": inp + cached + outp, "cachedContentTokenCount": cached},
-            "modelVersion": ctx.model}
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": reply.finish or ("SAFETY" if reply.refusal else "STOP"),
+                "index": 0,
+            }
+        ],
+        "usageMetadata": {
+            "promptTokenCount": inp + cached,
+            "candidatesTokenCount": outp,
+            "totalTokenCount": inp + cached + outp,
+            "cachedContentTokenCount": cached,
+        },
+        "modelVersion": ctx.model,
+    }
 
 
 WHOLE = {"openai": whole_openai, "anthropic": whole_anthropic, "gemini": whole_gemini}
@@ -269,26 +351,47 @@ WHOLE = {"openai": whole_openai, "anthropic": whole_anthropic, "gemini": whole_g
 
 # --- errors ------------------------------------------------------------------------
 
-_OA_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-             429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}
-_AN_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-             404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-             529: "overloaded_error"}
-_GM_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
-              500: "INTERNAL", 503: "UNAVAILABLE"}
+_OA_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    500: "server_error",
+    503: "server_error",
+}
+_AN_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_GM_STATUS = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 
 
 def error_body(wire: str, status: int, retry_after: float | None = None) -> dict:
     """The wire's usual JSON error body for an HTTP ``status``."""
     msg = f"fake error {status}"
     if wire == "anthropic":
-        return {"type": "error", "error": {"type": _AN_TYPES.get(status, "api_error"), "message": msg},
-                "request_id": "req_fake"}
+        return {
+            "type": "error",
+            "error": {"type": _AN_TYPES.get(status, "api_error"), "message": msg},
+            "request_id": "req_fake",
+        }
     if wire == "gemini":
         err: dict = {"code": status, "message": msg, "status": _GM_STATUS.get(status, "UNKNOWN")}
         if retry_after is not None:
-            err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                               "retryDelay": f"{retry_after:g}s"}]
+            err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_after:g}s"}]
         return {"error": err}
     kind = _OA_TYPES.get(status, "api_error")
     return {"error": {"message": msg, "type": kind, "param": None, "code": kind}}
@@ -298,15 +401,30 @@ def overflow_body(wire: str, size: int) -> dict:
     """The wire's own context-overflow error (always HTTP 400)."""
     tokens = size // 4 + 1
     if wire == "anthropic":
-        return {"type": "error", "error": {"type": "invalid_request_error",
-                                           "message": f"prompt is too long: {tokens} tokens > 200000 maximum"}}
+        return {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {tokens} tokens > 200000 maximum",
+            },
+        }
     if wire == "gemini":
-        return {"error": {"code": 400, "status": "INVALID_ARGUMENT",
-                          "message": f"The input token count ({tokens}) exceeds the maximum number of tokens "
-                                     "allowed (1048576)."}}
-    return {"error": {"message": f"This model's maximum context length is 128000 tokens. However, your messages "
-                                 f"resulted in {tokens} tokens. Please reduce the length of the messages.",
-                      "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+        return {
+            "error": {
+                "code": 400,
+                "status": "INVALID_ARGUMENT",
+                "message": f"The input token count ({tokens}) exceeds the maximum number of tokens allowed (1048576).",
+            }
+        }
+    return {
+        "error": {
+            "message": f"This model's maximum context length is 128000 tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
 
 
 def stream_error(wire: str, kind: str) -> bytes:
@@ -327,8 +445,11 @@ def _texts(content: Any, key: str = "text") -> str:
         return content
     if not isinstance(content, list):
         return ""
-    return "".join(p.get(key, "") for p in content
-                   if isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get(key), str))
+    return "".join(
+        p.get(key, "")
+        for p in content
+        if isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get(key), str)
+    )
 
 
 def last_user_text(wire: str, body: Any) -> str:

@@ -1,4 +1,5 @@
 """Helpers for the long-session tests: a fake model that writes summaries, a file-changing turn, tree snapshots."""
+
 from __future__ import annotations
 
 import subprocess
@@ -44,25 +45,44 @@ def seed_tree(root: Path) -> None:
 def changing_turn() -> list[Reply]:
     """A turn that adds two files (tool and shell), edits one, overwrites one and deletes one with the shell."""
     return [
-        Reply(tool_calls=[
-            ToolCall("write_file", {"path": "new/added.txt", "content": "brand new\n"}, id="w1"),
-            ToolCall("edit_file", {"path": "edit_me.txt", "old_string": "beta", "new_string": "BETA"}, id="e1"),
-            ToolCall("write_file", {"path": "overwritten.txt", "content": "second version\n"}, id="w2"),
-        ]),
-        Reply(tool_calls=[ToolCall("execute_command", {"command": "rm doomed.txt && echo made > shell_made.txt"},
-                                   id="x1")]),
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "new/added.txt", "content": "brand new\n"}, id="w1"),
+                ToolCall("edit_file", {"path": "edit_me.txt", "old_string": "beta", "new_string": "BETA"}, id="e1"),
+                ToolCall("write_file", {"path": "overwritten.txt", "content": "second version\n"}, id="w2"),
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ToolCall("execute_command", {"command": "rm doomed.txt && echo made > shell_made.txt"}, id="x1")
+            ]
+        ),
         Reply(text="done changing files"),
     ]
 
 
 def tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` (but .git) with its text: what an exact undo must bring back."""
-    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(root).parts}
+    return {
+        str(p.relative_to(root)): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-                               "HOME": str(root), "PATH": "/usr/bin:/bin"}).stdout
+    return subprocess.run(
+        ["git", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.invalid",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.invalid",
+            "HOME": str(root),
+            "PATH": "/usr/bin:/bin",
+        },
+    ).stdout

@@ -4,6 +4,7 @@ Resources: notes://readme (text), notes://logo (a PNG blob), notes://drawing (an
 Prompts: review (code required, language optional), greet (no arguments), with_notes (a text plus an
 embedded resource), slow (seconds), broken (fails). ``--no-resources`` leaves the resources out (its prompts stay).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,9 @@ import anyio
 from mcp.server import MCPServer
 
 README = "the readme says: hello from the docs server"
-LOGO = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+LOGO = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 NOT_AN_IMAGE = b"<svg/>"
 
 
@@ -21,8 +24,10 @@ def build(with_resources: bool) -> MCPServer:
     server = MCPServer("docs")
 
     if with_resources:
-        @server.resource("notes://readme", name="readme", description="What the docs server is about",
-                         mime_type="text/plain")
+
+        @server.resource(
+            "notes://readme", name="readme", description="What the docs server is about", mime_type="text/plain"
+        )
         def readme() -> str:
             return README
 
@@ -44,14 +49,23 @@ def build(with_resources: bool) -> MCPServer:
 
     @server.prompt(description="Say hello")
     def greet() -> list:
-        return [{"role": "user", "content": "Hello from the greet prompt"},
-                {"role": "assistant", "content": "Hi! What shall we do?"}]
+        return [
+            {"role": "user", "content": "Hello from the greet prompt"},
+            {"role": "assistant", "content": "Hi! What shall we do?"},
+        ]
 
     @server.prompt(description="The readme, embedded")
     def with_notes() -> list:
-        return [{"role": "user", "content": "Summarise these notes:"},
-                {"role": "user", "content": {"type": "resource", "resource": {
-                    "uri": "notes://readme", "mimeType": "text/plain", "text": README}}}]
+        return [
+            {"role": "user", "content": "Summarise these notes:"},
+            {
+                "role": "user",
+                "content": {
+                    "type": "resource",
+                    "resource": {"uri": "notes://readme", "mimeType": "text/plain", "text": README},
+                },
+            },
+        ]
 
     @server.prompt(description="Takes its time")
     async def slow(seconds: str) -> str:

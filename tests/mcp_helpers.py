@@ -1,5 +1,6 @@
 """Helpers for the MCP tests: the real test server (tests/mcp_server.py) over stdio or HTTP, and
 finding the processes a test started (by a unique tag on their command line)."""
+
 from __future__ import annotations
 
 import os
@@ -66,10 +67,24 @@ class HttpServer:
 
     def __init__(self, tag: str | None = None, name: str = "fake", port: int = 0, sse: bool = False) -> None:
         self.tag = tag or new_tag()
-        self.proc = subprocess.Popen([PYTHON, SERVER, "--http", "--name", name, "--tag", self.tag, "--port", str(port),
-                                      *(["--sse"] if sse else [])],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                PYTHON,
+                SERVER,
+                "--http",
+                "--name",
+                name,
+                "--tag",
+                self.tag,
+                "--port",
+                str(port),
+                *(["--sse"] if sse else []),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):
             self.stop()

@@ -7,6 +7,7 @@ well-behaved client); with --bad-tool also a tool whose inputSchema is a string;
 --schema-kib K gives echo a description K KiB long. --banner prints lines that are not JSON on stdout first
 (as a stray print() would); --stderr-mib M writes M MiB to stderr when echo is called.
 """
+
 import argparse
 import json
 import sys
@@ -28,10 +29,19 @@ def send(message: dict) -> None:
 
 
 def tools() -> list:
-    echo = {"name": "echo", "description": "Echo the text back." + " " * (opts.schema_kib * 1024),
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
-    found = [echo, {"name": "huge", "description": "A text of `mib` MiB.",
-                    "inputSchema": {"type": "object", "properties": {"mib": {"type": "integer"}}}}]
+    echo = {
+        "name": "echo",
+        "description": "Echo the text back." + " " * (opts.schema_kib * 1024),
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    }
+    found = [
+        echo,
+        {
+            "name": "huge",
+            "description": "A text of `mib` MiB.",
+            "inputSchema": {"type": "object", "properties": {"mib": {"type": "integer"}}},
+        },
+    ]
     if opts.bad_tool:
         found.append({"name": "broken", "description": "Its schema is not an object.", "inputSchema": "nope"})
     found += [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(opts.tools)]
@@ -57,9 +67,17 @@ for line in sys.stdin:
     if request_id is None:
         continue
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": request_id, "result": {
-            "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": "hostile", "version": "1"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "hostile", "version": "1"},
+                },
+            }
+        )
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools()}})
     elif method == "tools/call":
@@ -70,7 +88,12 @@ for line in sys.stdin:
         if opts.stderr_mib:
             sys.stderr.write(("e" * 1023 + "\n") * 1024 * opts.stderr_mib)
             sys.stderr.flush()
-        send({"jsonrpc": "2.0", "id": request_id,
-              "result": {"content": [{"type": "text", "text": f"echo: {args.get('text', '')}"}]}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "result": {"content": [{"type": "text", "text": f"echo: {args.get('text', '')}"}]},
+            }
+        )
     else:
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "method not found"}})

@@ -6,6 +6,7 @@ It is its own authorization server: dynamic client registration, and an /authori
 once (the "user" agrees) by redirecting to the client's redirect_uri with a code. Access tokens live
 ``--token-lifetime`` seconds; refresh tokens rotate. Tool: ``whoami`` (the client id of the token).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,16 @@ class AutoApprove:
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         code = secrets.token_urlsafe(24)
-        self.codes[code] = AuthorizationCode(code=code, scopes=params.scopes or [], expires_at=time.time() + 300,
-                                             client_id=client.client_id or "", code_challenge=params.code_challenge,
-                                             redirect_uri=params.redirect_uri, resource=params.resource,
-                                             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly)
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [],
+            expires_at=time.time() + 300,
+            client_id=client.client_id or "",
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            resource=params.resource,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+        )
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
@@ -56,22 +63,30 @@ class AutoApprove:
 
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
-        self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, resource=resource,
-                                          expires_at=int(time.time()) + self.lifetime)
+        self.access[access] = AccessToken(
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            resource=resource,
+            expires_at=int(time.time()) + self.lifetime,
+        )
         self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
-        return OAuthToken(access_token=access, expires_in=self.lifetime, refresh_token=refresh,
-                          scope=" ".join(scopes) or None)
+        return OAuthToken(
+            access_token=access, expires_in=self.lifetime, refresh_token=refresh, scope=" ".join(scopes) or None
+        )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull,
-                                          authorization_code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
         return self._issue(client.client_id or "", authorization_code.scopes, authorization_code.resource)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         return self.refresh.get(refresh_token)
 
-    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken,
-                                     scopes: list[str]) -> OAuthToken:
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
         self.refresh.pop(refresh_token.token, None)
         print("REFRESHED", flush=True)
         return self._issue(client.client_id or "", scopes or refresh_token.scopes, refresh_token.resource)
@@ -102,8 +117,12 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auth = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False,
-                            client_registration_options=ClientRegistrationOptions(enabled=True))
+        auth = AuthSettings(
+            issuer_url=base,
+            resource_server_url=f"{base}/mcp",
+            validate_token_resource=False,
+            client_registration_options=ClientRegistrationOptions(enabled=True),
+        )
     server = MCPServer("guarded", auth_server_provider=AutoApprove(opts.token_lifetime), auth=auth)
 
     @server.tool()

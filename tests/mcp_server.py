@@ -13,6 +13,7 @@ environment), note_stderr (writes a line to stderr), spawn_child (starts a grand
 header (an HTTP request header), peek (read-only hint); with --grow also grow (adds the tool 'grown' and sends
 tools/list_changed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,10 @@ def build(name: str, grow: bool = False) -> MCPServer:
     @server.tool()
     def picture() -> list:
         """A caption and a tiny PNG."""
-        return [TextContent(type="text", text="a red dot"),
-                ImageContent(type="image", data=TINY_PNG, mime_type="image/png")]
+        return [
+            TextContent(type="text", text="a red dot"),
+            ImageContent(type="image", data=TINY_PNG, mime_type="image/png"),
+        ]
 
     @server.tool()
     def huge_picture() -> list:
@@ -73,11 +76,19 @@ def build(name: str, grow: bool = False) -> MCPServer:
     @server.tool()
     def resources() -> list:
         """An embedded text resource, an embedded blob and a resource link."""
-        return [EmbeddedResource(type="resource", resource=TextResourceContents(
-                    uri="file:///notes.txt", mime_type="text/plain", text="the notes say hi")),
-                EmbeddedResource(type="resource", resource=BlobResourceContents(
-                    uri="file:///data.bin", mime_type="application/octet-stream", blob="AAEC")),
-                ResourceLink(type="resource_link", name="readme", uri="file:///README.md")]
+        return [
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="the notes say hi"),
+            ),
+            EmbeddedResource(
+                type="resource",
+                resource=BlobResourceContents(
+                    uri="file:///data.bin", mime_type="application/octet-stream", blob="AAEC"
+                ),
+            ),
+            ResourceLink(type="resource_link", name="readme", uri="file:///README.md"),
+        ]
 
     @server.tool()
     def crash() -> str:
@@ -98,8 +109,12 @@ def build(name: str, grow: bool = False) -> MCPServer:
     @server.tool()
     def spawn_child() -> str:
         """Start a grandchild that sleeps for a long time; returns its pid."""
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(300)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return str(child.pid)
 
     @server.tool()
@@ -130,6 +145,7 @@ def build(name: str, grow: bool = False) -> MCPServer:
         return f"peeked at {path}"
 
     if grow:
+
         @server.tool(name="grow")
         async def add_a_tool(ctx: Context) -> str:
             """Add the tool 'grown' and tell the client the tool list changed (then take a moment to answer)."""
@@ -177,8 +193,11 @@ def main() -> None:
     parser.add_argument("--tag", help="ignored; lets a test find its processes by command line")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving (a slow start)")
     parser.add_argument("--grow", action="store_true", help="also offer the tool 'grow'")
-    parser.add_argument("--delay-file", help="a file holding the seconds to wait (read at start; absent: 0), so a "
-                                             "test can slow a server down without changing its config entry")
+    parser.add_argument(
+        "--delay-file",
+        help="a file holding the seconds to wait (read at start; absent: 0), so a "
+        "test can slow a server down without changing its config entry",
+    )
     opts = parser.parse_args()
     time.sleep(opts.delay + _seconds_in(opts.delay_file))
     server = build(opts.name, opts.grow)

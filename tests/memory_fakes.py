@@ -1,4 +1,5 @@
 """Fakes for the memory tests: a real HTTP embeddings server and an in-process embedder."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,6 +34,7 @@ class FakeEmbedder:
         self.calls.append(list(texts))
         if self.fail:
             from openheim.errors import TransportError
+
             raise TransportError("connection refused")
         return [fake_vector(t, self.dims) for t in texts]
 
@@ -88,8 +90,10 @@ class EmbeddingsServer:
         texts = body["input"]
         if self._refused(texts):
             return 400, {"error": {"message": "input rejected by content policy"}}
-        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, self.dims)}
-                for i, t in enumerate(texts[1:] if self.short else texts)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_vector(t, self.dims)}
+            for i, t in enumerate(texts[1:] if self.short else texts)
+        ]
         random.Random(len(texts)).shuffle(data)  # clients must sort by index
         return 200, {"object": "list", "data": data, "model": body["model"]}
 

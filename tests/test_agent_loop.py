@@ -1,4 +1,5 @@
 """The agent loop driven by a scripted in-process model: stop reasons, tools, repair, caps, cancel."""
+
 from __future__ import annotations
 
 import threading
@@ -63,8 +64,12 @@ def test_tool_error_is_fed_back_not_raised():
 
 
 def test_unknown_tool_and_bad_arguments_answered_without_running():
-    llm = ScriptedLlm([tool_reply(("nope", {}), ("echo", "[1, 2]"), ("echo", "{bad"), finish=FinishReason.MAX_TOKENS),
-                       text_reply("ok")])
+    llm = ScriptedLlm(
+        [
+            tool_reply(("nope", {}), ("echo", "[1, 2]"), ("echo", "{bad"), finish=FinishReason.MAX_TOKENS),
+            text_reply("ok"),
+        ]
+    )
     _, history, _ = run(llm)
     results = [m.tool_result_block() for m in history if m.role == "tool"]
     assert results[0].content == "Error: Tool execution error: Unknown tool: nope"
@@ -88,12 +93,14 @@ def test_result_cap_cuts_at_utf8_boundary():
 
 
 def test_finish_reasons_map_to_stop_reasons():
-    cases = [(text_reply("cut", FinishReason.MAX_TOKENS), StopReason.MAX_TOKENS),
-             (text_reply("", FinishReason.MAX_TOKENS), StopReason.MAX_TOKENS),
-             (text_reply("no", FinishReason.REFUSAL), StopReason.REFUSAL),
-             (text_reply("", FinishReason.STOP), StopReason.NO_CONTENT),
-             (text_reply("fine", FinishReason.OTHER), StopReason.END_TURN),
-             (text_reply("fine", None), StopReason.END_TURN)]
+    cases = [
+        (text_reply("cut", FinishReason.MAX_TOKENS), StopReason.MAX_TOKENS),
+        (text_reply("", FinishReason.MAX_TOKENS), StopReason.MAX_TOKENS),
+        (text_reply("no", FinishReason.REFUSAL), StopReason.REFUSAL),
+        (text_reply("", FinishReason.STOP), StopReason.NO_CONTENT),
+        (text_reply("fine", FinishReason.OTHER), StopReason.END_TURN),
+        (text_reply("fine", None), StopReason.END_TURN),
+    ]
     for reply, expected in cases:
         assert run(ScriptedLlm([reply]))[0].stop_reason == expected
 
@@ -112,9 +119,12 @@ def test_max_iterations():
 
 
 def test_missing_results_are_repaired_in_the_request_only():
-    history = [Message.user("a"), Message("assistant", [ToolUseBlock("c1", "echo", "{}"),
-                                                        ToolUseBlock("c2", "echo", "{}")]),
-               Message.tool_result("c1", "echo", "r1"), Message.user("b")]
+    history = [
+        Message.user("a"),
+        Message("assistant", [ToolUseBlock("c1", "echo", "{}"), ToolUseBlock("c2", "echo", "{}")]),
+        Message.tool_result("c1", "echo", "r1"),
+        Message.user("b"),
+    ]
     repaired = repair_missing_results(history)
     assert [m.role for m in repaired] == ["user", "assistant", "tool", "tool", "user"]
     assert repaired[3].tool_result_block().content == NO_RESULT and repaired[3].tool_result_block().is_error

@@ -1,6 +1,7 @@
 """Bad files and arguments end as one clear line, never an internal error or a hang, and never lose the rest
 of a session: a deeply nested profile, damaged session-log lines, a bad api_base, a config that is a FIFO, an
 api_base with a query, a NUL byte in a path argument."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ def one_line(stderr: str) -> str:
 def test_a_deeply_nested_profile_is_skipped_with_one_warning(srv, isolated_home, tmp_path):
     (isolated_home / "agents").mkdir()
     (isolated_home / "agents" / "deep.md").write_text("+++\ntools = " + "[" * DEEP + "]" * DEEP + "\n+++\nHi.\n")
-    (isolated_home / "agents" / "fine.md").write_text("+++\ndescription = \"works\"\n+++\nHi.\n")
+    (isolated_home / "agents" / "fine.md").write_text('+++\ndescription = "works"\n+++\nHi.\n')
     r = openheim("run", "hello", cwd=tmp_path)
     assert r.returncode == 0
     line = one_line(r.stderr)
@@ -43,10 +44,12 @@ def test_damaged_session_log_lines_are_skipped_and_the_session_goes_on(srv, isol
     sid = json.loads(openheim("run", "-o", "json", "remember 7", cwd=tmp_path).stdout)["session_id"]
     log = next(isolated_home.rglob(f"{sid}*.jsonl"))
     good = log.read_bytes()
-    bad = [b'{"role": "user", "content": [{"type": "text", "text": 5}]}',
-           b'{"role": "tool", "content": [{"type": "tool_result", "tool_call_id": "x", "tool_name": "t", '
-           b'"content": {"an": "object"}}]}',
-           b'{"role": "user", "content": ' + b"[" * DEEP + b"]" * DEEP + b"}"]
+    bad = [
+        b'{"role": "user", "content": [{"type": "text", "text": 5}]}',
+        b'{"role": "tool", "content": [{"type": "tool_result", "tool_call_id": "x", "tool_name": "t", '
+        b'"content": {"an": "object"}}]}',
+        b'{"role": "user", "content": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+    ]
     log.write_bytes(good + b"\n".join(bad) + b"\n")
     shown = openheim("sessions", "show", sid)
     assert shown.returncode == 0 and "user: remember 7" in shown.stdout, shown.stderr
@@ -87,14 +90,22 @@ def test_an_api_base_with_a_query_keeps_it_a_query(isolated_home, tmp_path):
         r = openheim("run", "hi", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     path = srv.requests[0].path
-    assert path.startswith("/v1/chat/completions?") and srv.requests[0].query == {"key": ["k-SECRET"],
-                                                                               "api-version": ["2"]}, path
+    assert path.startswith("/v1/chat/completions?") and srv.requests[0].query == {
+        "key": ["k-SECRET"],
+        "api-version": ["2"],
+    }, path
 
 
 def test_a_nul_byte_in_a_path_argument_is_one_line(srv, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "a\u0000b"}, id="r"),
-                                  ToolCall("write_file", {"path": "x\u0000.openheim", "content": "c"}, id="w")]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall("read_file", {"path": "a\u0000b"}, id="r"),
+                ToolCall("write_file", {"path": "x\u0000.openheim", "content": "c"}, id="w"),
+            ]
+        ),
+        Reply(text="done"),
+    )
     r = openheim("run", "-v", "--deny", "read_file(secret*)", "go", cwd=tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     results = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
@@ -107,8 +118,15 @@ def test_a_nul_byte_in_a_path_argument_is_one_line(srv, tmp_path):
 def test_a_config_fifo_never_blocks_the_library(tmp_path):
     fifo = tmp_path / "c.toml"
     os.mkfifo(fifo)
-    code = ("from openheim.config.load import load_config\n"
-            f"try:\n    load_config({str(fifo)!r})\nexcept Exception as e:\n    print(type(e).__name__)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "from openheim.config.load import load_config\n"
+        f"try:\n    load_config({str(fifo)!r})\nexcept Exception as e:\n    print(type(e).__name__)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.stdout == "ConfigError\n", r.stderr

@@ -1,5 +1,6 @@
 """`openheim … | head`: a reader that goes away early ends the program quietly (no message, no traceback) with
 exit code 141, the documented code, whichever command was writing."""
+
 from __future__ import annotations
 
 import os
@@ -45,9 +46,18 @@ def test_run_into_head_ends_quietly(srv, tmp_path, isolated_home, output):
     assert "count" in log.read_text()
 
 
-GONE = [("doctor",), ("doctor", "--json"), ("sessions", "list"), ("sessions", "list", "--json"),
-        ("permissions", "explain", "read_file", "{}"), ("mcp", "status"), ("run", "hi"), ("run", "-o", "json", "hi"),
-        ("--version",), ("init", "--force")]
+GONE = [
+    ("doctor",),
+    ("doctor", "--json"),
+    ("sessions", "list"),
+    ("sessions", "list", "--json"),
+    ("permissions", "explain", "read_file", "{}"),
+    ("mcp", "status"),
+    ("run", "hi"),
+    ("run", "-o", "json", "hi"),
+    ("--version",),
+    ("init", "--force"),
+]
 
 
 @pytest.mark.parametrize("args", GONE, ids=[" ".join(a) for a in GONE])
@@ -57,8 +67,10 @@ def test_every_command_ends_quietly_when_its_reader_is_gone(srv, tmp_path, args)
         assert openheim("run", "hi", cwd=tmp_path).returncode == 0  # a session to list
     err = tmp_path / "stderr.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    script = (f'(sleep 0.3; {openheim_cmd(*args)} </dev/null) 2>{shlex.quote(str(err))} | true; '
-              'echo "status=${PIPESTATUS[0]}"')
+    script = (
+        f"(sleep 0.3; {openheim_cmd(*args)} </dev/null) 2>{shlex.quote(str(err))} | true; "
+        'echo "status=${PIPESTATUS[0]}"'
+    )
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert err.read_text() == ""
     assert r.stdout.strip() == f"status={BROKEN_PIPE}"

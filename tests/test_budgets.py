@@ -1,5 +1,6 @@
 """Turn budgets end to end: `openheim run --max-tokens-total / --timeout` (and their config keys and builder
 options) stop a model that calls a tool forever with exit 6, the figure reached, and a history that resumes."""
+
 from __future__ import annotations
 
 import json
@@ -34,11 +35,11 @@ def _assert_no_dangling_call(messages: list[dict]) -> None:
     for i, m in enumerate(messages):
         calls = [b["id"] for b in m.get("content", []) if b.get("type") == "tool_use"]
         answered = set()
-        for later in messages[i + 1:]:
+        for later in messages[i + 1 :]:
             if later["role"] != "tool":
                 break
             answered |= {b["tool_call_id"] for b in later["content"] if b.get("type") == "tool_result"}
-        assert set(calls) <= answered, (m, messages[i + 1:i + 3])
+        assert set(calls) <= answered, (m, messages[i + 1 : i + 3])
 
 
 def _resumes(srv: FakeLLMServer, session_id: str, cwd) -> dict:
@@ -76,8 +77,9 @@ def test_token_budget_in_config_text_mode_says_one_line(srv, tmp_path, isolated_
     _looping(srv, usage=(40, 15))
     r = openheim("run", "loop", cwd=tmp_path)
     assert r.returncode == 6
-    assert r.stderr.strip() == ("openheim: stopped at the turn's token budget: 55 tokens used of 50 "
-                                "(--max-tokens-total / max_tokens_total)")
+    assert r.stderr.strip() == (
+        "openheim: stopped at the turn's token budget: 55 tokens used of 50 (--max-tokens-total / max_tokens_total)"
+    )
     assert len(srv.requests) == 1
 
 
@@ -119,10 +121,13 @@ def test_time_budget_in_config_ends_stream_json_with_the_figure(srv, tmp_path, i
     assert last["budget"]["elapsed"] >= 1.0
 
 
-@pytest.mark.parametrize("extra, message", [
-    ("max_tokens_total = 0", "'max_tokens_total' must be at least 1"),
-    ('turn_timeout_secs = "soon"', "'turn_timeout_secs' must be a positive number of seconds"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("max_tokens_total = 0", "'max_tokens_total' must be at least 1"),
+        ('turn_timeout_secs = "soon"', "'turn_timeout_secs' must be a positive number of seconds"),
+    ],
+)
 def test_bad_budget_keys_are_config_errors(srv, tmp_path, isolated_home, extra, message):
     write_config(isolated_home, srv.base_url, extra=extra)
     r = openheim("run", "hi", cwd=tmp_path)
@@ -134,8 +139,7 @@ def test_library_builder_budget_is_a_stop_reason(srv, tmp_path, isolated_home):
     from openheim.core.models import StopReason
 
     _looping(srv, usage=(30, 10))
-    client = (OpenheimClient.builder().config_path(isolated_home / "config.toml").max_tokens_total(100)
-              .build())
+    client = OpenheimClient.builder().config_path(isolated_home / "config.toml").max_tokens_total(100).build()
     with client:
         result = client.new_session(tmp_path).prompt("loop")
     assert result.stop_reason is StopReason.BUDGET
@@ -160,14 +164,19 @@ def test_time_budget_stops_a_running_tool(srv, tmp_path, isolated_home):
 
 
 def test_a_subagent_has_the_token_budget_too_and_says_it_stopped(srv, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You list files.", "task": "list"})],
-                      usage=(10, 1)))
+    srv.enqueue(
+        Reply(
+            tool_calls=[ToolCall("delegate_task", {"system_prompt": "You list files.", "task": "list"})], usage=(10, 1)
+        )
+    )
     _looping(srv, usage=(100, 20))  # the subagent loops: stopped at its third call (11 + 360 >= 300)
     r = openheim("run", "-o", "stream-json", "--max-tokens-total", "300", "go", cwd=tmp_path)
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     result = next(e for e in lines if e["type"] == "tool_result" and e["tool_name"] == "delegate_task")["result"]
-    assert ("[Note: subagent 'inline' stopped at the turn's token budget: 371 tokens used of 300 "
-            "(--max-tokens-total / max_tokens_total) — this answer may be incomplete.]") in result
+    assert (
+        "[Note: subagent 'inline' stopped at the turn's token budget: 371 tokens used of 300 "
+        "(--max-tokens-total / max_tokens_total) — this answer may be incomplete.]"
+    ) in result
     # a subagent's calls count against the turn's budget (the parent's 11 tokens and its own 360): the parent
     # makes no further call once it is used up
     last = json.loads(r.stdout.splitlines()[-1])

@@ -1,5 +1,6 @@
 """The chat as a new user meets it, in a real terminal (tmux) against the fake LLM server: Markdown replies,
 prompt recall, several lines, :models without a key, the plan, and a cancelled reply kept in the session."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,12 @@ from tmux_pane import have_tmux
 
 pytestmark = pytest.mark.skipif(not have_tmux() and not os.environ.get("CI"), reason="tmux is not installed")
 
-MARKDOWN = ("# Results\n\nSome **bold words** and *slanted* with `inline_code` here.\n\n"
-            "- first item\n- second item\n\n1. one\n2. two\n\n> a quoted line\n\n"
-            "```python\ndef f():\n    return 1\n```\n\nSee [the docs](https://example.org/docs). "
-            "<img src=x onerror=alert(1)> END")
+MARKDOWN = (
+    "# Results\n\nSome **bold words** and *slanted* with `inline_code` here.\n\n"
+    "- first item\n- second item\n\n1. one\n2. two\n\n> a quoted line\n\n"
+    "```python\ndef f():\n    return 1\n```\n\nSee [the docs](https://example.org/docs). "
+    "<img src=x onerror=alert(1)> END"
+)
 
 
 @pytest.fixture
@@ -95,9 +98,14 @@ def test_up_recalls_prompts_and_ctrl_j_or_alt_enter_add_lines(srv, isolated_home
 
 
 def test_models_marks_providers_without_a_key(srv, isolated_home, work, tmp_path):
-    write_config(isolated_home, srv.base_url, provider_extra=(
-        '[providers.openai]\nkind = "openai"\napi_base = "https://api.openai.com/v1"\n'
-        'default_model = "gpt-x"\nenv_var = "OPENAI_API_KEY"\n'))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        provider_extra=(
+            '[providers.openai]\nkind = "openai"\napi_base = "https://api.openai.com/v1"\n'
+            'default_model = "gpt-x"\nenv_var = "OPENAI_API_KEY"\n'
+        ),
+    )
     with start(tmp_path, isolated_home, work) as pane:
         pane.line(":models")
         screen = pane.wait_for("─── Models")
@@ -112,9 +120,14 @@ def test_models_marks_providers_without_a_key(srv, isolated_home, work, tmp_path
 
 
 def test_plan_shows_in_the_chat(srv, isolated_home, work, tmp_path):
-    plan = {"plan": [{"step": "read the code", "status": "completed"},
-                     {"step": "write the fix", "status": "in_progress"},
-                     {"step": "run the tests", "status": "pending"}], "explanation": "found the bug"}
+    plan = {
+        "plan": [
+            {"step": "read the code", "status": "completed"},
+            {"step": "write the fix", "status": "in_progress"},
+            {"step": "run the tests", "status": "pending"},
+        ],
+        "explanation": "found the bug",
+    }
     srv.enqueue(Reply(tool_calls=[ToolCall("update_plan", plan)]), Reply(text="working on it"))
     with start(tmp_path, isolated_home, work) as pane:
         pane.line(":plan")
@@ -143,8 +156,7 @@ def test_a_cancelled_reply_is_kept_in_the_session(srv, isolated_home, work, tmp_
         screen = pane.wait_for("session restored")
         assert "partial partial" in screen and "[Reply interrupted: stopped by the user." in " ".join(screen.split())
         pane.line(":q")
-    (log,) = [p for p in (isolated_home / "history").glob("*.jsonl")
-              if "talk slowly" in p.read_text()]
+    (log,) = [p for p in (isolated_home / "history").glob("*.jsonl") if "talk slowly" in p.read_text()]
     assistant = [json.loads(line) for line in log.read_text().splitlines() if '"assistant"' in line]
     assert assistant and assistant[-1]["content"][0]["text"].startswith("partial partial")
     assert "NEVER" not in log.read_text()

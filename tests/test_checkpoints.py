@@ -1,5 +1,6 @@
 """Checkpoints at the store level: ignore files, the size cap, symlinks out of the root, multi-turn undo,
 pruning, and the config tables."""
+
 from __future__ import annotations
 
 import os
@@ -127,14 +128,24 @@ def test_pruning_drops_old_sessions_and_the_copies_only_they_need(tmp_path, root
 
 
 def test_config_tables_are_checked():
-    base = {"default_provider": "p", "providers": {"p": {"api_base": "http://127.0.0.1:1", "default_model": "m",
-                                                         "context_windows": {"m": 4096}}}}
-    config = parse_config({**base, "compaction": {"compact_at": 0.7, "compaction_model": "p/small"},
-                           "checkpoints": {"max_file_bytes": 1024, "max_age_days": 7}})
+    base = {
+        "default_provider": "p",
+        "providers": {"p": {"api_base": "http://127.0.0.1:1", "default_model": "m", "context_windows": {"m": 4096}}},
+    }
+    config = parse_config(
+        {
+            **base,
+            "compaction": {"compact_at": 0.7, "compaction_model": "p/small"},
+            "checkpoints": {"max_file_bytes": 1024, "max_age_days": 7},
+        }
+    )
     assert config.compaction.compact_at == 0.7 and config.checkpoints.max_file_bytes == 1024
     assert config.providers["p"].context_windows == {"m": 4096}
-    for bad in ({"compaction": {"compact_at": 2}}, {"checkpoints": {"max_files": 0}},
-                {"compaction": {"enabled": "yes"}}):
+    for bad in (
+        {"compaction": {"compact_at": 2}},
+        {"checkpoints": {"max_files": 0}},
+        {"compaction": {"enabled": "yes"}},
+    ):
         with pytest.raises(ConfigError) as e:
             parse_config({**base, **bad})
         assert "\n" not in str(e.value)

@@ -1,4 +1,5 @@
 """The root command: a missing package is named, with how to get it (never "No such command")."""
+
 from __future__ import annotations
 
 import subprocess
@@ -25,8 +26,8 @@ def test_a_missing_dependency_is_named_with_how_to_install_it(isolated_home):
     r = run_without("websockets", "serve", "--port", "0")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        "Error: `openheim serve` needs the Python package 'websockets', which is not installed: "
-        "pip install websockets"]
+        "Error: `openheim serve` needs the Python package 'websockets', which is not installed: pip install websockets"
+    ]
 
 
 def test_a_missing_module_of_openheim_says_the_install_is_incomplete(isolated_home):

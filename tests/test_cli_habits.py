@@ -1,12 +1,14 @@
 """CLI habits: a mistyped command gets "did you mean", and `run --json` points to `-o json`."""
+
 from __future__ import annotations
 
 import pytest
 from cli_helpers import openheim
 
 
-@pytest.mark.parametrize(("typed", "meant"), [("sesions", "'sessions'"), ("doctr", "'doctor'"), ("serv", "'serve'"),
-                                              ("mempry", "'memory'")])
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("sesions", "'sessions'"), ("doctr", "'doctor'"), ("serv", "'serve'"), ("mempry", "'memory'")]
+)
 def test_a_mistyped_command_names_the_close_one(typed, meant):
     r = openheim(typed)
     assert r.returncode == 2

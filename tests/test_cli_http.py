@@ -1,5 +1,6 @@
 """`openheim run` end to end against the fake server: what reaches the user when the HTTP layer meets a
 real third-party server, hostile payloads, credentials in api_base, and models = []."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,10 @@ def _closed_port() -> int:
 
 def test_a_whole_json_reply_to_a_streaming_request(kind, srv, tmp_path):
     (tmp_path / "a.txt").write_text("alpha\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})], whole=True),
-                Reply(text="It says alpha.", whole=True))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})], whole=True),
+        Reply(text="It says alpha.", whole=True),
+    )
     r = run("read a.txt", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "It says alpha.\n" and len(srv.requests) == 2
@@ -62,8 +65,10 @@ def test_events_without_blank_lines(kind, srv, tmp_path):
 
 HOSTILE = {
     "openai_compatible": (['data: {"choices":"x"}\n\n'], "choices is a string, not a list"),
-    "anthropic": (['event: message_start\ndata: {"type":"message_start","message":"x"}\n\n'],
-                  "message is a string, not an object"),
+    "anthropic": (
+        ['event: message_start\ndata: {"type":"message_start","message":"x"}\n\n'],
+        "message is a string, not an object",
+    ),
     "gemini": (['data: {"candidates":[5]}\r\n\r\n'], "candidates[0] is a number, not an object"),
 }
 
@@ -104,8 +109,13 @@ def test_a_huge_event_fails_at_once(kind, srv, tmp_path):
 # --- provider errors --------------------------------------------------------------------------------
 
 NOT_FOUND = {
-    "openai_compatible": {"error": {"message": "The model `fake-model` does not exist", "type": "invalid_request_error",
-                                    "code": "model_not_found"}},
+    "openai_compatible": {
+        "error": {
+            "message": "The model `fake-model` does not exist",
+            "type": "invalid_request_error",
+            "code": "model_not_found",
+        }
+    },
     "anthropic": {"type": "error", "error": {"type": "not_found_error", "message": "model: fake-model"}},
     "gemini": {"error": {"code": 404, "message": "models/fake-model is not found", "status": "NOT_FOUND"}},
 }
@@ -164,10 +174,14 @@ def test_secrets_echoed_by_a_live_server_are_redacted(isolated_home, tmp_path):
 def _open_providers(home, url: str, names: list[str]) -> None:
     text = f'default_provider = "{names[0]}"\n'
     for name in names:
-        text += (f'[providers.{name}]\nkind = "openai_compatible"\napi_base = "{url}"\ndefault_model = "base-m"\n'
-                 'models = []\n')
-    text += '[providers.listed]\nkind = "openai_compatible"\napi_base = "http://127.0.0.1:1/v1"\n' \
-            'default_model = "only-m"\nmodels = ["only-m"]\n'
+        text += (
+            f'[providers.{name}]\nkind = "openai_compatible"\napi_base = "{url}"\ndefault_model = "base-m"\n'
+            "models = []\n"
+        )
+    text += (
+        '[providers.listed]\nkind = "openai_compatible"\napi_base = "http://127.0.0.1:1/v1"\n'
+        'default_model = "only-m"\nmodels = ["only-m"]\n'
+    )
     (home / "config.toml").write_text(text)
 
 
@@ -184,4 +198,3 @@ def test_several_providers_that_accept_any_model_ask_for_provider(isolated_home,
     r = run("--model", "llama-3-70b", "hi", cwd=tmp_path)
     line = one_error_line(r)
     assert r.returncode == 2 and "alpha, beta" in line and "--provider" in line
-

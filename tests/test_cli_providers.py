@@ -1,4 +1,5 @@
 """`openheim run` against every provider kind's wire: round trips, faults and request shapes, end to end."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def run(*args, cwd, env=None):
 
 def test_round_trip_with_a_tool_call(kind, srv, tmp_path):
     (tmp_path / "a.txt").write_text("alpha\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})], thinking="plan it"),
-                Reply(text="The file says alpha, all good.", thinking="private musing", usage=(40, 9)))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})], thinking="plan it"),
+        Reply(text="The file says alpha, all good.", thinking="private musing", usage=(40, 9)),
+    )
     r = run("-o", "stream-json", "read a.txt", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
@@ -71,10 +74,17 @@ def test_request_shape_follows_the_wire(kind, srv, tmp_path):
         assert "functionResponse" in second.body["contents"][-1]["parts"][0]
 
 
-@pytest.mark.parametrize("fault", [
-    Fault(status=429, retry_after=0.1), Fault(status=500), Fault(status=529), Fault(status=503),
-    Fault(in_stream_error="overloaded_error"), Fault(drop_after_chunks=0),
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(status=429, retry_after=0.1),
+        Fault(status=500),
+        Fault(status=529),
+        Fault(status=503),
+        Fault(in_stream_error="overloaded_error"),
+        Fault(drop_after_chunks=0),
+    ],
+)
 def test_transient_faults_are_retried_to_success(kind, srv, tmp_path, fault):
     srv.enqueue(fault, Reply(text="recovered"))
     r = run("hi", cwd=tmp_path)
@@ -82,14 +92,28 @@ def test_transient_faults_are_retried_to_success(kind, srv, tmp_path, fault):
     assert r.stdout == "recovered\n" and len(srv.requests) == 2
 
 
-@pytest.mark.parametrize(("fault", "expect"), [
-    (Fault(status=401), "HTTP 401"),
-    (Fault(status=429, body={"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
-                                       "code": "insufficient_quota"}}), "HTTP 429"),
-    (Fault(drop_after_chunks=2, reply=Reply(text="one two three four five six")), "mid-response|Incomplete"),
-    (Fault(in_stream_error="overloaded_error", error_after_chunks=2, reply=Reply(text="a b c d e f")), "verload"),
-    (Fault(status=429, retry_after=3600), "wait"),
-])
+@pytest.mark.parametrize(
+    ("fault", "expect"),
+    [
+        (Fault(status=401), "HTTP 401"),
+        (
+            Fault(
+                status=429,
+                body={
+                    "error": {
+                        "message": "You exceeded your current quota",
+                        "type": "insufficient_quota",
+                        "code": "insufficient_quota",
+                    }
+                },
+            ),
+            "HTTP 429",
+        ),
+        (Fault(drop_after_chunks=2, reply=Reply(text="one two three four five six")), "mid-response|Incomplete"),
+        (Fault(in_stream_error="overloaded_error", error_after_chunks=2, reply=Reply(text="a b c d e f")), "verload"),
+        (Fault(status=429, retry_after=3600), "wait"),
+    ],
+)
 def test_fatal_faults_end_with_one_line_and_exit_one(kind, srv, tmp_path, fault, expect):
     srv.enqueue(fault)
     r = run("hi", cwd=tmp_path)
@@ -108,8 +132,12 @@ def test_overflow_of_the_current_turn_says_start_a_new_session(kind, srv, tmp_pa
 
 @pytest.mark.parametrize(("finish", "code"), [("length", 4), ("refusal", 5)])
 def test_provider_stop_reasons_map_to_exit_codes(kind, srv, tmp_path, finish, code):
-    wire_finish = {("anthropic", "length"): "max_tokens", ("gemini", "length"): "MAX_TOKENS",
-                   ("gemini", "refusal"): "SAFETY", ("openai", "refusal"): "content_filter",
-                   ("openai_compatible", "refusal"): "content_filter"}.get((kind, finish), finish)
+    wire_finish = {
+        ("anthropic", "length"): "max_tokens",
+        ("gemini", "length"): "MAX_TOKENS",
+        ("gemini", "refusal"): "SAFETY",
+        ("openai", "refusal"): "content_filter",
+        ("openai_compatible", "refusal"): "content_filter",
+    }.get((kind, finish), finish)
     srv.enqueue(Reply(text="partial", finish=wire_finish))
     assert run("hi", cwd=tmp_path).returncode == code

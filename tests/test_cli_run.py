@@ -1,4 +1,5 @@
 """`openheim run` end to end: a subprocess against a fake OpenAI-wire server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import json
@@ -79,12 +80,15 @@ def test_stream_json_lines(srv, tmp_path):
     assert result["text"] == "done" and result["stop_reason"] == "end_turn" and result["iterations"] == 2
 
 
-@pytest.mark.parametrize(("replies", "args", "code", "notice"), [
-    ([Reply(tool_calls=[ToolCall("list_dir", {})])] * 3, ["--max-iterations", "2"], 3, "iteration limit"),
-    ([Reply(text="cut", finish="length")], [], 4, "output token limit"),
-    ([Reply(text="", refusal=True)], [], 5, "declined"),
-    ([Reply(text="")], [], 0, "empty response"),
-])
+@pytest.mark.parametrize(
+    ("replies", "args", "code", "notice"),
+    [
+        ([Reply(tool_calls=[ToolCall("list_dir", {})])] * 3, ["--max-iterations", "2"], 3, "iteration limit"),
+        ([Reply(text="cut", finish="length")], [], 4, "output token limit"),
+        ([Reply(text="", refusal=True)], [], 5, "declined"),
+        ([Reply(text="")], [], 0, "empty response"),
+    ],
+)
 def test_exit_codes_by_stop_reason(srv, tmp_path, replies, args, code, notice):
     srv.enqueue(*replies)
     r = openheim("run", *args, "go", cwd=tmp_path)
@@ -103,7 +107,8 @@ def test_provider_error_is_one_line_exit_one(srv, tmp_path):
 def test_missing_key_names_the_variable(isolated_home, tmp_path):
     (isolated_home / "config.toml").write_text(
         'default_provider = "openai"\n[providers.openai]\napi_base = "https://api.openai.com/v1"\n'
-        'default_model = "gpt-4o"\nmodels = ["gpt-4o"]\nenv_var = "OPENAI_API_KEY"\n')
+        'default_model = "gpt-4o"\nmodels = ["gpt-4o"]\nenv_var = "OPENAI_API_KEY"\n'
+    )
     r = openheim("run", "hi", cwd=tmp_path)
     assert r.returncode == 2 and "OPENAI_API_KEY" in r.stderr and r.stderr.count("\n") == 1
 
@@ -171,8 +176,10 @@ def _failure(r) -> dict:
 
 
 def test_json_failure_is_one_object_with_error_and_exit_code(srv, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
-                Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
+        Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}),
+    )
     r = openheim("run", "-o", "json", "hi", cwd=tmp_path)
     assert r.returncode == 1
     obj = _failure(r)
@@ -182,8 +189,10 @@ def test_json_failure_is_one_object_with_error_and_exit_code(srv, tmp_path):
     assert obj["usage"]["input_tokens"] == 10 and obj["usage"]["output_tokens"] == 2
     assert (obj["model"], obj["provider"]) == ("fake-model", "fake")
     assert obj["session_id"] in openheim("sessions", "list").stdout
-    srv.enqueue(Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
-                Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("list_dir", {})], usage=(10, 2)),
+        Fault(status=401, body={"error": {"message": "Incorrect API key provided"}}),
+    )
     r = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
     assert r.returncode == 1
     last = json.loads(r.stdout.splitlines()[-1])
@@ -193,11 +202,14 @@ def test_json_failure_is_one_object_with_error_and_exit_code(srv, tmp_path):
     assert last == obj  # the two outputs agree
 
 
-@pytest.mark.parametrize(("args", "kind", "code", "needle"), [
-    (["hi"], "config_error", 2, "openheim init"),  # no config file: before the turn
-    ([], "usage_error", 2, "no prompt given"),
-    (["--session", "s1", "--continue", "hi"], "usage_error", 2, "either --session or --continue"),
-])
+@pytest.mark.parametrize(
+    ("args", "kind", "code", "needle"),
+    [
+        (["hi"], "config_error", 2, "openheim init"),  # no config file: before the turn
+        ([], "usage_error", 2, "no prompt given"),
+        (["--session", "s1", "--continue", "hi"], "usage_error", 2, "either --session or --continue"),
+    ],
+)
 def test_json_failure_before_the_turn(tmp_path, args, kind, code, needle):
     for output in ("json", "stream-json"):
         r = openheim("run", "-o", output, *args, cwd=tmp_path)
@@ -213,8 +225,10 @@ def test_json_failure_before_the_turn(tmp_path, args, kind, code, needle):
 def test_json_failure_of_an_unknown_session(srv, tmp_path):
     r = openheim("run", "-o", "json", "--session", "8b3f0c8e-1111-4222-8333-444455556666", "hi", cwd=tmp_path)
     assert r.returncode == 1
-    assert _failure(r) == {"error": {"message": r.stderr.strip().removeprefix("Error: "), "kind": "not_found"},
-                           "exit_code": 1}
+    assert _failure(r) == {
+        "error": {"message": r.stderr.strip().removeprefix("Error: "), "kind": "not_found"},
+        "exit_code": 1,
+    }
 
 
 def test_json_output_of_a_run_stopped_by_sigterm(srv, tmp_path):
@@ -232,5 +246,7 @@ def test_json_output_of_a_run_stopped_by_sigterm(srv, tmp_path):
 
 def test_config_help_names_every_fallback():
     help_text = " ".join(openheim("--help").stdout.split())
-    assert ("--config FILE Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, else "
-            "~/.openheim/config.toml)." in help_text), help_text
+    assert (
+        "--config FILE Config file (default: $OPENHEIM_CONFIG, else $OPENHEIM_HOME/config.toml, else "
+        "~/.openheim/config.toml)." in help_text
+    ), help_text

@@ -1,4 +1,5 @@
 """Resuming, listing, showing and deleting sessions through the CLI; two processes on one session."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,11 @@ def test_session_and_continue_resume_the_conversation(srv, tmp_path):
     again = run_json("--session", first["session_id"], "what number?", cwd=tmp_path)
     assert again["session_id"] == first["session_id"]
     sent = srv.requests[-1].body["messages"]
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"] or \
-        [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"] or [m["role"] for m in sent] == [
+        "user",
+        "assistant",
+        "user",
+    ]
     latest = run_json("--continue", "and again?", cwd=tmp_path)
     assert latest["session_id"] == first["session_id"]
     other = tmp_path / "elsewhere"
@@ -47,7 +51,9 @@ def test_sessions_list_show_delete(srv, tmp_path):
     metas = json.loads(openheim("sessions", "list", "--json").stdout)
     assert metas[0]["id"] == sid and metas[0]["cwd"] == str(tmp_path)
     shown = openheim("sessions", "show", sid)
-    assert "user: what is here?" in shown.stdout and "list_dir" in shown.stdout and "assistant: two files" in shown.stdout
+    assert (
+        "user: what is here?" in shown.stdout and "list_dir" in shown.stdout and "assistant: two files" in shown.stdout
+    )
     full = json.loads(openheim("sessions", "show", "--json", sid).stdout)
     assert [m["role"] for m in full["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert openheim("sessions", "delete", sid).returncode == 0
@@ -72,8 +78,10 @@ def test_second_process_on_a_session_fails_fast_then_succeeds(srv, tmp_path):
     second = openheim("run", "--session", sid, "me too", cwd=tmp_path)
     assert time.monotonic() - started < 5
     assert second.returncode == 1
-    assert f"session {sid} is active in another process (pid {first.pid} on {socket.gethostname()}" in second.stderr \
+    assert (
+        f"session {sid} is active in another process (pid {first.pid} on {socket.gethostname()}" in second.stderr
         or f"pid {first.pid}" in second.stderr
+    )
     first.communicate(timeout=20)
     assert first.returncode == 0
     assert openheim("run", "--session", sid, "me too", cwd=tmp_path).returncode == 0
@@ -82,8 +90,16 @@ def test_second_process_on_a_session_fails_fast_then_succeeds(srv, tmp_path):
 def test_stale_lock_of_a_dead_process_is_taken_over(srv, tmp_path, isolated_home):
     sid = run_json("start", cwd=tmp_path)["session_id"]
     lock = isolated_home / "history" / f"{sid}.lock"
-    lock.write_text(json.dumps({"pid": 2 ** 22 + 12345, "hostname": socket.gethostname(),
-                                "acquired_at": "2026-01-01T00:00:00Z", "process_start": 1}))
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": 2**22 + 12345,
+                "hostname": socket.gethostname(),
+                "acquired_at": "2026-01-01T00:00:00Z",
+                "process_start": 1,
+            }
+        )
+    )
     assert openheim("run", "--session", sid, "again", cwd=tmp_path).returncode == 0
     assert not lock.exists()
     assert os.path.exists(isolated_home / "history" / f"{sid}.jsonl")

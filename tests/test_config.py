@@ -1,4 +1,5 @@
 """Config loading, validation messages, provider resolution, key resolution and secrecy."""
+
 from __future__ import annotations
 
 import tomllib
@@ -49,18 +50,23 @@ def test_resolution_order_and_messages():
     assert resolve_with_provider(c, "zeta", "m2").api_key == "sk-inline"
     with pytest.raises(ConfigError, match="Model 'x' not found in any provider"):
         resolve(c, "x")
-    with pytest.raises(ConfigError, match=r"Model 'x' is not allowed for provider 'zeta'. Allowed models: \['z', 'm2'\]"):
+    with pytest.raises(
+        ConfigError, match=r"Model 'x' is not allowed for provider 'zeta'. Allowed models: \['z', 'm2'\]"
+    ):
         resolve_with_provider(c, "zeta", "x")
     with pytest.raises(ConfigError, match="Provider 'nope' not found in config. Available providers: local, zeta"):
         resolve_choice(c, "nope", None)
 
 
-OPEN = BASE + """
+OPEN = (
+    BASE
+    + """
 [providers.open1]
 api_base = "http://127.0.0.1:9/v1"
 default_model = "any"
 models = []
 """
+)
 
 
 def test_a_model_no_provider_lists_goes_to_the_one_that_accepts_any():
@@ -79,19 +85,24 @@ def test_several_providers_accepting_any_model_need_provider():
 
 
 def test_invalid_api_base_message_hides_credentials():
-    text = 'default_provider = "p"\n[providers.p]\napi_base = "ftp://u:pw-HIDDEN@x/v1?key=k-HIDDEN"\n' \
-           'default_model = "a"\nmodels = []\n'
+    text = (
+        'default_provider = "p"\n[providers.p]\napi_base = "ftp://u:pw-HIDDEN@x/v1?key=k-HIDDEN"\n'
+        'default_model = "a"\nmodels = []\n'
+    )
     with pytest.raises(ConfigError, match="must start with http") as info:
         resolve(cfg(text))
     assert "HIDDEN" not in str(info.value)
 
 
-@pytest.mark.parametrize(("snippet", "message"), [
-    ('api_base = ""', "has an empty api_base"),
-    ('api_base = "ftp://x"', "must start with http:// or https://"),
-    ('api_base = "http://example.com"\napi_key = "k"', "uses http:// but has an API key"),
-    ('api_base = "https://x"\ndefault_model = "q"', "default_model 'q' is not listed in models"),
-])
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ('api_base = ""', "has an empty api_base"),
+        ('api_base = "ftp://x"', "must start with http:// or https://"),
+        ('api_base = "http://example.com"\napi_key = "k"', "uses http:// but has an API key"),
+        ('api_base = "https://x"\ndefault_model = "q"', "default_model 'q' is not listed in models"),
+    ],
+)
 def test_provider_validation(snippet, message):
     lines = {"api_base": 'api_base = "https://x"', "default_model": 'default_model = "a"'}
     for line in snippet.splitlines():
@@ -121,20 +132,34 @@ def test_env_var_key_resolution(monkeypatch):
     assert resolve(cfg(text + '\napi_key = ""')).api_key == ""  # explicitly keyless
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('default_provider = "p"\nmax_iterations = "ten"', "'max_iterations' must be an integer"),
-    ('default_provider = "p"\nmax_iterations = 0', "'max_iterations' must be at least 1"),
-    ('default_provider = "p"\nallow_shell = "yes"', "'allow_shell' must be true or false"),
-    ('max_iterations = 3', "missing required key 'default_provider'"),
-    ('default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\nkind = "cohere"',
-     "'providers.p.kind' is 'cohere'"),
-    ('default_provider = "p"\n[mcp_servers.s]\nargs = []', "must have either 'command' \\(stdio\\) or 'url' \\(HTTP\\)"),
-    ('default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 0', "tool_timeout_secs = 0; it must be at least 1"),
-    ('default_provider = "p"\n[mcp_servers.s]\nurl = "http://x"\nheaders = {A = "b"}', "unencrypted"),
-    ('default_provider = "p"\n[memory]\nembedding_model = "e"', r"\[memory\] embedding_model is set but embedding_provider is not"),
-    ('default_provider = "p"\n[memory]\nembedding_provider = "p"', r"\[memory\] embedding_model is required"),
-    ('default_provider = "p"\n[memory]\ndb_path = "rel/x.db"', "must be an absolute path"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('default_provider = "p"\nmax_iterations = "ten"', "'max_iterations' must be an integer"),
+        ('default_provider = "p"\nmax_iterations = 0', "'max_iterations' must be at least 1"),
+        ('default_provider = "p"\nallow_shell = "yes"', "'allow_shell' must be true or false"),
+        ("max_iterations = 3", "missing required key 'default_provider'"),
+        (
+            'default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\nkind = "cohere"',
+            "'providers.p.kind' is 'cohere'",
+        ),
+        (
+            'default_provider = "p"\n[mcp_servers.s]\nargs = []',
+            "must have either 'command' \\(stdio\\) or 'url' \\(HTTP\\)",
+        ),
+        (
+            'default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 0',
+            "tool_timeout_secs = 0; it must be at least 1",
+        ),
+        ('default_provider = "p"\n[mcp_servers.s]\nurl = "http://x"\nheaders = {A = "b"}', "unencrypted"),
+        (
+            'default_provider = "p"\n[memory]\nembedding_model = "e"',
+            r"\[memory\] embedding_model is set but embedding_provider is not",
+        ),
+        ('default_provider = "p"\n[memory]\nembedding_provider = "p"', r"\[memory\] embedding_model is required"),
+        ('default_provider = "p"\n[memory]\ndb_path = "rel/x.db"', "must be an absolute path"),
+    ],
+)
 def test_validation_messages(text, message):
     with pytest.raises(ConfigError, match=message):
         cfg(text)
@@ -175,14 +200,22 @@ def test_secrecy():
     assert "sk-inline" not in repr(agent) and "sk-inline" not in str(agent)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\n'
-     'timeout_secs = 9223372036854775807', "'providers.p.timeout_secs' must be at most 86400"),
-    ('default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 9223372036854775807',
-     "'mcp_servers.s.tool_timeout_secs' must be at most 86400"),
-    ('default_provider = "p"\nmemory = 3', r"'memory' must be a table \(\[memory\]\)"),
-    ('default_provider = "p"\nmemory = "x"', r"'memory' must be a table"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'default_provider = "p"\n[providers.p]\napi_base = "https://x"\ndefault_model = "a"\nmodels = []\n'
+            "timeout_secs = 9223372036854775807",
+            "'providers.p.timeout_secs' must be at most 86400",
+        ),
+        (
+            'default_provider = "p"\n[mcp_servers.s]\ncommand = "x"\ntool_timeout_secs = 9223372036854775807',
+            "'mcp_servers.s.tool_timeout_secs' must be at most 86400",
+        ),
+        ('default_provider = "p"\nmemory = 3', r"'memory' must be a table \(\[memory\]\)"),
+        ('default_provider = "p"\nmemory = "x"', r"'memory' must be a table"),
+    ],
+)
 def test_values_that_used_to_pass_validation(text, message):
     with pytest.raises(ConfigError, match=message):
         cfg(text)
@@ -213,8 +246,8 @@ def test_cli_rejects_an_overflowing_timeout_with_one_line(isolated_home, tmp_pat
         r = openheim("run", "hi", cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
-        f"Error: Config error: 'providers.fake.timeout_secs' must be at most 86400, got 9223372036854775807 "
-        f"(in {path})"]
+        f"Error: Config error: 'providers.fake.timeout_secs' must be at most 86400, got 9223372036854775807 (in {path})"
+    ]
     assert srv.requests == []
 
 
@@ -235,9 +268,18 @@ def test_a_config_that_is_dev_zero_is_refused_quickly(isolated_home, tmp_path):
     link = tmp_path / "config.toml"
     link.symlink_to("/dev/zero")
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "openheim", "--config", str(link), "run", "hi"], capture_output=True,
-                       text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, preexec_fn=_limited_memory)
+    r = subprocess.run(
+        [sys.executable, "-m", "openheim", "--config", str(link), "run", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limited_memory,
+    )
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().splitlines() == [f"Error: Config error: config file {link} is not a regular file (a "
-                                             "device, FIFO or directory); point --config (or OPENHEIM_CONFIG) at "
-                                             "your config.toml"]
+    assert r.stderr.strip().splitlines() == [
+        f"Error: Config error: config file {link} is not a regular file (a "
+        "device, FIFO or directory); point --config (or OPENHEIM_CONFIG) at "
+        "your config.toml"
+    ]

@@ -1,4 +1,5 @@
 """200-turn conversations with big tool results against servers that reject oversized requests."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,10 @@ def test_long_conversation_is_fitted_not_failed(wire, isolated_home, tmp_path):
         client = OpenheimClient.builder().build()
         session = client.new_session(tmp_path)
         for turn in range(TURNS):
-            srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt"}, id=f"c{turn}")]),
-                        Reply(text=f"read it, turn {turn}"))
+            srv.enqueue(
+                Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt"}, id=f"c{turn}")]),
+                Reply(text=f"read it, turn {turn}"),
+            )
             result = session.prompt(f"turn {turn}: read big.txt again")
             assert result.stop_reason == StopReason.END_TURN, f"turn {turn}"
         accepted = [r for r in srv.requests if len(r.raw) <= LIMIT]

@@ -1,4 +1,5 @@
 """ContextFitter: proactive trimming, reactive shrink, exhaustion, calibration, and the never-split rule."""
+
 from __future__ import annotations
 
 import copy
@@ -36,9 +37,11 @@ TURN_SIZE = USER_SIZE + CALL_SIZE + RESULT_SIZE + ANSWER_SIZE
 
 def _turn(i: int, finished: bool = True) -> list[Message]:
     call_id = f"c{i:04d}"
-    turn = [Message.user(f"user {i:04d} ".ljust(100, ".")),
-            Message("assistant", [ToolUseBlock(call_id, "read_file", '{"path":"f"}')]),
-            Message.tool_result(call_id, "read_file", "r" * RESULT_BYTES)]
+    turn = [
+        Message.user(f"user {i:04d} ".ljust(100, ".")),
+        Message("assistant", [ToolUseBlock(call_id, "read_file", '{"path":"f"}')]),
+        Message.tool_result(call_id, "read_file", "r" * RESULT_BYTES),
+    ]
     if finished:
         turn.append(Message.assistant(f"answer {i:04d} ".ljust(100, ".")))
     return turn
@@ -71,8 +74,16 @@ def test_sizes_match_the_hand_computed_ones() -> None:
 
 
 def test_estimate_of_every_block_kind() -> None:
-    message = Message("assistant", [TextBlock("héllo"), ThinkingBlock("think", "sig"), RedactedThinkingBlock("rd"),
-                                    ImageBlock("AAAA", "image/png"), ToolUseBlock("i", "n", "{}", "s")])
+    message = Message(
+        "assistant",
+        [
+            TextBlock("héllo"),
+            ThinkingBlock("think", "sig"),
+            RedactedThinkingBlock("rd"),
+            ImageBlock("AAAA", "image/png"),
+            ToolUseBlock("i", "n", "{}", "s"),
+        ],
+    )
     assert message_bytes(message) == 16 + 6 + (5 + 3) + 2 + 6000 + (1 + 1 + 2 + 1)
 
 
@@ -101,7 +112,7 @@ def test_200_turns_trimmed_to_the_budget() -> None:
     assert first.role == "user" and first.content[0] == TextBlock(note)
     assert note == f"[{result.dropped} earlier messages omitted to fit the context window]"
     assert first.content[1:] == history[result.dropped].content
-    assert result.messages[1:] == history[result.dropped + 1:]
+    assert result.messages[1:] == history[result.dropped + 1 :]
     _assert_pairs_intact(result.messages)
     assert _dump(history) == before  # the stored history is untouched
     assert len(history[result.dropped].content) == 1
@@ -156,8 +167,10 @@ def test_exhausted_when_only_the_current_turn_is_left() -> None:
 
 
 def test_single_turn_is_never_cut() -> None:
-    history = _turn(0, finished=False) + [Message("assistant", [ToolUseBlock("x", "y", "{}")]),
-                                          Message.tool_result("x", "y", "z" * 50000)]
+    history = _turn(0, finished=False) + [
+        Message("assistant", [ToolUseBlock("x", "y", "{}")]),
+        Message.tool_result("x", "y", "z" * 50000),
+    ]
     result = ContextFitter(_window_for(10)).fit(history, None, [])
     assert result.dropped == 0 and result.exhausted and result.messages == history
 
@@ -211,7 +224,7 @@ def test_random_histories_keep_every_invariant(seed: int) -> None:
         kept = result.messages
         latest_user = max(i for i, m in enumerate(history) if m.role == "user")
         assert result.dropped <= latest_user and len(kept) == len(history) - result.dropped
-        assert kept[1:] == history[result.dropped + 1:]
+        assert kept[1:] == history[result.dropped + 1 :]
         if result.dropped:
             assert history[result.dropped].role == "user"
             assert kept[0].content[0] == TextBlock(omission_note(result.dropped))

@@ -1,5 +1,6 @@
 """Money: [prices] turn tokens into dollars in -o json and stream-json; --max-cost and [budgets] max_cost stop a
 turn (exit 6, stop_reason "budget"), subagents included; a budget without a price is a one-line error."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,15 @@ def test_price_arithmetic_and_table_errors():
     price = Price(3.0, 15.0, 0.3, 3.75)
     assert price.cost(Usage(1_000_000, 0)) == pytest.approx(3.0)
     assert price.cost(Usage(1000, 100, cache_creation_tokens=2000, cache_read_tokens=10_000)) == pytest.approx(
-        (1000 * 3 + 100 * 15 + 2000 * 3.75 + 10_000 * 0.3) / 1e6)
+        (1000 * 3 + 100 * 15 + 2000 * 3.75 + 10_000 * 0.3) / 1e6
+    )
     assert Price(2.0, 8.0).cost(Usage(0, 0, 1000, 1000)) == pytest.approx(4000 / 1e6)  # cache at the input price
-    for bad, words in (({"m": {"input": 1, "output": 2}}, '"provider/model"'),
-                       ({"a/m": {"input": 1}}, "output' is missing"),
-                       ({"a/m": {"input": -1, "output": 2}}, "0 or more"),
-                       ({"a/m": {"input": 1, "output": 2, "cached": 1}}, "unknown key 'cached'")):
+    for bad, words in (
+        ({"m": {"input": 1, "output": 2}}, '"provider/model"'),
+        ({"a/m": {"input": 1}}, "output' is missing"),
+        ({"a/m": {"input": -1, "output": 2}}, "0 or more"),
+        ({"a/m": {"input": 1, "output": 2, "cached": 1}}, "unknown key 'cached'"),
+    ):
         with pytest.raises(ConfigError, match=words):
             parse_prices(bad)
 
@@ -76,10 +80,13 @@ def test_budgets_max_cost_in_config_counts_subagents(isolated_home, tmp_path):
     extra = PRICES + "[budgets]\nmax_cost = 0.05\n"
     with fake_provider("openai", isolated_home, extra=extra) as srv:
         srv.enqueue(
-            Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "helper", "task": "count"})],
-                  usage=(10_000, 1000)),  # the parent: $0.045
+            Reply(
+                tool_calls=[ToolCall("delegate_task", {"system_prompt": "helper", "task": "count"})],
+                usage=(10_000, 1000),
+            ),  # the parent: $0.045
             Reply(text="42", usage=(10_000, 1000)),  # the subagent: $0.045, the turn is now over budget
-            Reply(text="never asked"))
+            Reply(text="never asked"),
+        )
         r = openheim("run", "-o", "json", "delegate it", cwd=tmp_path)
         assert r.returncode == 6, r.stderr
         out = json.loads(r.stdout)

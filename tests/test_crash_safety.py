@@ -1,4 +1,5 @@
 """SIGKILL `openheim run` at random points of a multi-tool turn: history stays loadable and resumable."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,13 @@ KILLS = 50
 
 def script() -> list[Reply]:
     """Four iterations, each one shell call that appends its id to calls.log, then a final answer."""
-    replies = [Reply(tool_calls=[ToolCall("execute_command", {"command": f"echo call_{i} >> calls.log"},
-                                          id=f"call_{i}")], delay=0.004) for i in range(4)]
+    replies = [
+        Reply(
+            tool_calls=[ToolCall("execute_command", {"command": f"echo call_{i} >> calls.log"}, id=f"call_{i}")],
+            delay=0.004,
+        )
+        for i in range(4)
+    ]
     return [*replies, Reply(text="all four calls done " * 20, delay=0.004)]
 
 

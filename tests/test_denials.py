@@ -1,5 +1,6 @@
 """A denied tool call is visible to a script: `-o json` and stream-json's `result` list it (tool, rule or mode,
 reason), stream-json has a `tool_denied` line, and `run --fail-on-deny` exits 8."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,15 @@ def test_json_lists_a_call_the_approve_mode_denied(srv, tmp_path):
     r = openheim("run", "-o", "json", "--approve", "reads", "write it", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     obj = json.loads(r.stdout)
-    assert obj["denied"] == [{"id": "call_w", "tool_name": "write_file", "by": "approve", "mode": "reads",
-                              "reason": "Permission denied by policy (--approve reads): this tool is not read-only."}]
+    assert obj["denied"] == [
+        {
+            "id": "call_w",
+            "tool_name": "write_file",
+            "by": "approve",
+            "mode": "reads",
+            "reason": "Permission denied by policy (--approve reads): this tool is not read-only.",
+        }
+    ]
     assert not (tmp_path / "out.txt").exists()
 
 

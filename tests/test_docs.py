@@ -5,6 +5,7 @@ LLM server on 127.0.0.1. A block may script that server's replies with an HTML c
 it: ``<!-- fake-llm: [{"text": ...}, {"tool_calls": [{"name": ..., "arguments": {...}}]}] -->``;
 unscripted requests are answered ``echo: <last user message>``.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,19 @@ def test_doc_example_runs(doc, index, script, code, tmp_path):
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url)
         srv.enqueue(*scripted(script))
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=work, timeout=60,
-                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENHEIM_HOME": str(home),
-                                "PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1"})
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=work,
+            timeout=60,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "OPENHEIM_HOME": str(home),
+                "PYTHONPATH": str(ROOT),
+                "NO_PROXY": "127.0.0.1",
+            },
+        )
     assert r.returncode == 0, f"{doc.name} block {index} failed:\n{r.stderr}"
     assert srv.pending == 0, f"{doc.name} block {index} left scripted replies unused"

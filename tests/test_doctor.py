@@ -1,4 +1,5 @@
 """`openheim doctor` end to end: the real CLI as a subprocess, its JSON facts, lines and exit codes."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,17 @@ def test_all_well_exits_0_and_names_where_things_are(isolated_home):
     assert facts["config"]["path"] == str(isolated_home / "config.toml") and facts["config"]["loaded"]
     assert facts["data_dir"]["path"] == str(isolated_home) and facts["data_dir"]["writable"]
     [fake] = facts["providers"]
-    assert fake == {**fake, "name": "fake", "default": True, "kind": "openai_compatible", "status": "ok",
-                    "api_base": "http://127.0.0.1:9/v1", "default_model": "fake-model", "key_present": True,
-                    "key_from": "config"}
+    assert fake == {
+        **fake,
+        "name": "fake",
+        "default": True,
+        "kind": "openai_compatible",
+        "status": "ok",
+        "api_base": "http://127.0.0.1:9/v1",
+        "default_model": "fake-model",
+        "key_present": True,
+        "key_from": "config",
+    }
     assert facts["mcp"] == {"status": "ok", "detail": "no servers configured", "servers": []}
     assert facts["version"]["frozen"] is False
     assert facts["version"]["python"] == ".".join(map(str, sys.version_info[:3]))
@@ -55,13 +64,19 @@ def test_key_sources_are_named_and_values_never_shown(isolated_home):
         '[providers.gemini]\napi_base = "https://generativelanguage.googleapis.com/v1beta"\n'
         'default_model = "gemini-x"\nenv_var = "GEMINI_API_KEY"\n'
         '[providers.local]\nkind = "openai_compatible"\napi_base = "http://127.0.0.1:9/v1"\n'
-        'default_model = "m"\n')
+        'default_model = "m"\n'
+    )
     env = {"OPENAI_API_KEY": "sk-env-SECRET-456"}
     code, facts = doctor_json(env=env)
     human = openheim("doctor", env=env)
     by_name = {p["name"]: p for p in facts["providers"]}
-    assert by_name["openai"] == {**by_name["openai"], "status": "ok", "key_from": "env:OPENAI_API_KEY",
-                                 "default": True, "kind": "openai"}
+    assert by_name["openai"] == {
+        **by_name["openai"],
+        "status": "ok",
+        "key_from": "env:OPENAI_API_KEY",
+        "default": True,
+        "kind": "openai",
+    }
     assert by_name["anthropic"] == {**by_name["anthropic"], "status": "ok", "key_from": "config"}
     assert by_name["gemini"] == {**by_name["gemini"], "status": "info", "key_present": False, "key_from": None}
     assert "GEMINI_API_KEY" in by_name["gemini"]["error"]
@@ -76,7 +91,8 @@ def test_key_sources_are_named_and_values_never_shown(isolated_home):
 def test_default_provider_without_key_fails(isolated_home):
     (isolated_home / "config.toml").write_text(
         'default_provider = "anthropic"\n[providers.anthropic]\napi_base = "https://api.anthropic.com/v1"\n'
-        'default_model = "claude"\n')
+        'default_model = "claude"\n'
+    )
     code, facts = doctor_json()
     assert code == 1 and facts["ok"] is False
     [p] = facts["providers"]
@@ -90,8 +106,13 @@ def test_missing_ca_bundle_fails_and_an_empty_one_is_not_loadable(isolated_home,
     write_config(isolated_home, "http://127.0.0.1:9/v1")
     code, facts = doctor_json(env={"REQUESTS_CA_BUNDLE": str(tmp_path / "nope.pem")})
     assert code == 1
-    assert facts["ca_bundle"] == {**facts["ca_bundle"], "status": "fail", "exists": False,
-                                  "from": "REQUESTS_CA_BUNDLE", "path": str(tmp_path / "nope.pem")}
+    assert facts["ca_bundle"] == {
+        **facts["ca_bundle"],
+        "status": "fail",
+        "exists": False,
+        "from": "REQUESTS_CA_BUNDLE",
+        "path": str(tmp_path / "nope.pem"),
+    }
     (tmp_path / "empty.pem").write_text("not a certificate\n")
     code, facts = doctor_json(env={"REQUESTS_CA_BUNDLE": str(tmp_path / "empty.pem")})
     assert code == 1 and facts["ca_bundle"]["exists"] and not facts["ca_bundle"]["loadable"]
@@ -109,9 +130,12 @@ def test_default_ca_bundle_is_the_one_requests_uses(isolated_home):
 
 def test_mcp_servers_are_started_checked_and_stopped(isolated_home):
     tag = new_tag()
-    write_config(isolated_home, "http://127.0.0.1:9/v1",
-                 extra="", provider_extra=toml_server("good", tag)
-                 + '\n[mcp_servers.broken]\ncommand = "/nonexistent/mcp-server"\n')
+    write_config(
+        isolated_home,
+        "http://127.0.0.1:9/v1",
+        extra="",
+        provider_extra=toml_server("good", tag) + '\n[mcp_servers.broken]\ncommand = "/nonexistent/mcp-server"\n',
+    )
     code, facts = doctor_json("--timeout", "20")
     servers = {s["name"]: s for s in facts["mcp"]["servers"]}
     assert servers["good"]["connected"] and servers["good"]["tool_count"] > 0
@@ -150,8 +174,11 @@ def test_human_lines_are_aligned(isolated_home):
 def test_a_server_that_never_answers_is_bounded_by_timeout(isolated_home):
     import time
 
-    write_config(isolated_home, "http://127.0.0.1:9/v1",
-                 provider_extra='\n[mcp_servers.mute]\ncommand = "/bin/sleep"\nargs = ["600"]\n')
+    write_config(
+        isolated_home,
+        "http://127.0.0.1:9/v1",
+        provider_extra='\n[mcp_servers.mute]\ncommand = "/bin/sleep"\nargs = ["600"]\n',
+    )
     start = time.monotonic()
     code, facts = doctor_json("--timeout", "1")
     assert time.monotonic() - start < 15

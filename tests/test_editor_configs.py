@@ -1,5 +1,6 @@
 """docs/acp.md's editor configs (Zed, JetBrains, avante.nvim, CodeCompanion) as pasted: each parses (JSON, or Lua
 checked by `luac -p`) and starts a command that exists (`openheim acp`)."""
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """The embeddings clients use the chat clients' HTTP policy: no ~/.netrc, no redirects (so no key follows
 one), the same User-Agent and retry policy, and no secret in any message."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,9 @@ class Recorder:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                recorder.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}})
+                recorder.requests.append(
+                    {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}
+                )
                 status, headers, body = answer(self.path)
                 self.send_response(status)
                 for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers}.items():
@@ -71,10 +74,13 @@ def test_user_info_in_api_base_is_never_sent():
         assert "authorization" not in server.requests[0]["headers"]
 
 
-@pytest.mark.parametrize("cls,base,key_header", [
-    (GeminiEmbeddings, "/v1beta", "x-goog-api-key"),
-    (OpenAIEmbeddings, "/v1", "authorization"),
-])
+@pytest.mark.parametrize(
+    "cls,base,key_header",
+    [
+        (GeminiEmbeddings, "/v1beta", "x-goog-api-key"),
+        (OpenAIEmbeddings, "/v1", "authorization"),
+    ],
+)
 def test_a_redirect_is_refused_and_the_key_goes_nowhere_else(cls, base, key_header):
     elsewhere = Recorder(lambda p: (200, {}, b"{}"))
     origin = Recorder(lambda p: (307, {"Location": elsewhere.url + p}, b""))
@@ -90,8 +96,10 @@ def test_a_redirect_is_refused_and_the_key_goes_nowhere_else(cls, base, key_head
 
 
 def test_embeddings_retry_transient_failures_like_chat():
-    replies = [(503, {}, b'{"error":{"message":"overloaded"}}'),
-               (200, {}, json.dumps({"data": [{"index": 0, "embedding": [1.0, 0.0]}]}).encode())]
+    replies = [
+        (503, {}, b'{"error":{"message":"overloaded"}}'),
+        (200, {}, json.dumps({"data": [{"index": 0, "embedding": [1.0, 0.0]}]}).encode()),
+    ]
     server = Recorder(lambda p: replies.pop(0))
     try:
         assert OpenAIEmbeddings(server.url + "/v1", "k-1234", "e").embed(["x"]) == [[1.0, 0.0]]

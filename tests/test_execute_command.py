@@ -1,4 +1,5 @@
 """execute_command: process groups, timeouts, caps, early-closed pipes, secrets and cancellation."""
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,14 @@ def test_failure_reports_both_streams(ctx):
     assert info.value.message == "Command failed:\nStdout: some\n\nStderr: bad\n"
 
 
-@pytest.mark.parametrize("command,name", [("echo some; kill -TERM $$", "SIGTERM"), ("echo some; kill -KILL $$", "SIGKILL"),
-                                          ("echo some; exec sh -c 'kill -SEGV $$'", "SIGSEGV")])
+@pytest.mark.parametrize(
+    "command,name",
+    [
+        ("echo some; kill -TERM $$", "SIGTERM"),
+        ("echo some; kill -KILL $$", "SIGKILL"),
+        ("echo some; exec sh -c 'kill -SEGV $$'", "SIGSEGV"),
+    ],
+)
 def test_a_command_killed_by_a_signal_names_it(ctx, command, name):
     with pytest.raises(ToolExecutionError) as info:
         run(ctx, command)
@@ -78,8 +85,10 @@ def test_a_command_killed_by_a_signal_names_it(ctx, command, name):
 
 def test_timeout_kills_grandchildren_and_keeps_partial_output(ctx, tmp_path):
     pids = tmp_path / "pids"
-    command = (f"(sleep 30 & echo $! >> {pids}; sleep 30) & echo $! >> {pids}; "
-               f"sh -c 'sleep 30 & echo $! >> {pids}; wait' & echo partial; sleep 30")
+    command = (
+        f"(sleep 30 & echo $! >> {pids}; sleep 30) & echo $! >> {pids}; "
+        f"sh -c 'sleep 30 & echo $! >> {pids}; wait' & echo partial; sleep 30"
+    )
     start = time.monotonic()
     with pytest.raises(ToolExecutionError) as info:
         run(ctx, command, timeout=0.5)
@@ -229,6 +238,11 @@ def test_frozen_binary_bootloader_variables_are_dropped(monkeypatch):
     from openheim.tools.process import child_env
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    base = {"PATH": "/usr/bin", "_PYI_APPLICATION_HOME_DIR": "/tmp/_MEIabc", "_PYI_ARCHIVE_FILE": "/x",
-            "_PYI_PARENT_PROCESS_LEVEL": "1", "LD_LIBRARY_PATH": "/tmp/_MEIabc"}
+    base = {
+        "PATH": "/usr/bin",
+        "_PYI_APPLICATION_HOME_DIR": "/tmp/_MEIabc",
+        "_PYI_ARCHIVE_FILE": "/x",
+        "_PYI_PARENT_PROCESS_LEVEL": "1",
+        "LD_LIBRARY_PATH": "/tmp/_MEIabc",
+    }
     assert child_env((), base) == {"PATH": "/usr/bin"}

@@ -1,4 +1,5 @@
 """The fake LLM server itself: routing, recording, echo, faults and size limits."""
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,24 @@ def post(srv, path, body):
     return requests.post(srv.url + path, data=json.dumps(body), headers={"X-Test": "1"}, timeout=5)
 
 
-@pytest.mark.parametrize("wire,path,body,needle", [
-    ("openai", "/v1/chat/completions", {"messages": [{"role": "user", "content": "yo"}]}, '"content":"yo"'),
-    ("anthropic", "/v1/messages", {"messages": [{"role": "user", "content": [{"type": "text", "text": "yo"}]}]},
-     '"text":"yo"'),
-    ("gemini", "/v1beta/models/g:streamGenerateContent?alt=sse", {"contents": [{"role": "user", "parts": [
-        {"text": "yo"}]}]}, '"text":"yo"'),
-])
+@pytest.mark.parametrize(
+    "wire,path,body,needle",
+    [
+        ("openai", "/v1/chat/completions", {"messages": [{"role": "user", "content": "yo"}]}, '"content":"yo"'),
+        (
+            "anthropic",
+            "/v1/messages",
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "yo"}]}]},
+            '"text":"yo"',
+        ),
+        (
+            "gemini",
+            "/v1beta/models/g:streamGenerateContent?alt=sse",
+            {"contents": [{"role": "user", "parts": [{"text": "yo"}]}]},
+            '"text":"yo"',
+        ),
+    ],
+)
 def test_echo_when_queue_empty_and_requests_recorded(wire, path, body, needle):
     with FakeLLMServer(wire) as srv:
         r = post(srv, path, body)
@@ -40,7 +52,9 @@ def test_fault_statuses_and_queue_order():
         srv.enqueue(Fault(status=429, retry_after=2), Fault(status=500, body="raw text"), Reply(text="ok"))
         assert srv.pending == 3
         r = post(srv, "/v1/messages", {})
-        assert r.status_code == 429 and r.headers["Retry-After"] == "2" and r.json()["error"]["type"] == "rate_limit_error"
+        assert (
+            r.status_code == 429 and r.headers["Retry-After"] == "2" and r.json()["error"]["type"] == "rate_limit_error"
+        )
         assert post(srv, "/v1/messages", {}).text == "raw text"
         assert "ok" in post(srv, "/v1/messages", {}).text and srv.pending == 0
 

@@ -1,4 +1,5 @@
 """read_file, write_file, edit_file and list_dir: formats, caps and messages of reference §3.7."""
+
 from __future__ import annotations
 
 import os
@@ -80,8 +81,10 @@ def test_read_overlong_first_line_is_cut_at_a_character_boundary(ctx, tmp_path):
     out = read(ctx, path="long.txt")
     head, note = out.rsplit("\n", 1)
     assert len(head.encode()) <= CAP and set(head) == {"é"}
-    assert note == (f"[line 1 of 2 is longer than {CAP} bytes; only its start is shown; "
-                    "call again with offset=2 for the lines after it]")
+    assert note == (
+        f"[line 1 of 2 is longer than {CAP} bytes; only its start is shown; "
+        "call again with offset=2 for the lines after it]"
+    )
 
 
 def test_read_overlong_last_line_has_no_call_again(ctx, tmp_path):
@@ -155,7 +158,7 @@ class FakeClient:
     def read_text_file(self, path, line, limit, cancel):
         self.calls.append(("read", str(path), line, limit))
         text = self.files[str(path)]
-        rows = text.splitlines(keepends=True)[(line or 1) - 1:]
+        rows = text.splitlines(keepends=True)[(line or 1) - 1 :]
         return "".join(rows[:limit] if limit else rows)
 
     def write_text_file(self, path, content, cancel):
@@ -233,25 +236,33 @@ def edit(ctx, **args) -> str:
 
 def test_edit_unique_match(ctx, tmp_path):
     (tmp_path / "f.txt").write_text("alpha beta gamma\n")
-    assert edit(ctx, old_string="beta", new_string="BETA") == \
-        f"Successfully edited {tmp_path.resolve() / 'f.txt'} (1 replacement)"
+    assert (
+        edit(ctx, old_string="beta", new_string="BETA")
+        == f"Successfully edited {tmp_path.resolve() / 'f.txt'} (1 replacement)"
+    )
     assert (tmp_path / "f.txt").read_text() == "alpha BETA gamma\n"
 
 
 def test_edit_several_matches_need_replace_all(ctx, tmp_path):
     (tmp_path / "f.txt").write_text("x x x\n")
-    with pytest.raises(ToolExecutionError, match="old_string appears 3 times in the file; provide more "
-                                                  "surrounding context to make it unique, or set replace_all"):
+    with pytest.raises(
+        ToolExecutionError,
+        match="old_string appears 3 times in the file; provide more "
+        "surrounding context to make it unique, or set replace_all",
+    ):
         edit(ctx, old_string="x", new_string="y")
     assert edit(ctx, old_string="x", new_string="y", replace_all=True).endswith("(3 replacements)")
     assert (tmp_path / "f.txt").read_text() == "y y y\n"
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("", "x", "old_string must not be empty; use write_file to create a new file"),
-    ("same", "same", "old_string and new_string are identical; nothing to edit"),
-    ("absent", "x", "old_string not found in file"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("", "x", "old_string must not be empty; use write_file to create a new file"),
+        ("same", "same", "old_string and new_string are identical; nothing to edit"),
+        ("absent", "x", "old_string not found in file"),
+    ],
+)
 def test_edit_errors(ctx, tmp_path, old, new, message):
     (tmp_path / "f.txt").write_text("content same\n")
     with pytest.raises(ToolExecutionError, match=message):
@@ -342,13 +353,16 @@ def test_a_symlink_swapped_in_after_validation_is_not_followed(tmp_path):
     assert outside.read_text() == "keep"
 
 
-@pytest.mark.parametrize("offset,limit,expected", [
-    (1, 2, "line 1\nline 2\n[lines 1–2 shown; call again with offset=3 to read on]"),
-    (4, 2, "line 4\nline 5\n"),
-    (3, 3, "line 3\nline 4\nline 5\n"),
-    (5, 1, "line 5\n"),
-    (6, 1, "[nothing at offset 6]"),
-])
+@pytest.mark.parametrize(
+    "offset,limit,expected",
+    [
+        (1, 2, "line 1\nline 2\n[lines 1–2 shown; call again with offset=3 to read on]"),
+        (4, 2, "line 4\nline 5\n"),
+        (3, 3, "line 3\nline 4\nline 5\n"),
+        (5, 1, "line 5\n"),
+        (6, 1, "[nothing at offset 6]"),
+    ],
+)
 def test_client_page_with_a_limit_says_whether_more_follows(tmp_path, offset, limit, expected):
     target = str(tmp_path.resolve() / "paged.txt")
     client = FakeClient({target: lines(5)})
@@ -357,7 +371,9 @@ def test_client_page_with_a_limit_says_whether_more_follows(tmp_path, offset, li
     (tmp_path / "paged.txt").write_text(lines(5))
     local = TurnContext(work_dir=tmp_path, cwd=tmp_path)
     if offset <= 5:  # the same page read from the disk ends in the same note (with the total there)
-        assert read(local, path="paged.txt", offset=offset, limit=limit) == expected.replace("–2 shown", "–2 of 5 shown")
+        assert read(local, path="paged.txt", offset=offset, limit=limit) == expected.replace(
+            "–2 shown", "–2 of 5 shown"
+        )
 
 
 def test_client_page_without_a_limit_has_no_note(tmp_path):
@@ -376,16 +392,20 @@ def test_read_of_a_huge_file_with_a_long_first_line_reads_only_what_it_returns(t
     huge = tmp_path / "huge.txt"
     with open(huge, "wb") as f:
         f.write(b"x" * 200_000)
-        f.truncate(20 * 1024 ** 3)
-    code = ("import sys; from openheim.core.turn_context import TurnContext; from openheim.tools.read_file import ReadFileTool;"
-            f"sys.stdout.write(ReadFileTool().execute({{'path': 'huge.txt'}}, TurnContext(work_dir={str(tmp_path)!r})))")
+        f.truncate(20 * 1024**3)
+    code = (
+        "import sys; from openheim.core.turn_context import TurnContext; from openheim.tools.read_file import ReadFileTool;"
+        f"sys.stdout.write(ReadFileTool().execute({{'path': 'huge.txt'}}, TurnContext(work_dir={str(tmp_path)!r})))"
+    )
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=15)
     except subprocess.TimeoutExpired:
         pytest.fail("read_file scanned the whole 20 GB file for the end of its first line")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "x" * CAP + (f"\n[line 1 is longer than {CAP} bytes; only its start is shown; "
-                                       "call again with offset=2 for the lines after it]")
+    assert done.stdout == "x" * CAP + (
+        f"\n[line 1 is longer than {CAP} bytes; only its start is shown; "
+        "call again with offset=2 for the lines after it]"
+    )
 
 
 @pytest.mark.parametrize("tool", ["write_file", "edit_file"])
@@ -396,8 +416,9 @@ def test_writing_a_hard_linked_file_leaves_the_other_link_alone(ctx, tmp_path, t
     if tool == "write_file":
         WriteFileTool().execute({"path": "linked.txt", "content": "new content\n"}, ctx)
     else:
-        EditFileTool().execute({"path": "linked.txt", "old_string": "outside original", "new_string": "new content"},
-                               ctx)
+        EditFileTool().execute(
+            {"path": "linked.txt", "old_string": "outside original", "new_string": "new content"}, ctx
+        )
     assert (tmp_path / "linked.txt").read_text() == "new content\n"
     assert outside.read_text() == "outside original\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linked.txt"]  # no temporary file left behind

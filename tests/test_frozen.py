@@ -3,6 +3,7 @@
 Builds build/dist/openheim with build/build.sh unless it is newer than every source it is made from,
 or uses $OPENHEIM_FROZEN_BIN (for example the onedir build) as given.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,17 +24,25 @@ DEFAULT_BIN = ROOT / "build" / "dist" / "openheim"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),  # the first test may wait for a build
-    pytest.mark.skipif(os.environ.get("OPENHEIM_TEST_FROZEN") == "0"
-                       or (os.environ.get("OPENHEIM_TEST_FROZEN") != "1" and find_spec("PyInstaller") is None),
-                       reason="PyInstaller is not installed (or OPENHEIM_TEST_FROZEN=0)"),
+    pytest.mark.skipif(
+        os.environ.get("OPENHEIM_TEST_FROZEN") == "0"
+        or (os.environ.get("OPENHEIM_TEST_FROZEN") != "1" and find_spec("PyInstaller") is None),
+        reason="PyInstaller is not installed (or OPENHEIM_TEST_FROZEN=0)",
+    ),
 ]
 
 
 def _sources() -> list[Path]:
     """Everything the binary is built from: the package, the entry script, the spec and its hooks."""
-    return [*ROOT.joinpath("openheim").rglob("*.py"), ROOT / "openheim.py", ROOT / "build" / "openheim.spec",
-            ROOT / "build" / "build.sh", ROOT / "build" / "pack.sh", ROOT / "build" / "launcher.sh",
-            *ROOT.joinpath("build", "hooks").glob("*.py")]
+    return [
+        *ROOT.joinpath("openheim").rglob("*.py"),
+        ROOT / "openheim.py",
+        ROOT / "build" / "openheim.spec",
+        ROOT / "build" / "build.sh",
+        ROOT / "build" / "pack.sh",
+        ROOT / "build" / "launcher.sh",
+        *ROOT.joinpath("build", "hooks").glob("*.py"),
+    ]
 
 
 def _is_fresh(binary: Path) -> bool:
@@ -52,22 +61,38 @@ def frozen_bin(tmp_path_factory) -> Path:
         return Path(given).resolve()
     if not _is_fresh(DEFAULT_BIN):
         env = {k: v for k, v in os.environ.items() if k not in ("OPENHEIM_ONEDIR", "OPENHEIM_WITH_MCP")}
-        r = subprocess.run(["bash", str(ROOT / "build" / "build.sh")], check=False, capture_output=True, text=True,
-                           timeout=900, stdin=subprocess.DEVNULL, env=env)
+        r = subprocess.run(
+            ["bash", str(ROOT / "build" / "build.sh")],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
         assert r.returncode == 0, f"build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert _is_fresh(DEFAULT_BIN), f"{DEFAULT_BIN} is missing or older than the sources after the build"
     return DEFAULT_BIN
 
 
-def run_bin(binary: Path, *args: str, cwd: Path, env: dict | None = None, inherit: bool = True,
-            input: str | None = None) -> subprocess.CompletedProcess:
+def run_bin(
+    binary: Path, *args: str, cwd: Path, env: dict | None = None, inherit: bool = True, input: str | None = None
+) -> subprocess.CompletedProcess:
     """Run the frozen binary outside the checkout, with no PYTHONPATH to fall back on."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} if inherit else {}
     full_env.update(env or {})
     full_env = {k: v for k, v in full_env.items() if v is not None}
-    return subprocess.run([str(binary), *args], check=False, capture_output=True, text=True, cwd=cwd,
-                          env=full_env,
-                          timeout=60, input=input, stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [str(binary), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=60,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def bundled(path: str) -> bool:
@@ -80,8 +105,10 @@ def write_config(home: Path, text: str) -> None:
 
 
 def provider(name: str, base_url: str, kind: str = "openai_compatible") -> str:
-    return (f'[providers.{name}]\nkind = "{kind}"\napi_base = "{base_url}"\n'
-            f'default_model = "fake-model"\napi_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n')
+    return (
+        f'[providers.{name}]\nkind = "{kind}"\napi_base = "{base_url}"\n'
+        f'default_model = "fake-model"\napi_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n'
+    )
 
 
 def test_version(frozen_bin, tmp_path):
@@ -113,11 +140,14 @@ def test_broken_pipe_is_quiet_and_documented(frozen_bin, isolated_home, tmp_path
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, f'default_provider = "fake"\n{provider("fake", srv.base_url)}')
         srv.enqueue(Reply(text="".join(f"line {n}\n" for n in range(400)), chunk_size=7, delay=0.005))
-        for command, reader in ((f"{shlex.quote(str(frozen_bin))} run count", "head -2"),
-                                (f"(sleep 0.5; {shlex.quote(str(frozen_bin))} doctor)", "true")):
+        for command, reader in (
+            (f"{shlex.quote(str(frozen_bin))} run count", "head -2"),
+            (f"(sleep 0.5; {shlex.quote(str(frozen_bin))} doctor)", "true"),
+        ):
             script = f'{command} 2>err.txt </dev/null | {reader}; echo "status=${{PIPESTATUS[0]}}"'
-            r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env,
-                               timeout=60)
+            r = subprocess.run(
+                ["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60
+            )
             assert r.stdout.endswith("status=141\n"), (command, r.stdout)
             assert (tmp_path / "err.txt").read_text() == "", command
 
@@ -143,8 +173,9 @@ def test_init_writes_a_config_and_doctor_judges_it(frozen_bin, isolated_home, tm
     before = run_bin(frozen_bin, "doctor", cwd=tmp_path, env=env, inherit=False)
     assert before.returncode == 1, before.stdout
     assert before.stdout.splitlines()[-1].startswith("not ready: provider openai (default) failed")
-    r = run_bin(frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "OPENAI_API_KEY": "sk-SECRET-9"},
-                inherit=False)
+    r = run_bin(
+        frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "OPENAI_API_KEY": "sk-SECRET-9"}, inherit=False
+    )
     assert r.returncode == 0, r.stdout
     facts = json.loads(r.stdout)
     assert "sk-SECRET-9" not in r.stdout
@@ -157,8 +188,9 @@ def test_init_writes_a_config_and_doctor_judges_it(frozen_bin, isolated_home, tm
     assert ca["loadable"] is True and ca["certificates"] > 100, ca
     assert facts["vectors"]["available"] is True and bundled(facts["vectors"]["library"]), facts["vectors"]
     assert facts["locale"] == {**facts["locale"], "utf8": True, "utf8_mode": True, "lang": None, "lc_all": None}
-    c_locale = run_bin(frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "LC_ALL": "C", "LANG": "C"},
-                       inherit=False)
+    c_locale = run_bin(
+        frozen_bin, "doctor", "--json", cwd=tmp_path, env={**env, "LC_ALL": "C", "LANG": "C"}, inherit=False
+    )
     assert json.loads(c_locale.stdout)["locale"]["utf8"] is True, c_locale.stdout
 
 
@@ -183,12 +215,18 @@ def test_acp_round_trip_with_the_acp_client_library(frozen_bin, isolated_home, t
     editor = Editor()
 
     async def main() -> tuple:
-        env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"], "OPENHEIM_HOME": str(isolated_home),
-               "NO_PROXY": "127.0.0.1,localhost"}
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ["HOME"],
+            "OPENHEIM_HOME": str(isolated_home),
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
         async with acp.spawn_agent_process(editor, str(frozen_bin), "acp", env=env, cwd=str(tmp_path)) as (conn, _):
-            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION,
-                                         client_capabilities=ClientCapabilities(),
-                                         client_info=Implementation(name="pytest", version="1"))
+            init = await conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(),
+                client_info=Implementation(name="pytest", version="1"),
+            )
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             result = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("hi there")])
             return init, result
@@ -212,8 +250,15 @@ def test_serve_answers_http_and_websocket(frozen_bin, isolated_home, tmp_path):
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, f'default_provider = "fake"\n{provider("fake", srv.base_url)}')
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        proc = subprocess.Popen([str(frozen_bin), "serve", "--port", "0"], cwd=tmp_path, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(frozen_bin), "serve", "--port", "0"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             line = proc.stderr.readline()
             assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
@@ -225,7 +270,9 @@ def test_serve_answers_http_and_websocket(frozen_bin, isolated_home, tmp_path):
             models_request = urllib.request.Request(base + "/api/models", headers=auth)
             with urllib.request.urlopen(models_request, timeout=10) as models:
                 assert json.loads(models.read()) == {
-                    "default_provider": "fake", "providers": {"fake": {"default_model": "fake-model", "models": []}}}
+                    "default_provider": "fake",
+                    "providers": {"fake": {"default_model": "fake-model", "models": []}},
+                }
             with connect(base.replace("http", "ws", 1) + "/acp", open_timeout=10, additional_headers=auth) as ws:
                 frames = _acp_over_ws(ws, tmp_path)
         finally:
@@ -238,6 +285,7 @@ def test_serve_answers_http_and_websocket(frozen_bin, isolated_home, tmp_path):
 
 def _acp_over_ws(ws, cwd: Path) -> dict:
     """initialize, session/new and session/prompt as bare JSON-RPC; the prompt's reply and text chunks."""
+
     def call(id_: int, method: str, params: dict) -> dict:
         ws.send(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}))
         while True:
@@ -257,9 +305,11 @@ def _acp_over_ws(ws, cwd: Path) -> dict:
 
 def test_memory_uses_sqlite_vec_inside_the_binary(frozen_bin, isolated_home, tmp_path):
     with EmbeddingsServer() as emb:
-        write_config(isolated_home, 'default_provider = "emb"\n'
-                                    '[memory]\nembedding_provider = "emb"\nembedding_model = "embed-a"\n'
-                                    + provider("emb", emb.url + "/v1"))
+        write_config(
+            isolated_home,
+            'default_provider = "emb"\n'
+            '[memory]\nembedding_provider = "emb"\nembedding_model = "embed-a"\n' + provider("emb", emb.url + "/v1"),
+        )
         for note in ("my automobile is red", "the kitchen tap drips"):
             added = run_bin(frozen_bin, "memory", "add", note, "--json", cwd=tmp_path)
             assert added.returncode == 0, added.stderr
@@ -322,12 +372,27 @@ def children_env(command: list[str], home: Path, cwd: Path, env: dict) -> tuple[
     dump = cwd / f"mcp-env-{len(list(cwd.glob('mcp-env-*')))}"
     wrapper = f"env > {dump}; exec {PYTHON} {SERVER}"
     with FakeLLMServer(wire="openai") as srv:
-        write_config(home, f'default_provider = "fake"\nallow_shell = true\n{provider("fake", srv.base_url)}\n'
-                           f'[mcp_servers.probe]\ncommand = "/bin/sh"\nargs = ["-c", "{wrapper}"]\n')
-        srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "env"}),
-                                      ToolCall("probe__echo", {"text": "up"})]), Reply(text="done"))
-        r = subprocess.run([*command, "run", "show env"], check=False, capture_output=True, text=True, cwd=cwd,
-                           env=env, timeout=60, stdin=subprocess.DEVNULL)
+        write_config(
+            home,
+            f'default_provider = "fake"\nallow_shell = true\n{provider("fake", srv.base_url)}\n'
+            f'[mcp_servers.probe]\ncommand = "/bin/sh"\nargs = ["-c", "{wrapper}"]\n',
+        )
+        srv.enqueue(
+            Reply(
+                tool_calls=[ToolCall("execute_command", {"command": "env"}), ToolCall("probe__echo", {"text": "up"})]
+            ),
+            Reply(text="done"),
+        )
+        r = subprocess.run(
+            [*command, "run", "show env"],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     assert r.returncode == 0 and r.stdout == "done\n", r.stderr
     shell_out, mcp_out = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
     assert mcp_out == "echo: up" and wait_until(dump.exists, timeout=5)
@@ -350,8 +415,9 @@ def test_children_get_the_environment_the_installed_package_gives_them(frozen_bi
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     base["LD_LIBRARY_PATH"] = "/opt/user-libs"
     frozen_shell, frozen_mcp = children_env([str(frozen_bin)], isolated_home, tmp_path, base)
-    source_shell, source_mcp = children_env([sys.executable, "-m", "openheim"], isolated_home, tmp_path,
-                                            {**base, "PYTHONPATH": str(ROOT)})
+    source_shell, source_mcp = children_env(
+        [sys.executable, "-m", "openheim"], isolated_home, tmp_path, {**base, "PYTHONPATH": str(ROOT)}
+    )
     assert frozen_shell == source_shell
     assert frozen_mcp == source_mcp
     parent = {k: v for k, v in base.items() if k not in ("PWD", "TMPDIR")}
@@ -369,12 +435,22 @@ def test_mcp_servers_over_stdio_and_http_inside_the_binary(frozen_bin, isolated_
 
     tag = new_tag()
     with FakeLLMServer(wire="openai") as srv, HttpServer() as http:
-        write_config(isolated_home, f'default_provider = "fake"\n{provider("fake", srv.base_url)}\n'
-                                    f'[mcp_servers.local]\ncommand = "{PYTHON}"\nargs = ["{SERVER}", "--tag", "{tag}"]\n'
-                                    f'[mcp_servers.web]\nurl = "{http.url}"\nheaders = {{ X-Team = "blue" }}\n')
-        srv.enqueue(Reply(tool_calls=[ToolCall("local__echo", {"text": "via stdio"}),
-                                      ToolCall("web__header", {"name": "x-team"}),
-                                      ToolCall("local__env", {"name": "LD_LIBRARY_PATH"})]), Reply(text="done"))
+        write_config(
+            isolated_home,
+            f'default_provider = "fake"\n{provider("fake", srv.base_url)}\n'
+            f'[mcp_servers.local]\ncommand = "{PYTHON}"\nargs = ["{SERVER}", "--tag", "{tag}"]\n'
+            f'[mcp_servers.web]\nurl = "{http.url}"\nheaders = {{ X-Team = "blue" }}\n',
+        )
+        srv.enqueue(
+            Reply(
+                tool_calls=[
+                    ToolCall("local__echo", {"text": "via stdio"}),
+                    ToolCall("web__header", {"name": "x-team"}),
+                    ToolCall("local__env", {"name": "LD_LIBRARY_PATH"}),
+                ]
+            ),
+            Reply(text="done"),
+        )
         r = run_bin(frozen_bin, "run", "go", cwd=tmp_path)
         status = run_bin(frozen_bin, "mcp", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -387,6 +463,7 @@ def test_mcp_servers_over_stdio_and_http_inside_the_binary(frozen_bin, isolated_
 
 
 # --- the packed single file: unpacked once per user, then started directly ----------------------------------
+
 
 def packed(binary: Path) -> bool:
     return binary.read_bytes()[:2] == b"#!"
@@ -410,9 +487,16 @@ def test_the_first_start_unpacks_into_a_private_cache_and_later_starts_reuse_it(
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, f'default_provider = "fake"\nallow_shell = true\n{provider("fake", srv.base_url)}')
         srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "umask"})]), Reply(text="done"))
-        r = subprocess.run([str(frozen_bin), "run", "umask?"], capture_output=True, text=True, cwd=tmp_path,
-                           env=fresh_env(home, OPENHEIM_HOME=str(isolated_home)), timeout=120, check=False,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            [str(frozen_bin), "run", "umask?"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=fresh_env(home, OPENHEIM_HOME=str(isolated_home)),
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     assert r.returncode == 0, r.stderr
     assert f"{old:04o}" in srv.requests[1].body["messages"][-1]["content"]  # the unpacking umask did not leak
     cache = home / ".cache" / "openheim"
@@ -420,8 +504,9 @@ def test_the_first_start_unpacks_into_a_private_cache_and_later_starts_reuse_it(
     [unpacked] = entries(cache)
     assert unpacked.name.startswith(f"{openheim.__version__}-") and (unpacked / "openheim").is_file()
     stamp = unpacked.stat().st_ino, unpacked.stat().st_mtime_ns
-    again = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=fresh_env(home),
-                           timeout=60, check=False)
+    again = subprocess.run(
+        [str(frozen_bin), "--version"], capture_output=True, text=True, env=fresh_env(home), timeout=60, check=False
+    )
     assert again.returncode == 0 and again.stdout == f"openheim, version {openheim.__version__}\n"
     assert entries(cache) == [unpacked] and (unpacked.stat().st_ino, unpacked.stat().st_mtime_ns) == stamp
 
@@ -431,8 +516,12 @@ def test_simultaneous_first_starts_all_work_and_leave_one_copy(frozen_bin, tmp_p
         pytest.skip("not build.sh's packed single file")
     cache = tmp_path / "cache"
     env = fresh_env(tmp_path, OPENHEIM_CACHE_DIR=str(cache))
-    procs = [subprocess.Popen([str(frozen_bin), "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [str(frozen_bin), "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), results
     assert all(out == f"openheim, version {openheim.__version__}\n" for out, _ in results)
@@ -443,8 +532,9 @@ def test_without_a_usable_home_it_unpacks_into_a_private_temp_dir(frozen_bin, tm
     if not packed(frozen_bin):
         pytest.skip("not build.sh's packed single file")
     env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}  # no HOME at all, as under some services
-    r = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120,
-                       check=False)
+    r = subprocess.run(
+        [str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert r.returncode == 0, r.stderr
     private = tmp_path / f"openheim-{os.getuid()}"
     assert (private.stat().st_mode & 0o777) == 0o700 and len(entries(private)) == 1
@@ -458,7 +548,8 @@ def test_a_cache_dir_owned_by_someone_else_is_never_used(frozen_bin, tmp_path):
     theirs.mkdir(mode=0o777)
     os.chown(theirs, 65534, 65534)
     env = fresh_env(tmp_path, OPENHEIM_CACHE_DIR=str(theirs), TMPDIR=str(tmp_path))
-    r = subprocess.run([str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120,
-                       check=False)
+    r = subprocess.run(
+        [str(frozen_bin), "--version"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert r.returncode == 0, r.stderr
     assert entries(theirs) == [] and len(entries(tmp_path / f"openheim-{os.getuid()}")) == 1

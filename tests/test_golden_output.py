@@ -25,6 +25,7 @@ Two things are nondeterministic by design and handled explicitly rather than nor
   position relative to other frames is not fixed: those frames are taken out of the transcript and pinned in a
   file of their own (in the order they arrived), and the test waits for each one before going on.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ def check_golden(files: dict[str, str]) -> None:
         return
     missing = [r for r in files if not (GOLDEN / r).is_file()]
     assert not missing, f"missing golden files {missing}; generate them with OPENHEIM_UPDATE_GOLDEN=1"
-    differing = [r for r, actual in files.items()
-                 if actual.encode("utf-8", "surrogateescape") != (GOLDEN / r).read_bytes()]
+    differing = [
+        r for r, actual in files.items() if actual.encode("utf-8", "surrogateescape") != (GOLDEN / r).read_bytes()
+    ]
     if differing:
         first = differing[0]
         expected = decode((GOLDEN / first).read_bytes())
@@ -152,45 +154,90 @@ SCENARIOS: dict[str, Scenario] = {
     # (a) plain text streamed in several chunks, with usage
     "a_text": Scenario(
         [Reply(text="Hello there, world! Grüße ✓ — streamed in small chunks.", chunk_size=7, usage=(12, 9))],
-        prompt="say hello"),
+        prompt="say hello",
+    ),
     # (b) thinking + text + read_file, then a bare list_dir, then the final text
     "b_tools": Scenario(
-        [Reply(thinking="Let me look at the notes.", text="Checking the notes.",
-               tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_read_1")], usage=(100, 20)),
-         Reply(tool_calls=[ToolCall("list_dir", {}, id="call_list_2")], usage=(130, 5)),
-         Reply(text="The notes say 42.\nThat is all.", usage=(150, 8, 64))],
-        verbose_variants=("text", "stream-json")),
+        [
+            Reply(
+                thinking="Let me look at the notes.",
+                text="Checking the notes.",
+                tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_read_1")],
+                usage=(100, 20),
+            ),
+            Reply(tool_calls=[ToolCall("list_dir", {}, id="call_list_2")], usage=(130, 5)),
+            Reply(text="The notes say 42.\nThat is all.", usage=(150, 8, 64)),
+        ],
+        verbose_variants=("text", "stream-json"),
+    ),
     # (c) a side-effect call denied by --approve none, then the model gives up
     "c_denied": Scenario(
-        [Reply(text="I will write it.", tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": "x\n"},
-                                                            id="call_write_1")], usage=(90, 12)),
-         Reply(text="I was not allowed to write out.txt.", usage=(120, 9))],
-        prompt="write out.txt", args=("--approve", "none"), verbose_variants=("text",)),
+        [
+            Reply(
+                text="I will write it.",
+                tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": "x\n"}, id="call_write_1")],
+                usage=(90, 12),
+            ),
+            Reply(text="I was not allowed to write out.txt.", usage=(120, 9)),
+        ],
+        prompt="write out.txt",
+        args=("--approve", "none"),
+        verbose_variants=("text",),
+    ),
     # (d) the provider answers HTTP 401
     "d_http_401": Scenario(
         [Fault(status=401, body={"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})],
-        prompt="hi"),
+        prompt="hi",
+    ),
     # (e) still calling tools at --max-iterations 2: exit 3 and a notice
     "e_max_iterations": Scenario(
-        [Reply(tool_calls=[ToolCall("list_dir", {}, id="call_list_1")], usage=(80, 4)),
-         Reply(text="Still looking.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_read_2")],
-               usage=(95, 6))],
-        prompt="keep looking", args=("--max-iterations", "2"), verbose_variants=("text",)),
+        [
+            Reply(tool_calls=[ToolCall("list_dir", {}, id="call_list_1")], usage=(80, 4)),
+            Reply(
+                text="Still looking.",
+                tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_read_2")],
+                usage=(95, 6),
+            ),
+        ],
+        prompt="keep looking",
+        args=("--max-iterations", "2"),
+        verbose_variants=("text",),
+    ),
     # (f) two tool calls in one reply (they run concurrently), then the final text
     "f_parallel": Scenario(
-        [Reply(text="Both at once.", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="call_read_1"),
-                                                 ToolCall("list_dir", {}, id="call_list_2")], usage=(100, 20)),
-         Reply(text="Done.", usage=(150, 3))],
-        reorder=call_order),
+        [
+            Reply(
+                text="Both at once.",
+                tool_calls=[
+                    ToolCall("read_file", {"path": "notes.txt"}, id="call_read_1"),
+                    ToolCall("list_dir", {}, id="call_list_2"),
+                ],
+                usage=(100, 20),
+            ),
+            Reply(text="Done.", usage=(150, 3)),
+        ],
+        reorder=call_order,
+    ),
 }
 
 
 def run_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
     """The real CLI as a subprocess, stdout/stderr as raw bytes, UTF-8 mode whatever the host locale."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUTF8": "1", "HOME": str(home.parent),
-           "OPENHEIM_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "openheim", *args], cwd=cwd, env=env, capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUTF8": "1",
+        "HOME": str(home.parent),
+        "OPENHEIM_HOME": str(home),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "openheim", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
 
 
 @dataclass
@@ -255,9 +302,11 @@ def history_files(result: RunResult) -> dict[str, str]:
     history = result.home / "history"
     names = sorted(result.norm(p.name) for p in history.iterdir())
     (session,) = [p.stem for p in history.glob("*.jsonl")]
-    return {"history/b_tools.files": "".join(n + "\n" for n in names),
-            "history/b_tools.jsonl": result.norm(decode((history / f"{session}.jsonl").read_bytes())),
-            "history/b_tools.json": result.norm(decode((history / f"{session}.json").read_bytes()))}
+    return {
+        "history/b_tools.files": "".join(n + "\n" for n in names),
+        "history/b_tools.jsonl": result.norm(decode((history / f"{session}.jsonl").read_bytes())),
+        "history/b_tools.json": result.norm(decode((history / f"{session}.json").read_bytes())),
+    }
 
 
 # --- openheim acp ------------------------------------------------------------------------------------------
@@ -334,8 +383,9 @@ class FsClient:
             try:
                 return {"content": Path(params["path"]).read_text(encoding="utf-8")}
             except FileNotFoundError:
-                self.wire.send({"jsonrpc": "2.0", "id": frame["id"],
-                                "error": {"code": -32002, "message": "Resource not found"}})
+                self.wire.send(
+                    {"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32002, "message": "Resource not found"}}
+                )
                 return None
         if method == "fs/write_text_file":
             Path(params["path"]).write_text(params["content"], encoding="utf-8")
@@ -346,18 +396,28 @@ class FsClient:
 
 
 TURN = [  # write_file (permission, diff), edit_file (permission, diff), read_file, then the final text
-    Reply(thinking="The user wants a greeting file, then a small edit.", text="I will create hello.txt.",
-          tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hello\nworld\n"}, id="call_write_1")],
-          usage=(120, 30)),
-    Reply(text="Now the edit.", tool_calls=[ToolCall("edit_file", {"path": "hello.txt", "old_string": "world",
-                                                                   "new_string": "there"}, id="call_edit_2")],
-          usage=(160, 25)),
+    Reply(
+        thinking="The user wants a greeting file, then a small edit.",
+        text="I will create hello.txt.",
+        tool_calls=[ToolCall("write_file", {"path": "hello.txt", "content": "hello\nworld\n"}, id="call_write_1")],
+        usage=(120, 30),
+    ),
+    Reply(
+        text="Now the edit.",
+        tool_calls=[
+            ToolCall("edit_file", {"path": "hello.txt", "old_string": "world", "new_string": "there"}, id="call_edit_2")
+        ],
+        usage=(160, 25),
+    ),
     Reply(tool_calls=[ToolCall("read_file", {"path": "hello.txt"}, id="call_read_3")], usage=(200, 10)),
-    Reply(text="Done: hello.txt now says \"hello there\".", chunk_size=9, usage=(230, 12, 100)),
+    Reply(text='Done: hello.txt now says "hello there".', chunk_size=9, usage=(230, 12, 100)),
 ]
 CANCELLED_TURN = [
-    Reply(text="Removing the file.", tool_calls=[ToolCall("write_file", {"path": "gone.txt", "content": ""},
-                                                          id="call_write_9")], usage=(90, 7)),
+    Reply(
+        text="Removing the file.",
+        tool_calls=[ToolCall("write_file", {"path": "gone.txt", "content": ""}, id="call_write_9")],
+        usage=(90, 7),
+    ),
 ]
 
 
@@ -385,8 +445,13 @@ def test_acp_frames(acp_srv: FakeLLMServer, isolated_home: Path, tmp_path: Path)
     # A: an editor with fs read/write: a new session, a turn with write/edit/read, options, list.
     a = Transcript()
     try:
-        a.result("initialize", {"protocolVersion": 1, "clientCapabilities": {
-            "fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}})
+        a.result(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False},
+            },
+        )
         sid = a.new_session(project)
         a.wait_for_commands(1)
         acp_srv.enqueue(*TURN)

@@ -1,4 +1,5 @@
 """HistoryManager: metadata + append-only log, torn lines, divergence, listing, deletion."""
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,12 @@ def _append(hm: HistoryManager, conv, message: Message) -> None:
 
 def _tool_turn(i: int) -> list[Message]:
     call = ToolUseBlock(f"call{i}", "read_file", '{"path": "a.txt"}')
-    return [Message.user(f"question {i}"),
-            Message("assistant", [ThinkingBlock("hmm", "sig"), call]),
-            Message.tool_result(f"call{i}", "read_file", "contents\nwith ünïcode", is_error=i % 2 == 0),
-            Message.assistant(f"answer {i}")]
+    return [
+        Message.user(f"question {i}"),
+        Message("assistant", [ThinkingBlock("hmm", "sig"), call]),
+        Message.tool_result(f"call{i}", "read_file", "contents\nwith ünïcode", is_error=i % 2 == 0),
+        Message.assistant(f"answer {i}"),
+    ]
 
 
 def test_create_saves_meta_immediately(hm: HistoryManager) -> None:
@@ -211,8 +214,12 @@ def test_unparseable_earlier_line_is_skipped_with_a_warning(hm: HistoryManager, 
 
 
 def test_invalid_message_shape_in_middle_is_skipped(caplog) -> None:
-    data = (b'{"role":"robot","content":[]}\n{"role":"user","content":[{"type":"text","text":5}]}\n'
-            + b'[' * 100_000 + b']' * 100_000 + b'\n{"role":"user","content":[]}\n')
+    data = (
+        b'{"role":"robot","content":[]}\n{"role":"user","content":[{"type":"text","text":5}]}\n'
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b'\n{"role":"user","content":[]}\n'
+    )
     assert [m.role for m in parse_log(data).messages] == ["user"]
     assert "line 1" in caplog.text and "line 2" in caplog.text and "nested too deeply" in caplog.text
 
@@ -316,8 +323,9 @@ def test_append_never_rereads_the_log(hm: HistoryManager, monkeypatch) -> None:
 
 
 _UNREADABLE_LINES = [
-    pytest.param(b'{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}\n',
-                 id="newer-block-type"),
+    pytest.param(
+        b'{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}\n', id="newer-block-type"
+    ),
     pytest.param(b'{"role":"assistant","content":[{"type":"text","text":"hi","citations":[]}]}\n', id="extra-key"),
     pytest.param(b"garbage that ends with a newline\n", id="garbage"),
     pytest.param(b"{oops\n\n  \n", id="garbage-then-blank-lines"),
@@ -325,8 +333,7 @@ _UNREADABLE_LINES = [
 
 
 @pytest.mark.parametrize("line", _UNREADABLE_LINES)
-def test_a_complete_last_line_that_cannot_be_read_is_skipped_and_kept(hm: HistoryManager, line: bytes,
-                                                                      caplog) -> None:
+def test_a_complete_last_line_that_cannot_be_read_is_skipped_and_kept(hm: HistoryManager, line: bytes, caplog) -> None:
     """Only a last line without its newline is a torn write; a complete one is skipped with a warning, but never
     dropped or cut from the file (a rewrite refuses)."""
     conv = hm.create()
@@ -354,9 +361,19 @@ def test_an_append_never_cuts_a_complete_line_someone_else_wrote(hm: HistoryMana
     assert hm.log_path(conv.id).read_bytes() == before
 
 
-@pytest.mark.parametrize("field, value", [("updated_at", 5), ("updated_at", ["x"]), ("created_at", {"a": 1}),
-                                          ("title", 3), ("model", 1.5), ("provider", True), ("cwd", []),
-                                          ("mode", 7)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("updated_at", 5),
+        ("updated_at", ["x"]),
+        ("created_at", {"a": 1}),
+        ("title", 3),
+        ("model", 1.5),
+        ("provider", True),
+        ("cwd", []),
+        ("mode", 7),
+    ],
+)
 def test_list_skips_metadata_with_a_non_string_field(hm: HistoryManager, field: str, value, caplog) -> None:
     good = hm.create()
     bad = hm.create()

@@ -1,4 +1,5 @@
 """Crash safety of the message log: a writer killed with SIGKILL loses at most the line it was writing."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ def test_sigkilled_writer_never_corrupts_the_log(tmp_path: Path) -> None:
     rng = random.Random(5)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(6):
-        child = subprocess.Popen([sys.executable, "-c", _WRITER, str(hm.dir), conv.id],
-                                 stdout=subprocess.PIPE, env=env, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(hm.dir), conv.id], stdout=subprocess.PIPE, env=env, text=True
+        )
         assert child.stdout is not None
         confirmed = -1
         target = rng.randint(1, 40)

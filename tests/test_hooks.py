@@ -1,5 +1,6 @@
 """Hooks end to end through `openheim run`: scripts that allow, deny and rewrite tool calls, add notes and
 context, block a prompt, observe the stop; failures and timeouts are one warning and fail closed for pre_tool."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,12 @@ def test_answers_follow_the_common_conventions():
     assert parse_answer(2, "", "no secrets\n", False).blocked
     assert parse_answer(2, "", "no secrets\n", False).reason == "no secrets"
     assert parse_answer(1, "", "boom", False).failed == "exited with 1: boom"
-    deny = parse_answer(0, json.dumps({"hookSpecificOutput": {"permissionDecision": "deny",
-                                                              "permissionDecisionReason": "nope"}}), "", False)
+    deny = parse_answer(
+        0,
+        json.dumps({"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "nope"}}),
+        "",
+        False,
+    )
     assert deny.decision == "deny" and deny.blocked and deny.reason == "nope"
     assert parse_answer(0, '{"decision": "approve"}', "", False).decision == "allow"
     rewrite = parse_answer(0, json.dumps({"hookSpecificOutput": {"updatedInput": {"path": "b"}}}), "", False)
@@ -57,8 +62,9 @@ def test_config_errors_name_the_entry():
     with pytest.raises(ConfigError, match=r"hooks\[0\].event must be one of"):
         parse_hooks([{"event": "before", "command": "x"}], "config")
     with pytest.raises(ConfigError, match=r"hooks\[1\].matcher applies only to pre_tool"):
-        parse_hooks([{"event": "stop", "command": "x"}, {"event": "stop", "command": "x", "matcher": "read_file"}],
-                    "config")
+        parse_hooks(
+            [{"event": "stop", "command": "x"}, {"event": "stop", "command": "x", "matcher": "read_file"}], "config"
+        )
     with pytest.raises(ConfigError, match="timeout_secs must be a positive number"):
         parse_hooks([{"event": "stop", "command": "x", "timeout_secs": 0}], "config")
     (hook,) = parse_hooks([{"event": "pre_tool", "command": "x", "matcher": "write_file(secret/**)"}], "config")
@@ -68,21 +74,30 @@ def test_config_errors_name_the_entry():
 def test_pre_tool_hooks_deny_allow_and_rewrite(isolated_home, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    deny = script(tmp_path, "deny.py", """
+    deny = script(
+        tmp_path,
+        "deny.py",
+        """
         print("secrets stay put: " + call["tool_input"]["path"], file=sys.stderr)
         sys.exit(2)
-    """)
-    rewrite = script(tmp_path, "rewrite.py", """
+    """,
+    )
+    rewrite = script(
+        tmp_path,
+        "rewrite.py",
+        """
         args = dict(call["tool_input"], content=call["tool_input"]["content"].upper())
         assert call["hook_event_name"] == "PreToolUse" and call["tool_name"] == "write_file"
         print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
                                                  "updatedInput": args}}))
-    """)
-    extra = hooks_toml({"event": "pre_tool", "matcher": "write_file(secret/**)", "command": deny},
-                       {"event": "pre_tool", "matcher": "write_file(src/**)", "command": rewrite})
+    """,
+    )
+    extra = hooks_toml(
+        {"event": "pre_tool", "matcher": "write_file(secret/**)", "command": deny},
+        {"event": "pre_tool", "matcher": "write_file(src/**)", "command": rewrite},
+    )
     with fake_provider("openai", isolated_home, extra=extra) as srv:
-        srv.enqueue(write_call("secret/key.txt"), write_call("src/a.txt"), write_call("notes.txt"),
-                    Reply(text="done"))
+        srv.enqueue(write_call("secret/key.txt"), write_call("src/a.txt"), write_call("notes.txt"), Reply(text="done"))
         # --approve reads: a write runs only when a hook allows it
         r = openheim("run", "--approve", "reads", "write three files", cwd=work)
         assert r.returncode == 0, r.stderr
@@ -106,10 +121,11 @@ def test_a_hooks_allow_never_beats_a_deny_rule(isolated_home, tmp_path):
 
 
 def test_failing_and_slow_hooks_warn_once_and_fail_closed_before_a_call(isolated_home, tmp_path):
-    extra = hooks_toml({"event": "pre_tool", "matcher": "write_file(a.txt)", "command": "exit 1"},
-                       {"event": "pre_tool", "matcher": "write_file(b.txt)", "command": "sleep 5",
-                        "timeout_secs": 0.3},
-                       {"event": "post_tool", "command": "exit 3"})
+    extra = hooks_toml(
+        {"event": "pre_tool", "matcher": "write_file(a.txt)", "command": "exit 1"},
+        {"event": "pre_tool", "matcher": "write_file(b.txt)", "command": "sleep 5", "timeout_secs": 0.3},
+        {"event": "post_tool", "command": "exit 3"},
+    )
     with fake_provider("openai", isolated_home, extra=extra) as srv:
         srv.enqueue(write_call("a.txt"), write_call("b.txt"), write_call("c.txt"), Reply(text="done"))
         r = openheim("run", "write", cwd=tmp_path)
@@ -125,11 +141,18 @@ def test_failing_and_slow_hooks_warn_once_and_fail_closed_before_a_call(isolated
 
 def test_notes_context_blocked_prompts_and_stop(isolated_home, tmp_path):
     log = tmp_path / "hook.log"
-    note = script(tmp_path, "note.py", """
+    note = script(
+        tmp_path,
+        "note.py",
+        """
         ok = call["tool_response"]["is_error"] is False and call["tool_input"]["path"] == "a.txt"
         print(json.dumps({"hookSpecificOutput": {"additionalContext": f"formatted (saw result: {ok})"}}))
-    """)
-    record = script(tmp_path, "record.py", f"""
+    """,
+    )
+    record = script(
+        tmp_path,
+        "record.py",
+        f"""
         secret = os.environ.get("FAKE_API_KEY", "")
         with open({str(log)!r}, "a") as f:
             f.write(json.dumps({{**call, "env_secret": secret}}) + "\\n")
@@ -140,10 +163,14 @@ def test_notes_context_blocked_prompts_and_stop(isolated_home, tmp_path):
             sys.exit(2)
         if call["openheim_event"] == "user_prompt":
             print(json.dumps({{"hookSpecificOutput": {{"additionalContext": "Ticket: OH-31"}}}}))
-    """)
-    extra = hooks_toml({"event": "post_tool", "matcher": "write_file", "command": note},
-                       {"event": "session_start", "command": record}, {"event": "user_prompt", "command": record},
-                       {"event": "stop", "command": record})
+    """,
+    )
+    extra = hooks_toml(
+        {"event": "post_tool", "matcher": "write_file", "command": note},
+        {"event": "session_start", "command": record},
+        {"event": "user_prompt", "command": record},
+        {"event": "stop", "command": record},
+    )
     env = {"FAKE_API_KEY": "sk-hidden-from-hooks"}
     provider = 'env_var = "FAKE_API_KEY"'
     with fake_provider("openai", isolated_home, extra=extra, provider_extra=provider) as srv:
@@ -160,14 +187,20 @@ def test_notes_context_blocked_prompts_and_stop(isolated_home, tmp_path):
         assert "The team's style guide: be brief." in "".join(texts) and "Ticket: OH-31" in "".join(texts)
         r = openheim("run", "-s", session, "my password is hunter2", cwd=tmp_path, env=env)
         assert r.returncode == 1
-        assert r.stderr.strip() == ("Error: Prompt blocked by a hook: prompts must not hold passwords "
-                                    "(the prompt was not sent)")
+        assert r.stderr.strip() == (
+            "Error: Prompt blocked by a hook: prompts must not hold passwords (the prompt was not sent)"
+        )
         assert len(srv.requests) == 2
     history = (isolated_home / "history" / f"{session}.jsonl").read_text()
     assert "hunter2" not in history and "Ticket: OH-31" in history
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [c["openheim_event"] for c in calls] == ["session_start", "user_prompt", "stop",
-                                                    "session_start", "user_prompt"]
+    assert [c["openheim_event"] for c in calls] == [
+        "session_start",
+        "user_prompt",
+        "stop",
+        "session_start",
+        "user_prompt",
+    ]
     assert calls[0]["source"] == "startup" and calls[3]["source"] == "resume"
     assert calls[2]["hook_event_name"] == "Stop" and calls[2]["stop_reason"] == "end_turn"
     assert calls[2]["last_assistant_message"] == "done" and calls[0]["session_id"] == session
@@ -178,7 +211,8 @@ def test_project_hooks_wait_for_trust(isolated_home, tmp_path):
     marker = tmp_path / "ran"
     (tmp_path / ".openheim").mkdir()
     (tmp_path / ".openheim" / "settings.toml").write_text(
-        hooks_toml({"event": "user_prompt", "command": f"touch {marker}"}))
+        hooks_toml({"event": "user_prompt", "command": f"touch {marker}"})
+    )
     with fake_provider("openai", isolated_home) as srv:
         srv.enqueue(Reply(text="hi"))
         r = openheim("run", "hello", cwd=tmp_path)
@@ -212,12 +246,16 @@ def test_permissions_explain_shows_the_hook_that_would_decide(isolated_home, tmp
 
 def test_a_stop_hook_can_make_the_model_go_on_once(isolated_home, tmp_path):
     log = tmp_path / "stops.jsonl"
-    stop = script(tmp_path, "stop.py", f"""
+    stop = script(
+        tmp_path,
+        "stop.py",
+        f"""
         with open({str(log)!r}, "a") as f:
             f.write(json.dumps(call) + "\\n")
         if not call["stop_hook_active"]:
             print(json.dumps({{"decision": "block", "reason": "run the tests first"}}))
-    """)
+    """,
+    )
     with fake_provider("openai", isolated_home, extra=hooks_toml({"event": "stop", "command": stop})) as srv:
         srv.enqueue(Reply(text="done", usage=(10, 2)), Reply(text="tests pass, done", usage=(20, 3)))
         r = openheim("run", "-o", "json", "fix it", cwd=tmp_path)

@@ -1,5 +1,6 @@
 """Images from the user: `openheim run -i FILE` reaches each wire's request body, is stored with the session
 by hash (not inline in the log), and comes back on resume; bad files are one-line errors."""
+
 from __future__ import annotations
 
 import base64
@@ -10,8 +11,9 @@ from cli_helpers import fake_provider, openheim
 
 from openheim.core.images import MAX_IMAGE_BYTES, looks_like_image_path, sniff
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAA"
-                       "AABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
 PNG_B64 = base64.b64encode(PNG).decode()
 GIF_B64 = base64.b64encode(GIF).decode()
@@ -60,8 +62,11 @@ def test_bad_images_are_one_line_errors(isolated_home, tmp_path):
     (tmp_path / "notes.txt").write_text("not a picture")
     (tmp_path / "huge.png").write_bytes(PNG[:16] + b"\0" * (MAX_IMAGE_BYTES + 1))
     with fake_provider("openai", isolated_home) as srv:
-        for name, expected in (("notes.txt", "is not a PNG, JPEG, GIF or WebP image"),
-                               ("huge.png", "over the 5.0 MB limit"), ("missing.png", "does not exist")):
+        for name, expected in (
+            ("notes.txt", "is not a PNG, JPEG, GIF or WebP image"),
+            ("huge.png", "over the 5.0 MB limit"),
+            ("missing.png", "does not exist"),
+        ):
             r = openheim("run", "-i", name, "look", cwd=tmp_path)
             assert r.returncode == 2, r.stderr
             lines = r.stderr.strip().splitlines()

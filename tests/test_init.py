@@ -1,4 +1,5 @@
 """`openheim init` through the CLI: writes files, refuses to overwrite, --force keeps a backup."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +8,9 @@ import tomllib
 
 
 def openheim(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "openheim", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "openheim", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, **kw
+    )
 
 
 def test_init_writes_config_and_identity(isolated_home):

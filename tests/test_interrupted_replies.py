@@ -1,6 +1,7 @@
 """A reply cut short is kept: Ctrl-C, SIGTERM/SIGHUP and a time budget leave what had streamed in the session,
 marked as interrupted; `sessions show` and `--continue` see it, the model is sent it, and `run -o json`
 carries the streamed text with `error` and `exit_code`."""
+
 from __future__ import annotations
 
 import json

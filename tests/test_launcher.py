@@ -3,6 +3,7 @@ frozen folder: where it unpacks, what it refuses to run, how it recovers from a 
 
 The stand-in `openheim` prints `ran <its own path> <args>`, so a test sees which copy the launcher executed.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 OTHER_UID = 65534  # "nobody": another user on every Linux
 
-pytestmark = pytest.mark.skipif(shutil.which("gzip") is None or shutil.which("tar") is None,
-                                reason="needs gzip and tar")
+pytestmark = pytest.mark.skipif(
+    shutil.which("gzip") is None or shutil.which("tar") is None, reason="needs gzip and tar"
+)
 
 FAKE = """#!/bin/sh
 case "$1" in --version) echo "openheim, version 9.9.9" ;; *) echo "ran $0 $*" ;; esac
@@ -33,8 +35,13 @@ def pack(where: Path) -> Path:
     (folder / "openheim").write_text(FAKE)
     (folder / "openheim").chmod(0o755)
     out = where / "openheim"
-    r = subprocess.run(["bash", str(ROOT / "build" / "pack.sh"), str(folder), str(out)], capture_output=True,
-                       text=True, check=False, timeout=60)
+    r = subprocess.run(
+        ["bash", str(ROOT / "build" / "pack.sh"), str(folder), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -64,8 +71,16 @@ def binary(shared: Path) -> Path:
 
 def start(binary: Path, *args: str, user: int | None = None, **env: str) -> subprocess.CompletedProcess:
     """Start the launcher with only PATH and ``env`` (no HOME unless given), as cron or `env -i` would."""
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, check=False, timeout=60,
-                          env={"PATH": os.environ["PATH"], **env}, user=user, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(binary), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={"PATH": os.environ["PATH"], **env},
+        user=user,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def names(d: Path) -> list[str]:
@@ -176,8 +191,10 @@ def test_another_users_planted_binary_is_never_run(binary, shared):
         private.chmod(0o755)
         r = start(binary, "x", user=victim, TMPDIR=str(tmpdir))
         assert r.returncode == 1 and r.stdout == "" and not proof.exists()
-        assert r.stderr == (f"openheim: {private} is a symlink or not a private directory of yours; remove it "
-                            "or set OPENHEIM_CACHE_DIR to a directory you own\n")
+        assert r.stderr == (
+            f"openheim: {private} is a symlink or not a private directory of yours; remove it "
+            "or set OPENHEIM_CACHE_DIR to a directory you own\n"
+        )
         shutil.rmtree(private)
         ok = start(binary, "x", user=victim, TMPDIR=str(tmpdir))  # once it is gone the victim's own copy works
         assert ok.returncode == 0 and ok.stdout == f"ran {copy}/openheim x\n", ok.stderr

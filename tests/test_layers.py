@@ -6,6 +6,7 @@ runtime → client (the door) → acp, tui (front ends' own machinery) → serve
 `openheim` subcommand) → cli (the root command) and __main__. Nothing imports a layer above its own, and
 front ends reach the runtime only through ``OpenheimClient`` and the ``Turn`` it hands out.
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,16 +18,26 @@ from source_ast import parse
 PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
 
 LAYERS = {
-    "errors": 0, "version": 0, "records": 0,
+    "errors": 0,
+    "version": 0,
+    "records": 0,
     "config": 1,
     "core": 2,
-    "tools": 3, "sandbox": 3, "conversation": 3, "memory": 3, "mcp": 3, "subagents": 3, "checkpoints": 3,
+    "tools": 3,
+    "sandbox": 3,
+    "conversation": 3,
+    "memory": 3,
+    "mcp": 3,
+    "subagents": 3,
+    "checkpoints": 3,
     "runtime": 4,
     "client": 5,
-    "acp": 6, "tui": 6,
+    "acp": 6,
+    "tui": 6,
     "serve": 7,
     "commands": 8,
-    "cli": 9, "__main__": 9,
+    "cli": 9,
+    "__main__": 9,
 }
 FRONT_END = LAYERS["acp"]  # this layer and those above it are front ends
 PUBLIC_RUNTIME = {"openheim.runtime.turn"}  # the Turn a front end iterates is part of the door
@@ -148,8 +159,11 @@ FRONT_ENDS = [p for p in modules() if (layer_of(module_name(p)) or 0) >= FRONT_E
 @pytest.mark.parametrize("path", FRONT_ENDS, ids=lambda p: module_name(p))
 def test_front_ends_go_through_the_client(path):
     name = module_name(path)
-    internal = sorted(i for i in imports_of(path)
-                      if i.startswith("openheim.runtime") and not any(i.startswith(p) for p in PUBLIC_RUNTIME))
+    internal = sorted(
+        i
+        for i in imports_of(path)
+        if i.startswith("openheim.runtime") and not any(i.startswith(p) for p in PUBLIC_RUNTIME)
+    )
     assert not internal, f"{name} reaches runtime internals: {internal}; go through OpenheimClient"
     text = path.read_text(encoding="utf-8")
     assert "client.state" not in text and ".state." not in text, f"{name} touches the client's internal state"

@@ -1,4 +1,5 @@
 """The session lease: exclusive claim, re-entrancy, dead/recycled pids, staleness, corrupt files, two processes."""
+
 from __future__ import annotations
 
 import json
@@ -166,8 +167,13 @@ sys.stdin.readline()
 
 def _spawn_holder(tmp_path: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path), SID], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, env=env, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path), SID],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     assert child.stdout is not None and child.stdout.readline().strip() == "held"
     return child
 
@@ -210,6 +216,7 @@ def test_unknowable_liveness_falls_back_to_staleness(tmp_path: Path) -> None:
 
 def test_bad_session_id_rejected(tmp_path: Path) -> None:
     from openheim.errors import InvalidArgument
+
     with pytest.raises(InvalidArgument):
         Lease.acquire(tmp_path, "../escape")
 
@@ -254,8 +261,15 @@ def _race(tmp_path: Path, trial: int, racers: int) -> list[str]:
     _write_holder(history / f"{SID}.lock", _dead_pid(), hostname())
     go = tmp_path / f"go{trial}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(history), SID, str(go), str(racers)], stdout=subprocess.PIPE,
-                              text=True, env=env) for _ in range(racers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(history), SID, str(go), str(racers)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(racers)
+    ]
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob(f"go{trial}.*.ready"))) < racers and time.monotonic() < deadline:
         time.sleep(0.01)

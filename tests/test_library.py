@@ -1,5 +1,6 @@
 """The library facade end to end against the fake LLM server: custom tools and providers, streaming,
 cancel from another thread, concurrent sessions, and closing the client."""
+
 from __future__ import annotations
 
 import threading
@@ -40,13 +41,18 @@ def srv():
 
 
 def test_decorated_function_tool_end_to_end(srv, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("lookup_price", {"item": "apple", "quantity": 4})]),
-                Reply(text="Four apples cost 10."))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("lookup_price", {"item": "apple", "quantity": 4})]),
+        Reply(text="Four apples cost 10."),
+    )
     with client_for(srv, tmp_path, price=lookup_price) as client:
         definition = next(t for t in client.tools() if t.name == "lookup_price")
         assert definition.description == "Look up what some items cost."
         assert definition.parameters["properties"]["quantity"] == {
-            "type": "integer", "description": "How many.", "default": 1}
+            "type": "integer",
+            "description": "How many.",
+            "default": 1,
+        }
         assert definition.parameters["required"] == ["item"]
         session = client.new_session(cwd=tmp_path)
         events = []
@@ -94,8 +100,13 @@ class BlockingModel:
 
 
 def test_send_only_provider_gets_a_streaming_wrapper(tmp_path):
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").data_dir(tmp_path)
-              .llm_factory(lambda cfg: BlockingModel()).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .data_dir(tmp_path)
+        .llm_factory(lambda cfg: BlockingModel())
+        .build()
+    )
     with client:
         events = list(client.new_session(cwd=tmp_path).stream("hello"))
     assert [e.content for e in events if isinstance(e, LlmResponse)] == ["you said: hello"]
@@ -112,8 +123,13 @@ def test_stream_iterates_events_on_the_calling_thread(srv, tmp_path):
 
 
 def test_cancel_from_another_thread_ends_prompt_within_a_second(tmp_path):
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").data_dir(tmp_path)
-              .llm_factory(lambda cfg: BlockingModel(delay=30)).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .data_dir(tmp_path)
+        .llm_factory(lambda cfg: BlockingModel(delay=30))
+        .build()
+    )
     with client:
         session = client.new_session(cwd=tmp_path)
         threading.Timer(0.3, session.cancel).start()
@@ -154,8 +170,13 @@ def test_two_sessions_on_two_threads_at_once(srv, tmp_path):
 
 
 def test_a_second_turn_on_a_busy_session_is_refused(tmp_path):
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").data_dir(tmp_path)
-              .llm_factory(lambda cfg: BlockingModel(delay=0.5)).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .data_dir(tmp_path)
+        .llm_factory(lambda cfg: BlockingModel(delay=0.5))
+        .build()
+    )
     with client:
         session = client.new_session(cwd=tmp_path)
         first = session.start_turn("one")
@@ -202,8 +223,10 @@ def test_acp_updates_and_replay_speak_valid_acp(srv, tmp_path):
     from openheim.acp.updates import acp_replay, acp_updates
 
     (tmp_path / "notes.md").write_text("old\n")
-    srv.enqueue(Reply(thinking="hmm", tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "new\n"})]),
-                Reply(text="written"))
+    srv.enqueue(
+        Reply(thinking="hmm", tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "new\n"})]),
+        Reply(text="written"),
+    )
     live: list[dict] = []
     with client_for(srv, tmp_path) as client:
         session = client.new_session(cwd=tmp_path)

@@ -1,4 +1,5 @@
 """Anthropic Messages API: request building (caching, thinking replay), stream parsing, and the wire."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,10 @@ from openheim.core.models import (
 from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResponse
 
-TOOLS = [Tool("a", "first", {"type": "object", "properties": {}}),
-         Tool("b", "second", {"type": "object", "properties": {"x": {"type": "string"}}})]
+TOOLS = [
+    Tool("a", "first", {"type": "object", "properties": {}}),
+    Tool("b", "second", {"type": "object", "properties": {"x": {"type": "string"}}}),
+]
 
 
 def cfg(base: str = "http://x/v1", key: str = "", **kw) -> AgentConfig:
@@ -33,12 +36,12 @@ def cfg(base: str = "http://x/v1", key: str = "", **kw) -> AgentConfig:
 
 
 def test_request_shape_with_caching_and_thinking():
-    body = build_request([Message.system("one"), Message.system("two"), Message.user("hi")], TOOLS,
-                         cfg(thinking=True))
+    body = build_request([Message.system("one"), Message.system("two"), Message.user("hi")], TOOLS, cfg(thinking=True))
     assert body["model"] == "claude-test" and body["max_tokens"] == 16000 and body["stream"] is True
     assert body["system"] == [{"type": "text", "text": "one\n\ntwo", "cache_control": {"type": "ephemeral"}}]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi",
-                                                               "cache_control": {"type": "ephemeral"}}]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}
+    ]
     assert body["tools"][0] == {"name": "a", "description": "first", "input_schema": TOOLS[0].parameters}
     assert body["tools"][1]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in body["tools"][0]
     assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
@@ -48,23 +51,29 @@ def _breakpoints(body: dict) -> list[str]:
     """Where the request's cache breakpoints are, in the API's prefix order (tools, system, messages)."""
     found = [f"tool {t['name']}" for t in body.get("tools", []) if "cache_control" in t]
     found += ["system" for b in body.get("system", []) if "cache_control" in b]
-    found += [f"message {i} {b['type']}" for i, m in enumerate(body["messages"]) for b in m["content"]
-              if "cache_control" in b]
+    found += [
+        f"message {i} {b['type']}" for i, m in enumerate(body["messages"]) for b in m["content"] if "cache_control" in b
+    ]
     return found
 
 
 def test_rolling_breakpoints_mark_the_last_turn_and_the_previous_requests_last():
     loop = [Message.system("sys"), Message.user("go")]
     for n in range(3):
-        loop += [Message("assistant", [ThinkingBlock("t", "sig"), ToolUseBlock(f"toolu_{n}", "a", "{}")]),
-                 Message.tool_result(f"toolu_{n}", "a", f"r{n}")]
+        loop += [
+            Message("assistant", [ThinkingBlock("t", "sig"), ToolUseBlock(f"toolu_{n}", "a", "{}")]),
+            Message.tool_result(f"toolu_{n}", "a", f"r{n}"),
+        ]
     body = build_request(loop, TOOLS, cfg())
     assert _breakpoints(body) == ["tool b", "system", "message 4 tool_result", "message 6 tool_result"]
     first = build_request(loop[:2], TOOLS, cfg())
     assert _breakpoints(first) == ["tool b", "system", "message 0 text"]
     # an assistant turn ending in thinking, or an empty user text, carries no breakpoint on those blocks
-    body = build_request([Message.user("go"), Message("assistant", [TextBlock("ok"), ThinkingBlock("t", "s")]),
-                          Message.user("")], [], cfg())
+    body = build_request(
+        [Message.user("go"), Message("assistant", [TextBlock("ok"), ThinkingBlock("t", "s")]), Message.user("")],
+        [],
+        cfg(),
+    )
     assert _breakpoints(body) == ["message 0 text"]
 
 
@@ -75,29 +84,57 @@ def test_optional_fields_omitted():
 
 
 def test_assistant_blocks_and_tool_results():
-    assistant = Message("assistant", [ThinkingBlock("signed", "sig1"), ThinkingBlock("unsigned"),
-                                      RedactedThinkingBlock("opaque"), TextBlock(""), TextBlock("Checking."),
-                                      ToolUseBlock("toolu_1", "a", '{"x":"1"}'), ToolUseBlock("toolu_2", "b", "oops")])
-    msgs = build_messages([Message.user("go"), assistant, Message.tool_result("toolu_1", "a", "r1"),
-                           Message.tool_result("toolu_2", "b", "boom", is_error=True),
-                           Message("assistant", [ThinkingBlock("only unsigned")]), Message.user("")])
-    assert msgs[1] == {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "signed", "signature": "sig1"},
-        {"type": "redacted_thinking", "data": "opaque"}, {"type": "text", "text": "Checking."},
-        {"type": "tool_use", "id": "toolu_1", "name": "a", "input": {"x": "1"}},
-        {"type": "tool_use", "id": "toolu_2", "name": "b", "input": {}}]}
-    assert msgs[2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r1"},
-        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "boom", "is_error": True}]}
+    assistant = Message(
+        "assistant",
+        [
+            ThinkingBlock("signed", "sig1"),
+            ThinkingBlock("unsigned"),
+            RedactedThinkingBlock("opaque"),
+            TextBlock(""),
+            TextBlock("Checking."),
+            ToolUseBlock("toolu_1", "a", '{"x":"1"}'),
+            ToolUseBlock("toolu_2", "b", "oops"),
+        ],
+    )
+    msgs = build_messages(
+        [
+            Message.user("go"),
+            assistant,
+            Message.tool_result("toolu_1", "a", "r1"),
+            Message.tool_result("toolu_2", "b", "boom", is_error=True),
+            Message("assistant", [ThinkingBlock("only unsigned")]),
+            Message.user(""),
+        ]
+    )
+    assert msgs[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "signed", "signature": "sig1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "a", "input": {"x": "1"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "b", "input": {}},
+        ],
+    }
+    assert msgs[2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r1"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "boom", "is_error": True},
+        ],
+    }
     assert msgs[3] == {"role": "user", "content": [{"type": "text", "text": ""}]}  # empty assistant dropped
     assert len(msgs) == 4
 
 
 def test_image_block():
-    msgs = build_request([Message("user", [ImageBlock("QUJD", "image/jpeg"), TextBlock("what?")])], [],
-                         cfg())["messages"]
-    assert msgs[0]["content"][0] == {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg",
-                                                                 "data": "QUJD"}}
+    msgs = build_request([Message("user", [ImageBlock("QUJD", "image/jpeg"), TextBlock("what?")])], [], cfg())[
+        "messages"
+    ]
+    assert msgs[0]["content"][0] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": "QUJD"},
+    }
 
 
 # --- parser --------------------------------------------------------------------
@@ -119,33 +156,60 @@ def run(*events, stop=True):
     return p, chunks
 
 
-MESSAGE_START = {"type": "message_start", "message": {"usage": {
-    "input_tokens": 50, "output_tokens": 1, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 300}}}
+MESSAGE_START = {
+    "type": "message_start",
+    "message": {
+        "usage": {
+            "input_tokens": 50,
+            "output_tokens": 1,
+            "cache_creation_input_tokens": 20,
+            "cache_read_input_tokens": 300,
+        }
+    },
+}
 
 
 def test_full_stream_with_thinking_text_and_tool():
-    p, chunks = run(MESSAGE_START, {"type": "ping"},
-                    start(0, type="thinking", thinking="", signature=""), d(0, type="thinking_delta", thinking="hm"),
-                    d(0, type="signature_delta", signature="SIG"), {"type": "content_block_stop", "index": 0},
-                    start(1, type="text", text=""), d(1, type="text_delta", text="Hi"),
-                    start(2, type="tool_use", id="toolu_9", name="a", input={}),
-                    d(2, type="input_json_delta", partial_json=""), d(2, type="input_json_delta", partial_json='{"x":'),
-                    d(2, type="input_json_delta", partial_json='"1"}'),
-                    start(3, type="tool_use", id="toolu_10", name="b", input={}),
-                    start(4, type="server_tool_use", id="srv", name="web_search"),
-                    {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}})
+    p, chunks = run(
+        MESSAGE_START,
+        {"type": "ping"},
+        start(0, type="thinking", thinking="", signature=""),
+        d(0, type="thinking_delta", thinking="hm"),
+        d(0, type="signature_delta", signature="SIG"),
+        {"type": "content_block_stop", "index": 0},
+        start(1, type="text", text=""),
+        d(1, type="text_delta", text="Hi"),
+        start(2, type="tool_use", id="toolu_9", name="a", input={}),
+        d(2, type="input_json_delta", partial_json=""),
+        d(2, type="input_json_delta", partial_json='{"x":'),
+        d(2, type="input_json_delta", partial_json='"1"}'),
+        start(3, type="tool_use", id="toolu_10", name="b", input={}),
+        start(4, type="server_tool_use", id="srv", name="web_search"),
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}},
+    )
     assert [(c.kind, c.text) for c in chunks] == [("thinking", "hm"), ("text", "Hi")]
     choice = p.finish()
-    assert choice.message.content == [ThinkingBlock("hm", "SIG"), TextBlock("Hi"),
-                                      ToolUseBlock("toolu_9", "a", '{"x":"1"}'), ToolUseBlock("toolu_10", "b", "{}")]
+    assert choice.message.content == [
+        ThinkingBlock("hm", "SIG"),
+        TextBlock("Hi"),
+        ToolUseBlock("toolu_9", "a", '{"x":"1"}'),
+        ToolUseBlock("toolu_10", "b", "{}"),
+    ]
     assert choice.finish_reason is FinishReason.TOOL_CALLS
     assert choice.usage == Usage(input_tokens=50, output_tokens=42, cache_creation_tokens=20, cache_read_tokens=300)
 
 
-@pytest.mark.parametrize("raw,reason", [
-    ("end_turn", FinishReason.STOP), ("max_tokens", FinishReason.MAX_TOKENS),
-    ("model_context_window_exceeded", FinishReason.MAX_TOKENS), ("refusal", FinishReason.REFUSAL),
-    ("pause_turn", FinishReason.PAUSED), ("stop_sequence", FinishReason.OTHER)])
+@pytest.mark.parametrize(
+    "raw,reason",
+    [
+        ("end_turn", FinishReason.STOP),
+        ("max_tokens", FinishReason.MAX_TOKENS),
+        ("model_context_window_exceeded", FinishReason.MAX_TOKENS),
+        ("refusal", FinishReason.REFUSAL),
+        ("pause_turn", FinishReason.PAUSED),
+        ("stop_sequence", FinishReason.OTHER),
+    ],
+)
 def test_stop_reason_map(raw, reason):
     p, _ = run({"type": "message_delta", "delta": {"stop_reason": raw}, "usage": {"output_tokens": 1}})
     choice = p.finish()
@@ -187,8 +251,7 @@ def srv():
 def ask(srv, history=None, tools=(), key="sk-ant"):
     chunks = []
     c = create_client(cfg(srv.base_url, key=key, thinking=True), base_delay=0.001)
-    choice = c.stream(history or [Message.system("sys"), Message.user("hi")], list(tools), chunks.append,
-                      CancelToken())
+    choice = c.stream(history or [Message.system("sys"), Message.user("hi")], list(tools), chunks.append, CancelToken())
     return choice, chunks
 
 
@@ -202,8 +265,10 @@ def test_wire_headers_and_path(srv):
 
 
 def test_wire_thinking_text_tool_round_trip(srv):
-    srv.enqueue(Reply(thinking="plan", text="Reading.", tool_calls=[ToolCall("b", {"x": "1"})], usage=(30, 9, 100)),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(thinking="plan", text="Reading.", tool_calls=[ToolCall("b", {"x": "1"})], usage=(30, 9, 100)),
+        Reply(text="done"),
+    )
     choice, chunks = ask(srv, tools=TOOLS)
     assert next(c.kind for c in chunks) == "thinking" and "".join(c.text for c in chunks) == "planReading."
     thinking, text, call = choice.message.content

@@ -3,6 +3,7 @@
 Provider messages are taken from the three error-body shapes, the HTTP status is kept, the CLI's hint
 matches the status, and chat and embeddings share one retry policy.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,26 +22,41 @@ from openheim.errors import ApiError, HttpError
 from openheim.memory.embedding import GeminiEmbeddings, OpenAIEmbeddings
 
 BASE = "http://api.test/v1"
-URLS = {"openai": BASE + "/chat/completions", "anthropic": BASE + "/messages",
-        "gemini": BASE + "/models/m:streamGenerateContent?alt=sse"}
+URLS = {
+    "openai": BASE + "/chat/completions",
+    "anthropic": BASE + "/messages",
+    "gemini": BASE + "/models/m:streamGenerateContent?alt=sse",
+}
 OK_STREAMS = {
     "openai": b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
-    "anthropic": (b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\n'
-                  b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
-                  b'"content_block":{"type":"text","text":""}}\n\n'
-                  b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-                  b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
-                  b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'
-                  b'event: message_stop\ndata: {"type":"message_stop"}\n\n'),
+    "anthropic": (
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\n'
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    ),
     "gemini": b'data: {"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}]}\r\n\r\n',
 }
 ERROR_BODIES = {
-    "openai": {"error": {"message": "The model `nope` does not exist", "type": "invalid_request_error",
-                         "param": None, "code": "model_not_found"}},
-    "anthropic": {"type": "error", "error": {"type": "not_found_error", "message": "model: nope"},
-                  "request_id": "req_1"},
-    "gemini": {"error": {"code": 404, "message": "models/nope is not found for API version v1beta",
-                         "status": "NOT_FOUND"}},
+    "openai": {
+        "error": {
+            "message": "The model `nope` does not exist",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    },
+    "anthropic": {
+        "type": "error",
+        "error": {"type": "not_found_error", "message": "model: nope"},
+        "request_id": "req_1",
+    },
+    "gemini": {
+        "error": {"code": 404, "message": "models/nope is not found for API version v1beta", "status": "NOT_FOUND"}
+    },
 }
 
 
@@ -63,20 +79,30 @@ def ask(wire: str) -> str:
     return choice.message.text()
 
 
-@pytest.mark.parametrize("body,expected", [
-    (ERROR_BODIES["openai"], "The model `nope` does not exist (invalid_request_error)"),
-    (ERROR_BODIES["anthropic"], "model: nope (not_found_error)"),
-    (ERROR_BODIES["gemini"], "models/nope is not found for API version v1beta (NOT_FOUND)"),
-    ({"object": "error", "message": "bad input", "type": "BadRequestError", "code": 400}, "bad input (BadRequestError)"),
-    ({"error": "upstream unreachable"}, "upstream unreachable"),
-    ({"detail": "Not Found"}, "Not Found"),
-    ([{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}],
-     "Quota exceeded (RESOURCE_EXHAUSTED)"),
-    ("<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
-     "an HTML page: 502 Bad Gateway instead of an API error"),
-    ("", "Internal Server Error (empty body)"),
-    ("upstream\n  connect error", "upstream connect error"),
-])
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        (ERROR_BODIES["openai"], "The model `nope` does not exist (invalid_request_error)"),
+        (ERROR_BODIES["anthropic"], "model: nope (not_found_error)"),
+        (ERROR_BODIES["gemini"], "models/nope is not found for API version v1beta (NOT_FOUND)"),
+        (
+            {"object": "error", "message": "bad input", "type": "BadRequestError", "code": 400},
+            "bad input (BadRequestError)",
+        ),
+        ({"error": "upstream unreachable"}, "upstream unreachable"),
+        ({"detail": "Not Found"}, "Not Found"),
+        (
+            [{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}],
+            "Quota exceeded (RESOURCE_EXHAUSTED)",
+        ),
+        (
+            "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+            "an HTML page: 502 Bad Gateway instead of an API error",
+        ),
+        ("", "Internal Server Error (empty body)"),
+        ("upstream\n  connect error", "upstream connect error"),
+    ],
+)
 def test_provider_message_from_every_error_shape(body, expected):
     text = body if isinstance(body, str) else json.dumps(body)
     assert provider_message(text, 500) == expected
@@ -110,11 +136,20 @@ def test_server_failure_is_retried_then_blamed_on_the_server(mock, wire):
     assert "busy" not in text and "rate" not in text
 
 
-@pytest.mark.parametrize("status,hint", [
-    (400, "the provider rejected the request"), (401, "API key"), (403, "API key"), (404, "model name and api_base"),
-    (429, "rate limited"), (500, "server failed"), (502, "server failed"), (503, "server failed"),
-    (529, "server failed"),
-])
+@pytest.mark.parametrize(
+    "status,hint",
+    [
+        (400, "the provider rejected the request"),
+        (401, "API key"),
+        (403, "API key"),
+        (404, "model name and api_base"),
+        (429, "rate limited"),
+        (500, "server failed"),
+        (502, "server failed"),
+        (503, "server failed"),
+        (529, "server failed"),
+    ],
+)
 def test_hint_matches_the_status(status, hint):
     text = describe(HttpError(status, "{}", message="the reason"))
     assert text.startswith(f"HTTP {status}: the reason (") and text.endswith(")") and hint in text
@@ -125,8 +160,10 @@ def test_400_names_the_providers_reason(mock):
     mock.post(URLS["openai"], status=400, json=body)
     with pytest.raises(HttpError) as info:
         ask("openai")
-    assert describe(info.value) == ("HTTP 400: Unknown parameter: 'foo' (invalid_request_error) "
-                                    "(the provider rejected the request; its reason is above)")
+    assert describe(info.value) == (
+        "HTTP 400: Unknown parameter: 'foo' (invalid_request_error) "
+        "(the provider rejected the request; its reason is above)"
+    )
 
 
 @pytest.mark.parametrize("wire", list(URLS))

@@ -1,4 +1,5 @@
 """create_client by kind, and the lazy-import discipline of the LLM layer."""
+
 from __future__ import annotations
 
 import subprocess
@@ -12,12 +13,15 @@ from openheim.core.llm.retry import RetryClient
 from openheim.errors import ConfigError
 
 
-@pytest.mark.parametrize("kind,cls,url", [
-    ("openai", "OpenAIClient", "https://api.example/v1/chat/completions"),
-    ("openai_compatible", "OpenAIClient", "https://api.example/v1/chat/completions"),
-    ("anthropic", "AnthropicClient", "https://api.example/v1/messages"),
-    ("gemini", "GeminiClient", "https://api.example/v1/models/m-1:streamGenerateContent?alt=sse"),
-])
+@pytest.mark.parametrize(
+    "kind,cls,url",
+    [
+        ("openai", "OpenAIClient", "https://api.example/v1/chat/completions"),
+        ("openai_compatible", "OpenAIClient", "https://api.example/v1/chat/completions"),
+        ("anthropic", "AnthropicClient", "https://api.example/v1/messages"),
+        ("gemini", "GeminiClient", "https://api.example/v1/models/m-1:streamGenerateContent?alt=sse"),
+    ],
+)
 def test_kind_selects_wire_client_wrapped_in_retry(kind, cls, url):
     client = create_client(AgentConfig("prov", kind, "https://api.example/v1/", "k", "m-1"))
     assert isinstance(client, RetryClient) and type(client.inner).__name__ == cls
@@ -37,8 +41,10 @@ def test_retry_base_delay_from_environment(monkeypatch):
 
 
 def test_factory_import_is_light():
-    code = ("import sys, openheim.core.llm.factory, openheim.core.llm.retry; "
-            "print(sorted(m for m in ('requests', 'sseclient', 'urllib3') if m in sys.modules))")
+    code = (
+        "import sys, openheim.core.llm.factory, openheim.core.llm.retry; "
+        "print(sorted(m for m in ('requests', 'sseclient', 'urllib3') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

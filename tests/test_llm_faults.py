@@ -1,4 +1,5 @@
 """The same fault matrix against every wire client (through create_client, so with retries)."""
+
 from __future__ import annotations
 
 import threading
@@ -20,12 +21,29 @@ from openheim.errors import (
 )
 
 KINDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gemini"}
-QUOTA = {"openai": {"error": {"type": "insufficient_quota", "code": "insufficient_quota",
-                              "message": "You exceeded your current quota"}},
-         "anthropic": {"type": "error", "error": {"type": "billing_error", "message": "insufficient_quota"}},
-         "gemini": {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": [
-             {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-              "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}}
+QUOTA = {
+    "openai": {
+        "error": {
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+            "message": "You exceeded your current quota",
+        }
+    },
+    "anthropic": {"type": "error", "error": {"type": "billing_error", "message": "insufficient_quota"}},
+    "gemini": {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "message": "quota",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+                }
+            ],
+        }
+    },
+}
 
 
 @pytest.fixture(params=list(KINDS))

@@ -1,4 +1,5 @@
 """Gemini: request building (schemas, signatures), stream parsing, and the wire."""
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,9 @@ from openheim.errors import ApiError, ContextOverflow, HttpError, IncompleteResp
 
 CALL_ID = re.compile(r"call_[0-9a-f]{32}")
 MCP_SCHEMA = {
-    "$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": False,
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
     "$defs": {"Mode": {"type": "string", "enum": ["fast", "slow"]}},
     "properties": {
         "path": {"type": "string", "format": "uri", "description": "where"},
@@ -71,36 +74,73 @@ def test_schema_without_parameters_is_omitted():
 
 
 def test_schema_allof_merged_and_recursive_ref_bounded():
-    s = gemini_schema({"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
-                                 {"properties": {"b": {"$ref": "#/$defs/Node"}}}],
-                       "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}})
+    s = gemini_schema(
+        {
+            "allOf": [
+                {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"properties": {"b": {"$ref": "#/$defs/Node"}}},
+            ],
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+        }
+    )
     assert s["type"] == "object" and s["required"] == ["a"] and set(s["properties"]) == {"a", "b"}
 
 
 def test_request_shape():
-    body = build_request([Message.system("a"), Message.system("b"), Message("user", [
-        TextBlock("look"), ImageBlock("QUJD", "image/png")])], [Tool("f", "d", MCP_SCHEMA)], cfg(max_tokens=77))
+    body = build_request(
+        [
+            Message.system("a"),
+            Message.system("b"),
+            Message("user", [TextBlock("look"), ImageBlock("QUJD", "image/png")]),
+        ],
+        [Tool("f", "d", MCP_SCHEMA)],
+        cfg(max_tokens=77),
+    )
     assert body["systemInstruction"] == {"role": "user", "parts": [{"text": "a\n\nb"}]}
-    assert body["contents"] == [{"role": "user", "parts": [{"text": "look"},
-                                                           {"inlineData": {"mimeType": "image/png", "data": "QUJD"}}]}]
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "look"}, {"inlineData": {"mimeType": "image/png", "data": "QUJD"}}]}
+    ]
     assert body["generationConfig"] == {"maxOutputTokens": 77}
     decl = body["tools"][0]["functionDeclarations"][0]
     assert decl["name"] == "f" and decl["parameters"]["type"] == "object"
 
 
 def test_history_mapping_with_signatures_and_merged_results():
-    assistant = Message("assistant", [ThinkingBlock("thought"), TextBlock("ok"),
-                                      ToolUseBlock("call_1", "f", '{"a":1}', signature="SIG"),
-                                      ToolUseBlock("call_2", "g", "not json")])
-    contents = build_request([Message.user("go"), assistant, Message.tool_result("call_1", "f", "r1"),
-                              Message.tool_result("call_2", "g", "r2", is_error=True), Message.user("")],
-                             [], cfg())["contents"]
-    assert contents[1] == {"role": "model", "parts": [
-        {"text": "ok"}, {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "SIG"},
-        {"functionCall": {"name": "g", "args": {}}}]}
-    assert contents[2] == {"role": "user", "parts": [
-        {"functionResponse": {"name": "f", "response": {"result": "r1"}}},
-        {"functionResponse": {"name": "g", "response": {"result": "r2"}}}]}
+    assistant = Message(
+        "assistant",
+        [
+            ThinkingBlock("thought"),
+            TextBlock("ok"),
+            ToolUseBlock("call_1", "f", '{"a":1}', signature="SIG"),
+            ToolUseBlock("call_2", "g", "not json"),
+        ],
+    )
+    contents = build_request(
+        [
+            Message.user("go"),
+            assistant,
+            Message.tool_result("call_1", "f", "r1"),
+            Message.tool_result("call_2", "g", "r2", is_error=True),
+            Message.user(""),
+        ],
+        [],
+        cfg(),
+    )["contents"]
+    assert contents[1] == {
+        "role": "model",
+        "parts": [
+            {"text": "ok"},
+            {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "SIG"},
+            {"functionCall": {"name": "g", "args": {}}},
+        ],
+    }
+    assert contents[2] == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "f", "response": {"result": "r1"}}},
+            {"functionResponse": {"name": "g", "response": {"result": "r2"}}},
+        ],
+    }
     assert contents[3] == {"role": "user", "parts": [{"text": ""}]} and len(contents) == 4
 
 
@@ -124,12 +164,15 @@ def parse(*payloads):
 
 
 def test_text_thought_function_calls_and_usage():
-    p, chunks = parse(chunk({"text": "hm", "thought": True}), chunk({"text": "Hi"}),
-                      chunk({"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "S1"},
-                            {"functionCall": {"name": "g"}}),
-                      chunk({"text": ""}, finish="STOP"),
-                      {"usageMetadata": {"promptTokenCount": 100, "cachedContentTokenCount": 30,
-                                         "candidatesTokenCount": 8}})
+    p, chunks = parse(
+        chunk({"text": "hm", "thought": True}),
+        chunk({"text": "Hi"}),
+        chunk(
+            {"functionCall": {"name": "f", "args": {"a": 1}}, "thoughtSignature": "S1"}, {"functionCall": {"name": "g"}}
+        ),
+        chunk({"text": ""}, finish="STOP"),
+        {"usageMetadata": {"promptTokenCount": 100, "cachedContentTokenCount": 30, "candidatesTokenCount": 8}},
+    )
     assert [(c.kind, c.text) for c in chunks] == [("thinking", "hm"), ("text", "Hi")]
     choice = p.finish()
     think, text, f, g = choice.message.content
@@ -140,12 +183,19 @@ def test_text_thought_function_calls_and_usage():
     assert choice.usage == Usage(input_tokens=70, output_tokens=8, cache_read_tokens=30)
 
 
-@pytest.mark.parametrize("raw,reason,detail", [
-    ("STOP", FinishReason.STOP, None), ("MAX_TOKENS", FinishReason.MAX_TOKENS, None),
-    ("SAFETY", FinishReason.REFUSAL, None), ("RECITATION", FinishReason.REFUSAL, None),
-    ("PROHIBITED_CONTENT", FinishReason.REFUSAL, None), ("SPII", FinishReason.REFUSAL, None),
-    ("BLOCKLIST", FinishReason.REFUSAL, None), ("MALFORMED_FUNCTION_CALL", FinishReason.OTHER,
-                                                "malformed_function_call")])
+@pytest.mark.parametrize(
+    "raw,reason,detail",
+    [
+        ("STOP", FinishReason.STOP, None),
+        ("MAX_TOKENS", FinishReason.MAX_TOKENS, None),
+        ("SAFETY", FinishReason.REFUSAL, None),
+        ("RECITATION", FinishReason.REFUSAL, None),
+        ("PROHIBITED_CONTENT", FinishReason.REFUSAL, None),
+        ("SPII", FinishReason.REFUSAL, None),
+        ("BLOCKLIST", FinishReason.REFUSAL, None),
+        ("MALFORMED_FUNCTION_CALL", FinishReason.OTHER, "malformed_function_call"),
+    ],
+)
 def test_finish_reason_map(raw, reason, detail):
     p, _ = parse(chunk({"text": "x"}, finish=raw))
     assert (p.finish().finish_reason, p.finish().finish_detail) == (reason, detail)
@@ -172,8 +222,10 @@ def test_in_stream_error():
 
 
 def test_retry_delay_from_retry_info():
-    body = ('{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":'
-            '"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}')
+    body = (
+        '{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":'
+        '"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}'
+    )
     assert retry_delay(body) == 34.0
     assert retry_delay("not json") is None and retry_delay('{"error":{}}') is None
 
@@ -190,8 +242,7 @@ def srv():
 def ask(srv, history=None, tools=(), key="AIza-secret"):
     chunks = []
     c = create_client(cfg(srv.base_url, key=key), base_delay=0.001)
-    choice = c.stream(history or [Message.system("sys"), Message.user("hi")], list(tools), chunks.append,
-                      CancelToken())
+    choice = c.stream(history or [Message.system("sys"), Message.user("hi")], list(tools), chunks.append, CancelToken())
     return choice, chunks
 
 
@@ -204,8 +255,9 @@ def test_wire_key_in_header_never_in_url(srv):
 
 
 def test_wire_tool_round_trip_with_thought_signature(srv):
-    srv.enqueue(Reply(text="calling", tool_calls=[ToolCall("f", {"a": 1}, signature="TS")], usage=(9, 3)),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(text="calling", tool_calls=[ToolCall("f", {"a": 1}, signature="TS")], usage=(9, 3)), Reply(text="done")
+    )
     tools = [Tool("f", "d", MCP_SCHEMA)]
     choice, chunks = ask(srv, tools=tools)
     call = choice.message.tool_calls()[0]

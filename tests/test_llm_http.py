@@ -1,4 +1,5 @@
 """The shared POST helper: error mapping, Retry-After, redirects, timeouts and cancellation."""
+
 from __future__ import annotations
 
 import socket
@@ -82,8 +83,9 @@ def test_retry_after_sources():
 
 def post(transport: HttpTransport, srv: FakeLLMServer, cancel: CancelToken | None = None) -> bytes:
     url = srv.base_url + "/chat/completions"
-    with transport.stream(url, {"model": "m", "messages": []}, {"Accept": "text/event-stream"},
-                          cancel or CancelToken()) as resp:
+    with transport.stream(
+        url, {"model": "m", "messages": []}, {"Accept": "text/event-stream"}, cancel or CancelToken()
+    ) as resp:
         return b"".join(read_chunks(resp))
 
 
@@ -211,8 +213,9 @@ def _read_request(conn: socket.socket) -> None:
     while b"\r\n\r\n" not in data:
         data += conn.recv(65536)
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), b"0"))
+    length = int(
+        next((line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), b"0")
+    )
     while len(body) < length:
         body += conn.recv(65536)
 
@@ -273,7 +276,7 @@ CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-
 @pytest.mark.parametrize("step", [1, 3, 7, 1000])
 def test_chunked_framing_split_anywhere(step):
     wire = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n1\r\n!\r\n0\r\n\r\n"
-    url = _raw_server(CHUNKED_HEAD, [wire[i:i + step] for i in range(0, len(wire), step)])
+    url = _raw_server(CHUNKED_HEAD, [wire[i : i + step] for i in range(0, len(wire), step)])
     with HttpTransport(5).stream(url, {}, {}, CancelToken()) as resp:
         assert b"".join(read_chunks(resp)) == b"hello, world!"
 
@@ -304,8 +307,9 @@ def test_compressed_body_is_decoded():
         conn, _ = listener.accept()
         with conn:
             _read_request(conn)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s"
-                         % (len(body), body))
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
         listener.close()
 
     threading.Thread(target=serve, daemon=True).start()
@@ -327,8 +331,9 @@ def test_netrc_credentials_are_never_sent(isolated_home):
 def test_bad_header_value_never_echoes_the_key():
     with FakeLLMServer("openai") as srv:
         with pytest.raises(ConfigError) as info:
-            with HttpTransport(5).stream(srv.base_url + "/chat/completions", {},
-                                         {"Authorization": "Bearer sk-secret\n"}, CancelToken()):
+            with HttpTransport(5).stream(
+                srv.base_url + "/chat/completions", {}, {"Authorization": "Bearer sk-secret\n"}, CancelToken()
+            ):
                 pass
     assert "sk-secret" not in str(info.value) and "API key" in str(info.value)
 

@@ -1,4 +1,5 @@
 """OpenAI / OpenAI-compatible Chat Completions: request building, stream parsing, and the wire."""
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,11 @@ from openheim.errors import (
 )
 
 CALL_ID = re.compile(r"call_[0-9a-f]{32}")
-TOOL = Tool("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}},
-                                         "required": ["path"], "additionalProperties": False})
+TOOL = Tool(
+    "read_file",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False},
+)
 
 
 def cfg(base: str = "http://x/v1", kind: str = "openai_compatible", key: str = "", **kw) -> AgentConfig:
@@ -50,12 +54,15 @@ def cfg(base: str = "http://x/v1", kind: str = "openai_compatible", key: str = "
 
 
 def test_request_shape_and_limits():
-    body = build_request([Message.system("be brief"), Message.user("hi")], [TOOL], cfg(kind="openai",
-                                                                                     max_tokens=99))
-    assert body == {"model": "model-1",
-                    "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
-                    "tools": [TOOL.to_dict()], "max_completion_tokens": 99, "stream": True,
-                    "stream_options": {"include_usage": True}}
+    body = build_request([Message.system("be brief"), Message.user("hi")], [TOOL], cfg(kind="openai", max_tokens=99))
+    assert body == {
+        "model": "model-1",
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+        "tools": [TOOL.to_dict()],
+        "max_completion_tokens": 99,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     compat = build_request([Message.user("hi")], [], cfg(max_tokens=99), stream_options=False)
     assert compat["max_tokens"] == 99 and "max_completion_tokens" not in compat
     assert "tools" not in compat and "stream_options" not in compat
@@ -63,25 +70,48 @@ def test_request_shape_and_limits():
 
 
 def test_message_mapping_and_thinking_never_sent_back():
-    assistant = Message("assistant", [ThinkingBlock("secret", "sig"), TextBlock("Let me look."),
-                                      ToolUseBlock("call_1", "read_file", '{"path":"a"}'),
-                                      ToolUseBlock("call_2", "read_file", "[1,2]")])
+    assistant = Message(
+        "assistant",
+        [
+            ThinkingBlock("secret", "sig"),
+            TextBlock("Let me look."),
+            ToolUseBlock("call_1", "read_file", '{"path":"a"}'),
+            ToolUseBlock("call_2", "read_file", "[1,2]"),
+        ],
+    )
     image = Message("user", [TextBlock("see"), ImageBlock("QUJD", "image/png")])
     msgs = build_request([image, assistant, Message.tool_result("call_1", "read_file", "data")], [], cfg())["messages"]
-    assert msgs[0] == {"role": "user", "content": [{"type": "text", "text": "see"}, {
-        "type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}]}
-    assert msgs[1] == {"role": "assistant", "content": "Let me look.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}},
-        {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}
+    assert msgs[0] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "see"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}},
+        ],
+    }
+    assert msgs[1] == {
+        "role": "assistant",
+        "content": "Let me look.",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
+        ],
+    }
     assert "reasoning_content" not in str(msgs) and "secret" not in str(msgs)
     assert msgs[2] == {"role": "tool", "content": "data", "tool_call_id": "call_1"}
 
 
 def test_tool_only_assistant_omits_content_and_empty_assistant_is_dropped():
-    msgs = build_request([Message("assistant", [ToolUseBlock("c", "t", "")]),
-                          Message("assistant", [ThinkingBlock("only thinking")])], [], cfg())["messages"]
-    assert msgs == [{"role": "assistant", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}]}]
+    msgs = build_request(
+        [Message("assistant", [ToolUseBlock("c", "t", "")]), Message("assistant", [ThinkingBlock("only thinking")])],
+        [],
+        cfg(),
+    )["messages"]
+    assert msgs == [
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+        }
+    ]
 
 
 # --- parser --------------------------------------------------------------------
@@ -100,13 +130,24 @@ def feed_all(*payloads, done=True):
 
 
 def test_text_thinking_and_usage():
-    p, chunks = feed_all(delta({"role": "assistant", "content": ""}), delta({"reasoning_content": "hmm"}),
-                         delta({"reasoning": " ok"}), delta({"content": "Hel"}), delta({"content": "lo"}),
-                         delta(finish="stop"),
-                         {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 7,
-                                                   "prompt_tokens_details": {"cached_tokens": 40}}})
-    assert [(c.kind, c.text) for c in chunks] == [("thinking", "hmm"), ("thinking", " ok"), ("text", "Hel"),
-                                                  ("text", "lo")]
+    p, chunks = feed_all(
+        delta({"role": "assistant", "content": ""}),
+        delta({"reasoning_content": "hmm"}),
+        delta({"reasoning": " ok"}),
+        delta({"content": "Hel"}),
+        delta({"content": "lo"}),
+        delta(finish="stop"),
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 40}},
+        },
+    )
+    assert [(c.kind, c.text) for c in chunks] == [
+        ("thinking", "hmm"),
+        ("thinking", " ok"),
+        ("text", "Hel"),
+        ("text", "lo"),
+    ]
     choice = p.finish()
     assert choice.message.content == [ThinkingBlock("hmm ok"), TextBlock("Hello")]
     assert choice.finish_reason is FinishReason.STOP
@@ -121,8 +162,9 @@ def test_reasoning_content_preferred_when_both_fields_carry_the_same_text():
 def test_groq_usage_and_deepseek_cache_hits():
     p, _ = feed_all(delta(finish="stop", x_groq={"usage": {"prompt_tokens": 5, "completion_tokens": 2}}))
     assert p.finish().usage == Usage(5, 2)
-    p, _ = feed_all(delta(finish="stop", usage={"prompt_tokens": 10, "completion_tokens": 1,
-                                                "prompt_cache_hit_tokens": 4}))
+    p, _ = feed_all(
+        delta(finish="stop", usage={"prompt_tokens": 10, "completion_tokens": 1, "prompt_cache_hit_tokens": 4})
+    )
     assert p.finish().usage == Usage(6, 1, 0, 4)
 
 
@@ -140,11 +182,19 @@ def tc(index=None, id=None, name=None, args=None):
 
 
 def test_tool_calls_accumulate_by_index_with_interleaving():
-    p, _ = feed_all(tc(0, "call_a", "read_file", ""), tc(1, "call_b", "list_dir", ""), tc(0, args='{"pa'),
-                    tc(1, args='{}'), tc(0, name="", args='th":"x"}'), delta(finish="tool_calls"))
+    p, _ = feed_all(
+        tc(0, "call_a", "read_file", ""),
+        tc(1, "call_b", "list_dir", ""),
+        tc(0, args='{"pa'),
+        tc(1, args="{}"),
+        tc(0, name="", args='th":"x"}'),
+        delta(finish="tool_calls"),
+    )
     calls = p.finish().message.tool_calls()
-    assert [(c.id, c.name, c.arguments) for c in calls] == [("call_a", "read_file", '{"path":"x"}'),
-                                                            ("call_b", "list_dir", "{}")]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_a", "read_file", '{"path":"x"}'),
+        ("call_b", "list_dir", "{}"),
+    ]
 
 
 def test_new_id_on_a_used_index_starts_a_new_call():
@@ -155,8 +205,12 @@ def test_new_id_on_a_used_index_starts_a_new_call():
 
 
 def test_calls_without_ids_or_index_get_generated_ids_and_nameless_calls_drop():
-    p, _ = feed_all(tc(None, None, "a", '{"k":1}'), tc(None, None, None, ""),
-                    tc(5, None, None, '{"orphan":1}'), delta(finish="tool_calls"))
+    p, _ = feed_all(
+        tc(None, None, "a", '{"k":1}'),
+        tc(None, None, None, ""),
+        tc(5, None, None, '{"orphan":1}'),
+        delta(finish="tool_calls"),
+    )
     calls = p.finish().message.tool_calls()
     assert len(calls) == 1 and CALL_ID.fullmatch(calls[0].id) and calls[0].arguments == '{"k":1}'
 
@@ -171,9 +225,15 @@ def test_tool_calls_finish_without_calls_is_stop():
     assert p.finish().finish_reason is FinishReason.STOP
 
 
-@pytest.mark.parametrize("raw,reason,detail", [
-    ("stop", FinishReason.STOP, None), ("length", FinishReason.MAX_TOKENS, None),
-    ("content_filter", FinishReason.REFUSAL, None), ("eos_token", FinishReason.OTHER, "eos_token")])
+@pytest.mark.parametrize(
+    "raw,reason,detail",
+    [
+        ("stop", FinishReason.STOP, None),
+        ("length", FinishReason.MAX_TOKENS, None),
+        ("content_filter", FinishReason.REFUSAL, None),
+        ("eos_token", FinishReason.OTHER, "eos_token"),
+    ],
+)
 def test_finish_reason_map(raw, reason, detail):
     p, _ = feed_all(delta({"content": "x"}, finish=raw), done=False)
     choice = p.finish()
@@ -226,8 +286,7 @@ def client(srv, **kw):
 
 def ask(c, text="hi", tools=(), cancel=None):
     chunks = []
-    choice = c.stream([Message.system("sys"), Message.user(text)], list(tools), chunks.append,
-                      cancel or CancelToken())
+    choice = c.stream([Message.system("sys"), Message.user(text)], list(tools), chunks.append, cancel or CancelToken())
     return choice, chunks
 
 
@@ -236,8 +295,11 @@ def test_wire_tool_call_round_trip(srv):
     c = client(srv, key="sk-test", kind="openai")
     choice, _ = ask(c, "read a.txt", [TOOL])
     call = choice.message.tool_calls()[0]
-    assert (call.name, call.arguments, choice.finish_reason) == ("read_file", '{"path":"a.txt"}',
-                                                                FinishReason.TOOL_CALLS)
+    assert (call.name, call.arguments, choice.finish_reason) == (
+        "read_file",
+        '{"path":"a.txt"}',
+        FinishReason.TOOL_CALLS,
+    )
     history = [Message.user("read a.txt"), choice.message, Message.tool_result(call.id, "read_file", "AAA")]
     final = c.stream(history, [TOOL], lambda ch: None, CancelToken())
     assert final.message.text() == "done"
@@ -249,8 +311,9 @@ def test_wire_tool_call_round_trip(srv):
 
 
 def test_wire_streamed_text_order_thinking_and_usage(srv):
-    srv.enqueue(Reply(text="one two three", thinking="let me think", usage=(12, 5), chunk_size=3,
-                      reasoning_field="reasoning"))
+    srv.enqueue(
+        Reply(text="one two three", thinking="let me think", usage=(12, 5), chunk_size=3, reasoning_field="reasoning")
+    )
     choice, chunks = ask(client(srv))
     assert "".join(c.text for c in chunks if c.kind == "text") == "one two three"
     assert "".join(c.text for c in chunks if c.kind == "thinking") == "let me think"
@@ -343,12 +406,20 @@ def test_wire_retry_after_over_a_minute_refused(srv):
 
 
 def test_wire_raw_stream_with_comments_and_split_utf8(srv):
-    srv.enqueue(Reply(raw_sse=[
-        b": OPENROUTER PROCESSING\n\n",
-        'data: {"choices":[{"delta":{"content":"h\xc3'.encode("latin-1"),
-        b'\xa9 \xe6\x97', b'\xa5"},"finish_reason":null}]}\n', b"\n",
-        b"data: not-json\n\n",
-        b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'], delay=0.01))
+    srv.enqueue(
+        Reply(
+            raw_sse=[
+                b": OPENROUTER PROCESSING\n\n",
+                'data: {"choices":[{"delta":{"content":"h\xc3'.encode("latin-1"),
+                b"\xa9 \xe6\x97",
+                b'\xa5"},"finish_reason":null}]}\n',
+                b"\n",
+                b"data: not-json\n\n",
+                b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
+            ],
+            delay=0.01,
+        )
+    )
     choice, chunks = ask(client(srv))
     assert choice.message.text() == "hé 日" and [c.text for c in chunks] == ["hé 日"]
 
@@ -390,11 +461,25 @@ def test_server_that_ignores_stream_and_answers_json():
     import json as _json
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    reply = {"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": "Calling.", "reasoning_content": "plan",
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-                       {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x":1}'}}]}}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+    reply = {
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "Calling.",
+                    "reasoning_content": "plan",
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x":1}'}},
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+    }
 
     class Plain(BaseHTTPRequestHandler):
         def do_POST(self):
@@ -414,7 +499,8 @@ def test_server_that_ignores_stream_and_answers_json():
     try:
         chunks = []
         choice = OpenAIClient(cfg(f"http://127.0.0.1:{server.server_address[1]}/v1")).stream(
-            [Message.user("x")], [], chunks.append, CancelToken())
+            [Message.user("x")], [], chunks.append, CancelToken()
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -1,5 +1,6 @@
 """Reading 2xx replies on all three wires against the fake server: whole JSON bodies in place of a
 stream, events without blank lines, wrong-shaped JSON, unreadable bodies and oversized events."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,15 @@ def ask(srv: FakeLLMServer):
 
 
 def test_whole_json_reply_with_text_thinking_and_a_tool_call(srv):
-    srv.enqueue(Reply(text="the whole reply", thinking="let me see", usage=(12, 7),
-                      tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="call_1")], whole=True))
+    srv.enqueue(
+        Reply(
+            text="the whole reply",
+            thinking="let me see",
+            usage=(12, 7),
+            tool_calls=[ToolCall("read_file", {"path": "a.txt"}, id="call_1")],
+            whole=True,
+        )
+    )
     choice, shown = ask(srv)
     assert choice.message.text() == shown == "the whole reply"
     assert choice.finish_reason is FinishReason.TOOL_CALLS
@@ -59,8 +67,10 @@ def test_whole_anthropic_reply_keeps_the_thinking_signature():
 
 def test_gemini_reply_as_a_json_list():
     """Without alt=sse, Gemini answers a JSON array of response chunks."""
-    chunks = [{"candidates": [{"content": {"parts": [{"text": "one "}]}}]},
-              {"candidates": [{"content": {"parts": [{"text": "two"}]}, "finishReason": "STOP"}]}]
+    chunks = [
+        {"candidates": [{"content": {"parts": [{"text": "one "}]}}]},
+        {"candidates": [{"content": {"parts": [{"text": "two"}]}, "finishReason": "STOP"}]},
+    ]
     with FakeLLMServer("gemini") as srv:
         srv.enqueue(Reply(raw_sse=[json.dumps(chunks)], content_type="application/json"))
         assert ask(srv)[0].message.text() == "one two"
@@ -73,9 +83,11 @@ def test_json_body_without_a_content_type_is_read_as_json(srv):
 
 
 def test_json_error_object_in_a_200_reply_is_the_providers_error(srv):
-    body = {"openai": {"error": {"message": "no such model", "type": "invalid_request_error"}},
-            "anthropic": {"type": "error", "error": {"type": "invalid_request_error", "message": "no such model"}},
-            "gemini": {"error": {"code": 400, "message": "no such model", "status": "INVALID_ARGUMENT"}}}[srv.wire]
+    body = {
+        "openai": {"error": {"message": "no such model", "type": "invalid_request_error"}},
+        "anthropic": {"type": "error", "error": {"type": "invalid_request_error", "message": "no such model"}},
+        "gemini": {"error": {"code": 400, "message": "no such model", "status": "INVALID_ARGUMENT"}},
+    }[srv.wire]
     srv.enqueue(Reply(raw_sse=[json.dumps(body)], content_type="application/json"))
     with pytest.raises(ApiError, match="no such model"):
         ask(srv)
@@ -86,8 +98,7 @@ def test_json_error_object_in_a_200_reply_is_the_providers_error(srv):
 
 
 def test_events_without_blank_lines_each_count(srv):
-    srv.enqueue(Reply(text="back to back events", blank_lines=False,
-                      tool_calls=[ToolCall("list_dir", {"path": "."})]))
+    srv.enqueue(Reply(text="back to back events", blank_lines=False, tool_calls=[ToolCall("list_dir", {"path": "."})]))
     choice, shown = ask(srv)
     assert choice.message.text() == shown == "back to back events"
     assert [c.name for c in choice.message.tool_calls()] == ["list_dir"]
@@ -95,8 +106,12 @@ def test_events_without_blank_lines_each_count(srv):
 
 
 def test_a_multi_line_data_event_is_still_joined():
-    raw = ['data: {"choices":[{"delta":\n', 'data: {"content":"joined"},\n', 'data: "finish_reason":"stop"}]}\n\n',
-           "data: [DONE]\n\n"]
+    raw = [
+        'data: {"choices":[{"delta":\n',
+        'data: {"content":"joined"},\n',
+        'data: "finish_reason":"stop"}]}\n\n',
+        "data: [DONE]\n\n",
+    ]
     with FakeLLMServer("openai") as srv:
         srv.enqueue(Reply(raw_sse=raw))
         assert ask(srv)[0].message.text() == "joined"
@@ -108,30 +123,69 @@ OA_END = 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE
 AN_START = 'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\n'
 HOSTILE = [
     ("openai", ['data: {"choices":"x"}\n\n', OA_END], "choices is a string, not a list"),
-    ("openai", ['data: {"choices":[],"usage":{"prompt_tokens":"many"}}\n\n', OA_END],
-     "usage.prompt_tokens is a string, not a number"),
-    ("openai", ['data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":["ls"],'
-                '"arguments":"{}"}}]}}]}\n\n', OA_END],
-     "choices[0].delta.tool_calls[0].function.name is a list, not a string"),
-    ("openai", ['data: {"choices":[{"delta":{"content":"a"},"finish_reason":7}]}\n\n', OA_END],
-     "choices[0].finish_reason is a number, not a string"),
-    ("anthropic", ['event: message_start\ndata: {"type":"message_start","message":"x"}\n\n'],
-     "message is a string, not an object"),
-    ("anthropic", [AN_START, 'data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use",'
-                             '"id":"t","name":["ls"],"input":{}}}\n\n'],
-     "content_block.name is a list, not a string"),
-    ("anthropic", [AN_START, 'data: {"type":"content_block_start","index":0,"content_block":{"type":"text"}}\n\n',
-                   'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}\n\n'],
-     "delta.text is a number, not a string"),
-    ("anthropic", [AN_START, 'data: {"type":"message_delta","delta":{},"usage":{"output_tokens":"lots"}}\n\n'],
-     "usage.output_tokens is a string, not a number"),
+    (
+        "openai",
+        ['data: {"choices":[],"usage":{"prompt_tokens":"many"}}\n\n', OA_END],
+        "usage.prompt_tokens is a string, not a number",
+    ),
+    (
+        "openai",
+        [
+            'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":["ls"],'
+            '"arguments":"{}"}}]}}]}\n\n',
+            OA_END,
+        ],
+        "choices[0].delta.tool_calls[0].function.name is a list, not a string",
+    ),
+    (
+        "openai",
+        ['data: {"choices":[{"delta":{"content":"a"},"finish_reason":7}]}\n\n', OA_END],
+        "choices[0].finish_reason is a number, not a string",
+    ),
+    (
+        "anthropic",
+        ['event: message_start\ndata: {"type":"message_start","message":"x"}\n\n'],
+        "message is a string, not an object",
+    ),
+    (
+        "anthropic",
+        [
+            AN_START,
+            'data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use",'
+            '"id":"t","name":["ls"],"input":{}}}\n\n',
+        ],
+        "content_block.name is a list, not a string",
+    ),
+    (
+        "anthropic",
+        [
+            AN_START,
+            'data: {"type":"content_block_start","index":0,"content_block":{"type":"text"}}\n\n',
+            'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":5}}\n\n',
+        ],
+        "delta.text is a number, not a string",
+    ),
+    (
+        "anthropic",
+        [AN_START, 'data: {"type":"message_delta","delta":{},"usage":{"output_tokens":"lots"}}\n\n'],
+        "usage.output_tokens is a string, not a number",
+    ),
     ("gemini", ['data: {"candidates":[5]}\r\n\r\n'], "candidates[0] is a number, not an object"),
-    ("gemini", ['data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":{"a":1}}}]}}]}\r\n\r\n'],
-     "candidates[0].content.parts[0].functionCall.name is an object, not a string"),
-    ("gemini", ['data: {"candidates":[{"content":{"parts":[{"text":12}]}}]}\r\n\r\n'],
-     "candidates[0].content.parts[0].text is a number, not a string"),
-    ("gemini", ['data: {"usageMetadata":{"promptTokenCount":[1]}}\r\n\r\n'],
-     "usageMetadata.promptTokenCount is a list, not a number"),
+    (
+        "gemini",
+        ['data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":{"a":1}}}]}}]}\r\n\r\n'],
+        "candidates[0].content.parts[0].functionCall.name is an object, not a string",
+    ),
+    (
+        "gemini",
+        ['data: {"candidates":[{"content":{"parts":[{"text":12}]}}]}\r\n\r\n'],
+        "candidates[0].content.parts[0].text is a number, not a string",
+    ),
+    (
+        "gemini",
+        ['data: {"usageMetadata":{"promptTokenCount":[1]}}\r\n\r\n'],
+        "usageMetadata.promptTokenCount is a list, not a number",
+    ),
 ]
 
 
@@ -147,9 +201,11 @@ def test_wrong_shaped_payload_is_one_unretried_provider_error(wire, raw, what):
 
 
 def test_whole_reply_of_the_wrong_shape_names_the_field(srv):
-    bad = {"openai": {"choices": [{"message": {"tool_calls": [{"function": {"name": 5}}]}}]},
-           "anthropic": {"type": "message", "content": "text", "stop_reason": "end_turn"},
-           "gemini": {"candidates": "none"}}[srv.wire]
+    bad = {
+        "openai": {"choices": [{"message": {"tool_calls": [{"function": {"name": 5}}]}}]},
+        "anthropic": {"type": "message", "content": "text", "stop_reason": "end_turn"},
+        "gemini": {"candidates": "none"},
+    }[srv.wire]
     srv.enqueue(Reply(raw_sse=[json.dumps(bad)], content_type="application/json"))
     with pytest.raises(ApiError, match=r"malformed .*(name is a number|content is a string|candidates is a string)"):
         ask(srv)
@@ -174,12 +230,15 @@ def test_invalid_utf8_is_replaced_not_fatal():
 # --- bodies that are not a reply at all -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content_type,raw,why", [
-    (None, "<!DOCTYPE html><html><body><h1>Sign in to the Wi-Fi</h1></body></html>", "an HTML page"),
-    ("text/plain", "hello from a web server\n", "not an event stream"),
-    ("text/event-stream", "data: hello\n\ndata: world\n\n", "no JSON event in it"),
-    ("application/json", '{"choices": [', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content_type,raw,why",
+    [
+        (None, "<!DOCTYPE html><html><body><h1>Sign in to the Wi-Fi</h1></body></html>", "an HTML page"),
+        ("text/plain", "hello from a web server\n", "not an event stream"),
+        ("text/event-stream", "data: hello\n\ndata: world\n\n", "no JSON event in it"),
+        ("application/json", '{"choices": [', "not valid JSON"),
+    ],
+)
 def test_unreadable_reply_is_reported_once_with_type_and_first_bytes(srv, content_type, raw, why):
     srv.enqueue(Reply(raw_sse=[raw], content_type=content_type), Reply(text="must not be asked for"))
     with pytest.raises(ApiError) as info:
@@ -224,8 +283,7 @@ def test_an_event_of_too_many_lines_fails(srv):
 
 
 def test_tool_call_with_list_id_is_refused_not_stored():
-    raw = ['data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":["x"],"function":{"name":"ls"}}]}}]}\n\n',
-           OA_END]
+    raw = ['data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":["x"],"function":{"name":"ls"}}]}}]}\n\n', OA_END]
     with FakeLLMServer("openai") as srv:
         srv.enqueue(Reply(raw_sse=raw))
         with pytest.raises(ApiError, match="tool call id is list"):
@@ -264,8 +322,12 @@ def _replaced(value, path, new):
 def _payloads(wire: str) -> list[tuple[str, dict]]:
     from fake_wires import RENDERERS, StreamCtx
 
-    reply = Reply(text="some text", thinking="a thought", usage=(5, 3, 1),
-                  tool_calls=[ToolCall("read_file", {"path": "a"}, id="call_1", signature="sig")])
+    reply = Reply(
+        text="some text",
+        thinking="a thought",
+        usage=(5, 3, 1),
+        tool_calls=[ToolCall("read_file", {"path": "a"}, id="call_1", signature="sig")],
+    )
     out = []
     for raw, _ in RENDERERS[wire](reply, StreamCtx("m", True, 10)):
         head, _, data = raw.decode().strip().rpartition("data: ")
@@ -288,8 +350,10 @@ def test_no_wrong_typed_value_crashes_a_parser(wire):
     for n, (_, payload) in enumerate(events):
         for path in _paths(payload):
             for bad in HOSTILE_VALUES:
-                stream = [(head + "data: " + json.dumps(_replaced(p, path, bad) if i == n else p) + "\n\n").encode()
-                          for i, (head, p) in enumerate(events)] + [b"data: [DONE]\n\n"]
+                stream = [
+                    (head + "data: " + json.dumps(_replaced(p, path, bad) if i == n else p) + "\n\n").encode()
+                    for i, (head, p) in enumerate(events)
+                ] + [b"data: [DONE]\n\n"]
                 shown: list = []
                 try:
                     choice = _stream(stream, parser_cls(), shown.append, "http://h:1/v1", "text/event-stream")

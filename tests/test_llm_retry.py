@@ -1,4 +1,5 @@
 """RetryClient policy, driven by a scripted inner client (no network, no real waits)."""
+
 from __future__ import annotations
 
 import logging
@@ -79,23 +80,42 @@ def test_base_delay_is_injectable():
     assert token.waits == [0.01, 0.02]
 
 
-@pytest.mark.parametrize("err", [
-    HttpError(408, ""), HttpError(409, ""), HttpError(429, "slow down"), HttpError(500, ""), HttpError(502, ""),
-    HttpError(503, ""), HttpError(504, ""), HttpError(529, "overloaded"), TransportError("refused"),
-    IncompleteResponse("cut"), ApiError("overloaded", retryable=True),
-])
+@pytest.mark.parametrize(
+    "err",
+    [
+        HttpError(408, ""),
+        HttpError(409, ""),
+        HttpError(429, "slow down"),
+        HttpError(500, ""),
+        HttpError(502, ""),
+        HttpError(503, ""),
+        HttpError(504, ""),
+        HttpError(529, "overloaded"),
+        TransportError("refused"),
+        IncompleteResponse("cut"),
+        ApiError("overloaded", retryable=True),
+    ],
+)
 def test_retryable_errors_are_retried_to_success(err):
     inner = Scripted(err, OK)
     choice, _, _ = run(inner)
     assert choice is OK and inner.calls == 2
 
 
-@pytest.mark.parametrize("err", [
-    ContextOverflow("too long"), HttpError(400, "bad"), HttpError(401, "key"), HttpError(404, "model"),
-    HttpError(402, "insufficient credits"), ApiError("bad tool", retryable=False), ParseError("x"),
-    HttpError(429, '{"error":{"type":"insufficient_quota","message":"You exceeded your current quota"}}'),
-    HttpError(429, '{"error":{"details":[{"violations":[{"quotaId":"GenerateRequestsPerDayPerProject"}]}]}}'),
-])
+@pytest.mark.parametrize(
+    "err",
+    [
+        ContextOverflow("too long"),
+        HttpError(400, "bad"),
+        HttpError(401, "key"),
+        HttpError(404, "model"),
+        HttpError(402, "insufficient credits"),
+        ApiError("bad tool", retryable=False),
+        ParseError("x"),
+        HttpError(429, '{"error":{"type":"insufficient_quota","message":"You exceeded your current quota"}}'),
+        HttpError(429, '{"error":{"details":[{"violations":[{"quotaId":"GenerateRequestsPerDayPerProject"}]}]}}'),
+    ],
+)
 def test_non_retryable_errors_fail_at_once(err):
     inner = Scripted(err, OK)
     with pytest.raises(type(err)):

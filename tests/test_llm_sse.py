@@ -1,4 +1,5 @@
 """SSE framing over raw byte chunks: splits, CRLF, comments, UTF-8 across writes, the line-length guard."""
+
 from __future__ import annotations
 
 import logging
@@ -14,17 +15,17 @@ def events(*chunks: bytes) -> list[tuple[str, str]]:
 
 
 def test_plain_data_events_default_to_message():
-    assert events(b"data: {\"a\":1}\n\ndata: [DONE]\n\n") == [("message", '{"a":1}'), ("message", "[DONE]")]
+    assert events(b'data: {"a":1}\n\ndata: [DONE]\n\n') == [("message", '{"a":1}'), ("message", "[DONE]")]
 
 
 def test_named_events_and_crlf():
-    got = events(b"event: ping\r\ndata: {}\r\n\r\nevent: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n")
+    got = events(b'event: ping\r\ndata: {}\r\n\r\nevent: message_stop\r\ndata: {"type":"message_stop"}\r\n\r\n')
     assert got == [("ping", "{}"), ("message_stop", '{"type":"message_stop"}')]
 
 
 def test_event_split_at_every_byte():
     raw = "event: x\ndata: héllo — 日本\n\n".encode()
-    assert events(*[raw[i:i + 1] for i in range(len(raw))]) == [("x", "héllo — 日本")]
+    assert events(*[raw[i : i + 1] for i in range(len(raw))]) == [("x", "héllo — 日本")]
 
 
 def test_multibyte_character_split_across_chunks():
@@ -38,7 +39,7 @@ def test_crlf_split_between_chunks():
 
 
 def test_comments_and_keepalives_are_skipped():
-    got = events(b": OPENROUTER PROCESSING\n\n", b":\n\n", b"data: {\"x\":1}\n\n")
+    got = events(b": OPENROUTER PROCESSING\n\n", b":\n\n", b'data: {"x":1}\n\n')
     assert got == [("message", '{"x":1}')]
 
 
@@ -47,7 +48,7 @@ def test_multiline_data_joined_with_newline():
 
 
 def test_unterminated_last_event_still_dispatched():
-    assert events(b"data: {\"last\":true}") == [("message", '{"last":true}')]
+    assert events(b'data: {"last":true}') == [("message", '{"last":true}')]
 
 
 def test_data_without_space_after_colon():
@@ -92,7 +93,7 @@ def test_back_to_back_data_lines_are_separate_events():
 
 def test_back_to_back_named_events_keep_their_names():
     raw = b'event: one\ndata: {"n":1}\nevent: two\ndata: {"n":2}\n'
-    assert events(*[raw[i:i + 3] for i in range(0, len(raw), 3)]) == [("one", '{"n":1}'), ("two", '{"n":2}')]
+    assert events(*[raw[i : i + 3] for i in range(0, len(raw), 3)]) == [("one", '{"n":1}'), ("two", '{"n":2}')]
 
 
 def test_multi_line_json_then_back_to_back_events():
@@ -151,8 +152,14 @@ def test_only_comments_for_longer_than_the_limit_is_quiet():
     from openheim.errors import TransportError
 
     clock = Clock()
-    pieces = [(1.0, b": ping\n\n"), (2.0, b"data: {\"a\":1}\n\n"), (3.0, b": ping\n"), (4.0, b"\n: pi"),
-              (4.5, b"ng\n\n"), (5.5, b": ping\n\n")]
+    pieces = [
+        (1.0, b": ping\n\n"),
+        (2.0, b'data: {"a":1}\n\n'),
+        (3.0, b": ping\n"),
+        (4.0, b"\n: pi"),
+        (4.5, b"ng\n\n"),
+        (5.5, b": ping\n\n"),
+    ]
     frames = EventFrames(_timed(clock, pieces), idle_secs=3.0, clock=clock)
     with pytest.raises(TransportError, match=r"only keep-alive comments for 3 s \(timeout_secs\)"):
         list(frames)

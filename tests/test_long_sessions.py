@@ -1,4 +1,5 @@
 """Long sessions end to end through the CLI: compaction, checkpoints and undo (git repo or not), fork."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,10 @@ def test_thirty_turns_in_a_2k_window_keep_going_and_resume_from_the_summary(isol
                 assert result.stop_reason.value == "end_turn", turn
         # the last turns through the CLI: stream-json shows the compaction, json's usage counts the summary call
         before = len(srv.summary_requests)
-        streams = [openheim("run", "--continue", "-o", "stream-json", f"turn {t}: remember {t}. " * 6, cwd=tmp_path)
-                   for t in (28, 29)]
+        streams = [
+            openheim("run", "--continue", "-o", "stream-json", f"turn {t}: remember {t}. " * 6, cwd=tmp_path)
+            for t in (28, 29)
+        ]
         assert all(p.returncode == 0 for p in streams), streams[-1].stderr
         lines = [json.loads(x) for p in streams for x in p.stdout.splitlines()]
         compactions = [x for x in lines if x["type"] == "compaction"]
@@ -96,8 +99,10 @@ def test_a_failed_summary_falls_back_to_fitting(isolated_home, tmp_path):
             session = client.new_session(tmp_path)
             seen = []
             for turn in range(12):
-                assert session.prompt(f"turn {turn}: " + "words " * 80, on_event=seen.append).stop_reason.value \
+                assert (
+                    session.prompt(f"turn {turn}: " + "words " * 80, on_event=seen.append).stop_reason.value
                     == "end_turn"
+                )
         assert srv.summary_requests, "compaction was attempted"
         assert any(e.kind == "compaction" and e.error for e in seen)
         assert any(e.kind == "context_trimmed" for e in seen)
@@ -164,14 +169,14 @@ def test_fork_gives_two_independent_sessions(isolated_home, tmp_path):
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url)
         first = json.loads(openheim("run", "-o", "json", "the shared start", cwd=tmp_path).stdout)
-        fork = openheim("run", "--session", first["session_id"], "--fork", "-o", "json", "only in the fork",
-                        cwd=tmp_path)
+        fork = openheim(
+            "run", "--session", first["session_id"], "--fork", "-o", "json", "only in the fork", cwd=tmp_path
+        )
         assert fork.returncode == 0, fork.stderr
         forked = json.loads(fork.stdout)["session_id"]
         assert forked != first["session_id"]
         assert "the shared start" in json.dumps(srv.requests[-1].body["messages"])
-        original = openheim("run", "--session", first["session_id"], "-o", "json", "only in the original",
-                            cwd=tmp_path)
+        original = openheim("run", "--session", first["session_id"], "-o", "json", "only in the original", cwd=tmp_path)
         assert original.returncode == 0
         assert "only in the fork" not in json.dumps(srv.requests[-1].body["messages"])
     fork_messages, _ = _stored(isolated_home, forked)

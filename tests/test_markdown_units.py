@@ -1,12 +1,15 @@
 """The chat's Markdown layout (pure): styles, markers kept as text, width, and streaming safety."""
+
 from __future__ import annotations
 
 from openheim.tui.markdown import render_markdown
 from openheim.tui.text import width
 
-DOC = ("## Plan\n\nUse **bold**, *em*, ***both*** and `code`.\n\n- a\n  - nested **b**\n- c\n\n"
-       "3. three\n4. four\n\n> quoted\n> more\n\n```sh\necho 'x'   # spaced\n```\n\n---\n\n"
-       "[link](https://e.org) and <https://auto.org>\n")
+DOC = (
+    "## Plan\n\nUse **bold**, *em*, ***both*** and `code`.\n\n- a\n  - nested **b**\n- c\n\n"
+    "3. three\n4. four\n\n> quoted\n> more\n\n```sh\necho 'x'   # spaced\n```\n\n---\n\n"
+    "[link](https://e.org) and <https://auto.org>\n"
+)
 
 
 def text(rows) -> list[str]:

@@ -1,5 +1,6 @@
 """MCP end to end through the CLI: `openheim run` against the fake LLM server calls real MCP servers;
 --mcp-config, a project's .mcp.json and `openheim mcp trust`; `openheim mcp` status; no orphan processes."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,10 @@ def test_mcp_config_file_and_approve_reads(srv, isolated_home, tmp_path):
     write_config(isolated_home, srv.base_url)
     file = tmp_path / "servers.json"
     file.write_text(json.dumps({"mcpServers": {"tools": {"command": PYTHON, "args": [SERVER]}}}))
-    srv.enqueue(Reply(tool_calls=[ToolCall("tools__peek", {"path": "a"}), ToolCall("tools__echo", {"text": "b"})]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("tools__peek", {"path": "a"}), ToolCall("tools__echo", {"text": "b"})]),
+        Reply(text="done"),
+    )
     r = openheim("--mcp-config", str(file), "run", "--approve", "reads", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     results = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
@@ -92,8 +95,11 @@ def test_a_project_mcp_json_is_used_only_once_trusted(srv, isolated_home, tmp_pa
 
 
 def test_mcp_status_table_and_json(isolated_home, tmp_path):
-    write_config(isolated_home, "http://127.0.0.1:9/v1",
-                 extra=toml_server("fake") + '\n[mcp_servers.gone]\ncommand = "/nonexistent/mcp-server"\n')
+    write_config(
+        isolated_home,
+        "http://127.0.0.1:9/v1",
+        extra=toml_server("fake") + '\n[mcp_servers.gone]\ncommand = "/nonexistent/mcp-server"\n',
+    )
     r = openheim("mcp", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -113,7 +119,8 @@ def test_mcp_status_table_and_json(isolated_home, tmp_path):
 def test_mcp_status_needs_no_api_key_and_says_when_there_is_nothing(isolated_home, tmp_path):
     (isolated_home / "config.toml").write_text(
         'default_provider = "openai"\n[providers.openai]\napi_base = "https://api.openai.com/v1"\n'
-        'default_model = "gpt-4o"\nenv_var = "OPENAI_API_KEY"\n')
+        'default_model = "gpt-4o"\nenv_var = "OPENAI_API_KEY"\n'
+    )
     r = openheim("mcp", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("No MCP servers configured.")

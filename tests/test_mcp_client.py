@@ -1,5 +1,6 @@
 """MCP through the library with real servers (tests/mcp_server.py over stdio and HTTP, and mcp-server-time):
 calls, results, errors, deadlines, reconnects, start-up waits, scoping, status and clean shutdown."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,13 @@ class ToolsLlm(ScriptedLlm):
 
 
 def build(tmp_path: Path, llm: ScriptedLlm, servers: dict | None = None, **opts) -> OpenheimClient:
-    builder = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp_path / "data")
-               .llm_factory(lambda cfg: llm))
+    builder = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .api_key("k")
+        .data_dir(tmp_path / "data")
+        .llm_factory(lambda cfg: llm)
+    )
     for name, cfg in (servers or {}).items():
         builder.mcp_server(name, cfg)
     for key, value in opts.items():
@@ -79,13 +85,22 @@ def run_calls(shared, *calls) -> list:
 
 
 def test_tool_results_are_flattened_like_the_reference(shared):
-    results = run_calls(shared, ("fake__echo", {"text": "hi"}), ("fake__picture", {}), ("fake__resources", {}),
-                        ("fake__fail", {"message": "disk on fire"}), ("fake__pid", ""))
+    results = run_calls(
+        shared,
+        ("fake__echo", {"text": "hi"}),
+        ("fake__picture", {}),
+        ("fake__resources", {}),
+        ("fake__fail", {"message": "disk on fire"}),
+        ("fake__pid", ""),
+    )
     assert results[0] == ("echo: hi", False)
     assert results[1] == ("a red dot\n[image: image/png, attached]", False)
-    assert results[2] == ("[resource file:///notes.txt (text/plain)]\nthe notes say hi\n"
-                          "[blob: file:///data.bin (application/octet-stream); binary content not shown]\n"
-                          "[resource link readme: file:///README.md (unknown)]", False)
+    assert results[2] == (
+        "[resource file:///notes.txt (text/plain)]\nthe notes say hi\n"
+        "[blob: file:///data.bin (application/octet-stream); binary content not shown]\n"
+        "[resource link readme: file:///README.md (unknown)]",
+        False,
+    )
     assert results[3][1] is True and "disk on fire" in results[3][0]  # isError -> a tool error
     assert results[4][0].isdigit() and not results[4][1]  # "" arguments mean no arguments
 
@@ -115,8 +130,12 @@ def test_read_only_hint_decides_the_capability_and_architect_mode(shared):
 
 
 def test_the_server_gets_config_env_on_a_minimal_inherited_set(shared, monkeypatch):
-    results = run_calls(shared, ("fake__env", {"name": "FROM_CONFIG"}), ("fake__env", {"name": "PATH"}),
-                        ("fake__env", {"name": "OPENHEIM_HOME"}))
+    results = run_calls(
+        shared,
+        ("fake__env", {"name": "FROM_CONFIG"}),
+        ("fake__env", {"name": "PATH"}),
+        ("fake__env", {"name": "OPENHEIM_HOME"}),
+    )
     assert results[0][0] == "yes"
     assert results[1][0] != "<unset>"
     assert results[2][0] == "<unset>"  # not inherited: only HOME, LOGNAME, PATH, SHELL, TERM, USER are
@@ -162,8 +181,9 @@ def test_a_cancelled_turn_cancels_the_call(shared):
 
 
 def test_http_transport_with_headers_on_loopback(tmp_path):
-    llm = ScriptedLlm([tool_reply(("web__echo", {"text": "over http"}), ("web__header", {"name": "x-team"})),
-                       text_reply("done")])
+    llm = ScriptedLlm(
+        [tool_reply(("web__echo", {"text": "over http"}), ("web__header", {"name": "x-team"})), text_reply("done")]
+    )
     with HttpServer() as http:
         client = build(tmp_path, llm, {"web": {"url": http.url, "headers": {"X-Team": "blue"}}})
         with client:
@@ -180,8 +200,15 @@ def test_plain_http_with_headers_is_refused_unless_loopback(tmp_path):
 
 def test_a_failing_server_is_reported_and_the_others_still_work(tmp_path):
     llm = ScriptedLlm([tool_reply(("ok__echo", {"text": "x"})), text_reply("done")])
-    client = build(tmp_path, llm, {"ok": stdio_server(), "gone": {"command": str(tmp_path / "no-such-server")},
-                                   "dies": {"command": PYTHON, "args": ["-c", "import sys; sys.exit(4)"]}})
+    client = build(
+        tmp_path,
+        llm,
+        {
+            "ok": stdio_server(),
+            "gone": {"command": str(tmp_path / "no-such-server")},
+            "dies": {"command": PYTHON, "args": ["-c", "import sys; sys.exit(4)"]},
+        },
+    )
     with client:
         client.new_session(tmp_path).prompt("go")
         statuses = {s.name: s for s in client.mcp_servers()}
@@ -197,10 +224,16 @@ def test_a_turn_waits_for_a_slow_server_only_so_long(tmp_path):
     (tmp_path / "config.toml").write_text(
         'default_provider = "p"\nmcp_startup_timeout_secs = 1\n'
         '[providers.p]\napi_base = "http://127.0.0.1:9/v1"\ndefault_model = "m"\nmodels = ["m"]\napi_key = "k"\n'
-        f'[mcp_servers.slow]\ncommand = "sh"\nargs = ["-c", "sleep 4; exec {PYTHON} {SERVER}"]\n')
+        f'[mcp_servers.slow]\ncommand = "sh"\nargs = ["-c", "sleep 4; exec {PYTHON} {SERVER}"]\n'
+    )
     llm = ScriptedLlm([text_reply("first"), text_reply("second")])
-    client = (OpenheimClient.builder().config_path(tmp_path / "config.toml").data_dir(tmp_path / "d")
-              .llm_factory(lambda cfg: llm).build())
+    client = (
+        OpenheimClient.builder()
+        .config_path(tmp_path / "config.toml")
+        .data_dir(tmp_path / "d")
+        .llm_factory(lambda cfg: llm)
+        .build()
+    )
     with client:
         session = client.new_session(tmp_path)
         start = time.monotonic()
@@ -216,8 +249,14 @@ def test_a_turn_waits_for_a_slow_server_only_so_long(tmp_path):
 
 def test_session_servers_are_scoped_to_their_session_and_stop_with_it(tmp_path):
     tag = new_tag()
-    llm = ScriptedLlm([tool_reply(("mine__echo", {"text": "a"})), text_reply("done"),
-                       tool_reply(("mine__echo", {"text": "b"})), text_reply("done")])
+    llm = ScriptedLlm(
+        [
+            tool_reply(("mine__echo", {"text": "a"})),
+            text_reply("done"),
+            tool_reply(("mine__echo", {"text": "b"})),
+            text_reply("done"),
+        ]
+    )
     client = build(tmp_path, llm)
     with client:
         own = client.new_session(tmp_path, mcp_servers=[{"name": "mine", **stdio_server(tag)}])
@@ -249,9 +288,16 @@ def test_close_leaves_no_process_behind_not_even_a_grandchild(tmp_path):
 
 def test_config_names_win_over_an_mcp_config_file(tmp_path):
     file = tmp_path / "servers.json"
-    file.write_text(json.dumps({"mcpServers": {
-        "fake": {"command": "no-such-command"},
-        "extra": {"type": "stdio", "command": PYTHON, "args": [SERVER, "--name", "extra"]}}}))
+    file.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "fake": {"command": "no-such-command"},
+                    "extra": {"type": "stdio", "command": PYTHON, "args": [SERVER, "--name", "extra"]},
+                }
+            }
+        )
+    )
     llm = ScriptedLlm([])
     with build(tmp_path, llm, {"fake": stdio_server()}, mcp_config=file) as client:
         statuses = {s.name: s for s in client.mcp_servers(wait=60)}
@@ -260,8 +306,10 @@ def test_config_names_win_over_an_mcp_config_file(tmp_path):
     assert statuses["extra"].source == "mcp-config" and statuses["extra"].connected
 
 
-@pytest.mark.skipif(shutil.which("mcp-server-time", path=str(Path(PYTHON).parent)) is None,
-                    reason="mcp-server-time (a test dependency) is not installed")
+@pytest.mark.skipif(
+    shutil.which("mcp-server-time", path=str(Path(PYTHON).parent)) is None,
+    reason="mcp-server-time (a test dependency) is not installed",
+)
 def test_a_third_party_server_from_pypi(tmp_path):
     command = shutil.which("mcp-server-time", path=str(Path(PYTHON).parent))
     llm = ScriptedLlm([tool_reply(("time__get_current_time", {"timezone": "Europe/Oslo"})), text_reply("done")])
@@ -277,7 +325,7 @@ def test_a_third_party_server_from_pypi(tmp_path):
 def test_a_failed_reconnect_is_reported_and_not_retried_for_30_s(tmp_path):
     flag, starts = tmp_path / "may-start", tmp_path / "starts"
     flag.touch()
-    script = f'echo start >> {starts}; test -f {flag} && exec {PYTHON} {SERVER}'
+    script = f"echo start >> {starts}; test -f {flag} && exec {PYTHON} {SERVER}"
     llm = ScriptedLlm([])
     with build(tmp_path, llm, {"flaky": {"command": "sh", "args": ["-c", script]}}) as client:
         session = client.new_session(tmp_path)
@@ -285,8 +333,12 @@ def test_a_failed_reconnect_is_reported_and_not_retried_for_30_s(tmp_path):
         llm.replies = [tool_reply(("flaky__crash", {})), text_reply("d")]
         session.prompt("crash it")
         flag.unlink()
-        llm.replies = [tool_reply(("flaky__echo", {"text": "a"})), text_reply("d"),
-                       tool_reply(("flaky__echo", {"text": "b"})), text_reply("d")]
+        llm.replies = [
+            tool_reply(("flaky__echo", {"text": "a"})),
+            text_reply("d"),
+            tool_reply(("flaky__echo", {"text": "b"})),
+            text_reply("d"),
+        ]
         session.prompt("one")
         first = tool_results(llm)[-1]
         session.prompt("two")
@@ -308,8 +360,12 @@ def test_an_http_server_that_restarts_is_reconnected(tmp_path):
             client.mcp_servers(wait=60)
             http.stop()
             http = HttpServer(port=http.port)
-            llm.replies = [tool_reply(("web__echo", {"text": "first"})), text_reply("d"),
-                           tool_reply(("web__echo", {"text": "second"})), text_reply("d")]
+            llm.replies = [
+                tool_reply(("web__echo", {"text": "first"})),
+                text_reply("d"),
+                tool_reply(("web__echo", {"text": "second"})),
+                text_reply("d"),
+            ]
             session.prompt("one")
             first = tool_results(llm)[-1]
             session.prompt("two")

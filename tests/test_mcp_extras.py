@@ -1,6 +1,7 @@
 """MCP resources and prompts end to end, against a real MCP server (tests/mcp_extras_server.py): the resource
 tools through `openheim run` and a prompt through the chat (in tmux; ACP: tests/acp/test_acp_mcp_prompts.py);
 plus the pure parts (prompt arguments, prompt text, resource listing pages)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -49,14 +50,20 @@ def test_run_lists_then_reads_resources_as_read_only_tools(srv, isolated_home, t
     from mcp_extras_server import LOGO
 
     write_config(isolated_home, srv.base_url, extra=docs_toml())
-    srv.enqueue(Reply(tool_calls=[ToolCall("list_mcp_resources", {})]),
-                Reply(tool_calls=[ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://readme"}),
-                                  ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://logo"}),
-                                  ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://drawing"}),
-                                  ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://topic/cats"}),
-                                  ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://nothing"}),
-                                  ToolCall("read_mcp_resource", {"server": "wiki", "uri": "notes://readme"})]),
-                Reply(text="The readme says hello."))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("list_mcp_resources", {})]),
+        Reply(
+            tool_calls=[
+                ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://readme"}),
+                ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://logo"}),
+                ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://drawing"}),
+                ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://topic/cats"}),
+                ToolCall("read_mcp_resource", {"server": "docs", "uri": "notes://nothing"}),
+                ToolCall("read_mcp_resource", {"server": "wiki", "uri": "notes://readme"}),
+            ]
+        ),
+        Reply(text="The readme says hello."),
+    )
     r = openheim("run", "--approve", "reads", "what do the docs say", cwd=tmp_path)  # read-only: no approval asked
     assert r.returncode == 0, r.stderr
     assert r.stdout == "The readme says hello.\n"
@@ -64,12 +71,23 @@ def test_run_lists_then_reads_resources_as_read_only_tools(srv, isolated_home, t
 
     (listing,) = tool_results(srv.requests[1])
     data = json.loads(listing)
-    assert {"server": "docs", "uri": "notes://readme", "name": "readme", "mimeType": "text/plain",
-            "description": "What the docs server is about"} in data["resources"]
+    assert {
+        "server": "docs",
+        "uri": "notes://readme",
+        "name": "readme",
+        "mimeType": "text/plain",
+        "description": "What the docs server is about",
+    } in data["resources"]
     assert any(r["uri"] == "notes://logo" and r["mimeType"] == "image/png" for r in data["resources"])
-    assert data["templates"] == [{"server": "docs", "uriTemplate": "notes://topic/{topic}", "name": "topic",
-                                  "mimeType": "text/plain",
-                                  "description": "Notes on one topic"}]
+    assert data["templates"] == [
+        {
+            "server": "docs",
+            "uriTemplate": "notes://topic/{topic}",
+            "name": "topic",
+            "mimeType": "text/plain",
+            "description": "Notes on one topic",
+        }
+    ]
 
     text, image, svg, templated, missing, unknown = tool_results(srv.requests[2])[1:]
     assert text == f"[resource notes://readme (text/plain)]\n{README}"
@@ -137,8 +155,9 @@ def test_the_chat_lists_prompts_and_sends_one(srv, isolated_home, tmp_path):
 def review_prompt():
     from openheim.mcp.prompts import McpPrompt, PromptArgument
 
-    return McpPrompt("docs", "review", "Review code", (PromptArgument("code", required=True),
-                                                      PromptArgument("language")))
+    return McpPrompt(
+        "docs", "review", "Review code", (PromptArgument("code", required=True), PromptArgument("language"))
+    )
 
 
 def test_prompt_arguments_are_name_value_pairs_whose_values_may_hold_spaces():
@@ -159,13 +178,17 @@ def test_prompt_arguments_are_name_value_pairs_whose_values_may_hold_spaces():
 def test_prompt_text_flattens_messages_and_embedded_resources():
     from openheim.mcp.prompts import prompt_text, prompts_of
 
-    result = {"messages": [
-        {"role": "user", "content": {"type": "text", "text": "Look at this:"}},
-        {"role": "user", "content": {"type": "resource", "resource": {"uri": "a://b", "text": "B"}}},
-        {"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}}]}
+    result = {
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": "Look at this:"}},
+            {"role": "user", "content": {"type": "resource", "resource": {"uri": "a://b", "text": "B"}}},
+            {"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}},
+        ]
+    }
     assert prompt_text(result) == "Look at this:\n\n[resource a://b (unknown)]\nB\n\n[image: image/png]"
-    (listed,) = prompts_of("s p", [{"name": "a/b\x1b[2J", "arguments": [{"name": "x", "required": True}]},
-                                   {"title": "no name"}])
+    (listed,) = prompts_of(
+        "s p", [{"name": "a/b\x1b[2J", "arguments": [{"name": "x", "required": True}]}, {"title": "no name"}]
+    )
     assert listed.command == "s_p.a_b_2J" and listed.usage() == "x=…"
 
 
@@ -181,7 +204,7 @@ class PagedSession:
 
         start = int(params.cursor) if params is not None else 0
         self.calls.append(params.cursor if params is not None else None)
-        page = [Resource(**item) for item in self.items[start:start + 2]]
+        page = [Resource(**item) for item in self.items[start : start + 2]]
         more = str(start + 2) if start + 2 < len(self.items) else None
         return ListResourcesResult(resources=page, next_cursor=more)
 

@@ -1,6 +1,7 @@
 """Sloppy and hostile MCP servers, through `openheim run` (tests/mcp_hostile_server.py): an oversized result
 is refused in the reader, stray stdout lines and an invalid tool cost one note each, the server's stderr log
 rotates by size while it runs, and too many or too big tools get one warning naming the server."""
+
 from __future__ import annotations
 
 import time
@@ -33,8 +34,13 @@ def srv(isolated_home):
 
 def test_a_sloppy_server_costs_one_line_per_problem_and_its_log_rotates(srv, isolated_home, tmp_path):
     tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra=hostile(
-        "sloppy", tag, "--banner", "--bad-tool", "--tools", "130", "--schema-kib", "70", "--stderr-mib", "11"))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        extra=hostile(
+            "sloppy", tag, "--banner", "--bad-tool", "--tools", "130", "--schema-kib", "70", "--stderr-mib", "11"
+        ),
+    )
     srv.enqueue(Reply(tool_calls=[ToolCall("sloppy__echo", {"text": "hi"})]), Reply(text="done"))
     r = openheim("run", "--approve", "all", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -52,8 +58,9 @@ def test_a_sloppy_server_costs_one_line_per_problem_and_its_log_rotates(srv, iso
     logs = isolated_home / "logs"
     current, older = logs / "mcp-sloppy.log", logs / "mcp-sloppy.log.1"
     assert wait_until(lambda: not pids_with(tag), timeout=5)
-    assert "ignored a line on stdout that is not JSON: b'Starting the hostile server" in \
-        (older.read_text() + current.read_text())
+    assert "ignored a line on stdout that is not JSON: b'Starting the hostile server" in (
+        older.read_text() + current.read_text()
+    )
     assert older.stat().st_size <= 10_000_000 and current.stat().st_size <= 10_000_000
     assert older.stat().st_size + current.stat().st_size > (11 << 20) - 100_000
 
@@ -61,15 +68,20 @@ def test_a_sloppy_server_costs_one_line_per_problem_and_its_log_rotates(srv, iso
 def test_an_oversized_result_is_refused_without_reading_it_all(srv, isolated_home, tmp_path):
     tag = new_tag()
     write_config(isolated_home, srv.base_url, extra="mcp_max_message_mib = 4\n" + hostile("big", tag))
-    srv.enqueue(Reply(tool_calls=[ToolCall("big__huge", {"mib": 40})]),
-                Reply(tool_calls=[ToolCall("big__echo", {"text": "after"})]), Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("big__huge", {"mib": 40})]),
+        Reply(tool_calls=[ToolCall("big__echo", {"text": "after"})]),
+        Reply(text="done"),
+    )
     started = time.monotonic()
     r = openheim("run", "--approve", "all", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - started < 20
     (refused,) = tool_contents(srv.requests[1])
-    assert "MCP server 'big' sent a message of 40 MiB, over the 4 MiB limit (mcp_max_message_mib); it was " \
-           "refused" in refused
+    assert (
+        "MCP server 'big' sent a message of 40 MiB, over the 4 MiB limit (mcp_max_message_mib); it was "
+        "refused" in refused
+    )
     assert tool_contents(srv.requests[2])[-1] == "echo: after"  # the connection lives on
     refusals = [line for line in r.stderr.splitlines() if "over the 4 MiB limit" in line]
     assert len(refusals) == 1 and "Traceback" not in r.stderr

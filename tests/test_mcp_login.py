@@ -1,6 +1,7 @@
 """MCP sign-in over SSH: `openheim mcp login NAME` against a local OAuth-protected MCP server (the SDK's
 server-side auth), finished by pasting the redirected address; tokens stored 0600, refreshed, never shown;
 `openheim mcp` and `doctor` say "needs login"; a turn says so in one line; `mcp logout` forgets it."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,12 @@ SERVER = Path(__file__).resolve().parent / "mcp_oauth_server.py"
 def guarded():
     """The OAuth-protected server. Its access tokens live 5 s, and openheim refreshes any token that expires
     within 30 s, so every later connection refreshes."""
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--token-lifetime", "5"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--token-lifetime", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     port = int(proc.stdout.readline().split()[1])
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
@@ -49,13 +54,22 @@ def test_login_with_a_pasted_redirect_then_refresh_and_logout(guarded, isolated_
         assert "needs login: run `openheim mcp login guarded`" in before["error"]
         assert "guarded needs login" in doctor_out
         assert run.returncode == 0, run.stderr
-        notes = [line for line in run.stderr.splitlines()  # beside the one-line wait notice
-                 if "guarded" in line and "starting MCP servers" not in line]
+        notes = [
+            line
+            for line in run.stderr.splitlines()  # beside the one-line wait notice
+            if "guarded" in line and "starting MCP servers" not in line
+        ]
         assert len(notes) == 1 and "needs login: run `openheim mcp login guarded`" in notes[0], run.stderr
 
-        proc = subprocess.Popen([sys.executable, "-m", "openheim", "mcp", "login", "guarded"], cwd=tmp_path,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=_env())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openheim", "mcp", "login", "guarded"],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
         printed = []
         for line in proc.stdout:
             printed.append(line)
@@ -92,17 +106,24 @@ def test_login_with_a_pasted_redirect_then_refresh_and_logout(guarded, isolated_
 def test_login_errors_are_one_line(guarded, isolated_home, tmp_path):
     url, _ = guarded
     with FakeLLMServer(wire="openai") as llm:
-        write_config(isolated_home, llm.base_url,
-                     extra=f'[mcp_servers.guarded]\nurl = "{url}"\n[mcp_servers.local]\ncommand = "true"\n')
+        write_config(
+            isolated_home,
+            llm.base_url,
+            extra=f'[mcp_servers.guarded]\nurl = "{url}"\n[mcp_servers.local]\ncommand = "true"\n',
+        )
         r = openheim("mcp", "login", "nope", cwd=tmp_path)
         assert r.returncode == 2 and "no MCP server named 'nope' (configured: guarded, local)" in r.stderr
         r = openheim("mcp", "login", "local", cwd=tmp_path)
         assert r.returncode == 2 and "only HTTP servers sign in" in r.stderr
-        r = openheim("mcp", "login", "guarded", "--timeout", "5", input="https://example.invalid/nothing\n",
-                     cwd=tmp_path)
+        r = openheim(
+            "mcp", "login", "guarded", "--timeout", "5", input="https://example.invalid/nothing\n", cwd=tmp_path
+        )
         assert r.returncode == 1
-        assert r.stderr.strip().splitlines()[-1].startswith("Error: signing in to 'guarded' failed: that is not "
-                                                            "the address the browser was sent to")
+        assert (
+            r.stderr.strip()
+            .splitlines()[-1]
+            .startswith("Error: signing in to 'guarded' failed: that is not the address the browser was sent to")
+        )
         assert not (isolated_home / "mcp-auth" / "guarded.json").exists()
         # a project's .mcp.json server signs in once the file is trusted
         (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"proj": {"type": "http", "url": url}}}))

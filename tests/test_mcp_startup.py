@@ -2,6 +2,7 @@
 are offered while a slow server starts, a call to its tool waits for it, a never-seen server is waited for
 with a notice, one that never answers is given up on once, then never waited for again, and a server's live
 tool list (or a tools/list_changed) takes over from the next model request of the same turn."""
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,23 @@ def srv(isolated_home):
 
 def test_a_server_that_never_answers_is_given_up_on_once(srv, isolated_home, tmp_path):
     tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 3\n" +
-                 toml_server("mute", tag, args=("--delay", "600")))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        extra="mcp_startup_timeout_secs = 3\n" + toml_server("mute", tag, args=("--delay", "600")),
+    )
     first = openheim("run", "-o", "stream-json", "hi", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     notices = [line for line in first.stderr.splitlines() if "MCP server" in line]
-    assert notices == ["openheim: starting MCP servers: mute",
-                       "openheim: MCP server 'mute' not ready after 3 s; going on without its tools"]
+    assert notices == [
+        "openheim: starting MCP servers: mute",
+        "openheim: MCP server 'mute' not ready after 3 s; going on without its tools",
+    ]
     lines = [json.loads(line) for line in first.stdout.splitlines()]
     assert [(e["text"], e["level"]) for e in lines if e["type"] == "notice"] == [
-        ("starting MCP servers: mute", "info"), ("MCP server 'mute' not ready after 3 s; going on without its tools",
-                                                 "warning")]
+        ("starting MCP servers: mute", "info"),
+        ("MCP server 'mute' not ready after 3 s; going on without its tools", "warning"),
+    ]
     assert [e["type"] for e in lines].index("notice") < [e["type"] for e in lines].index("iteration_start")
     started = time.monotonic()
     second = openheim("run", "hi", cwd=tmp_path)
@@ -61,8 +68,14 @@ def first_byte(*args: str, cwd: Path) -> tuple[float, str, str]:
 def test_three_servers_one_slow_remembered_lists_first_byte_and_the_live_list(srv, isolated_home, tmp_path):
     tag, delay = new_tag(), tmp_path / "delay"
     raw = lambda name: f'\n[mcp_servers.{name}]\ncommand = "{PYTHON}"\nargs = ["{RAW_SERVER}", "--tag", "{tag}"]\n'
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 20\n" + raw("one") + raw("two")
-                 + toml_server("slow", tag, args=("--delay-file", str(delay))))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        extra="mcp_startup_timeout_secs = 20\n"
+        + raw("one")
+        + raw("two")
+        + toml_server("slow", tag, args=("--delay-file", str(delay))),
+    )
     warm = openheim("run", "hi", cwd=tmp_path)  # never seen: waited for; their lists are remembered
     assert warm.returncode == 0, warm.stderr
     assert "starting MCP servers: one, slow, two" in warm.stderr
@@ -99,8 +112,11 @@ def test_three_servers_one_slow_remembered_lists_first_byte_and_the_live_list(sr
 def test_a_tools_list_changed_reaches_the_next_request_of_the_turn(srv, isolated_home, tmp_path):
     tag = new_tag()
     write_config(isolated_home, srv.base_url, extra=toml_server("fake", tag, args=("--grow",)))
-    srv.enqueue(Reply(tool_calls=[ToolCall("fake__grow", {})]), Reply(tool_calls=[ToolCall("fake__grown", {})]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("fake__grow", {})]),
+        Reply(tool_calls=[ToolCall("fake__grown", {})]),
+        Reply(text="done"),
+    )
     run = openheim("run", "grow", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "fake__grown" not in offered(srv.requests[0])
@@ -113,8 +129,11 @@ def test_a_tools_list_changed_reaches_the_next_request_of_the_turn(srv, isolated
 @pytest.mark.skipif(not have_tmux(), reason="tmux is not installed")
 def test_the_chat_shows_the_notices_in_its_status_line(srv, isolated_home, tmp_path):
     tag = new_tag()
-    write_config(isolated_home, srv.base_url, extra="mcp_startup_timeout_secs = 2\n"
-                 + toml_server("mute", tag, args=("--delay", "600")))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        extra="mcp_startup_timeout_secs = 2\n" + toml_server("mute", tag, args=("--delay", "600")),
+    )
     srv.enqueue(Reply(text="the answer"))
     with TmuxPane(tmp_path, openheim_command(), tui_env(isolated_home), cwd=tmp_path) as pane:
         pane.wait_for("type a message to start")
@@ -138,14 +157,22 @@ def test_a_missing_sdk_fails_each_server_with_the_install_hint_at_once(tmp_path,
 
     monkeypatch.setattr(bridge, "load_sdk", missing)
     tag = new_tag()
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp_path / "d")
-              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("s", {"command": PYTHON,
-                                                                       "args": [RAW_SERVER, "--tag", tag]}).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .api_key("k")
+        .data_dir(tmp_path / "d")
+        .llm_factory(lambda cfg: ScriptedLlm([]))
+        .mcp_server("s", {"command": PYTHON, "args": [RAW_SERVER, "--tag", tag]})
+        .build()
+    )
     with client:
         started = time.monotonic()
         [status] = client.mcp_servers(wait=30)
         assert time.monotonic() - started < 5
     assert status.state == "failed"
-    assert status.error == "the MCP client is not available: No module named 'mcp' (install it with: pip install " \
-                           "'mcp>=2.3,<3')"
+    assert (
+        status.error == "the MCP client is not available: No module named 'mcp' (install it with: pip install "
+        "'mcp>=2.3,<3')"
+    )
     assert wait_until(lambda: not pids_with(tag), timeout=5)

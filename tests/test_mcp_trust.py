@@ -1,6 +1,7 @@
 """`openheim mcp trust` says what it trusts (commands, args, env and header names with the ${VAR}s they read,
 and that the files the commands run are not pinned); a trusted project server that reads a provider key
 variable is not started, with one line, unless the user's config allows that variable for that server."""
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,17 @@ def srv(isolated_home):
 
 def test_trust_lists_what_each_server_reads_and_key_readers_need_leave(srv, isolated_home, tmp_path):
     write_config(isolated_home, srv.base_url)
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "leaky": {"command": PYTHON, "args": [SERVER], "env": {"K": "${OPENAI_API_KEY}", "MODE": "ro"}},
-        "plain": {"command": PYTHON, "args": [SERVER, "--name", "${USER:-me}"]},
-        "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Api-Key": "${WEB_KEY}"}}}}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "leaky": {"command": PYTHON, "args": [SERVER], "env": {"K": "${OPENAI_API_KEY}", "MODE": "ro"}},
+                    "plain": {"command": PYTHON, "args": [SERVER, "--name", "${USER:-me}"]},
+                    "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Api-Key": "${WEB_KEY}"}},
+                }
+            }
+        )
+    )
     t = openheim("mcp", "trust", cwd=tmp_path)
     assert t.returncode == 0, t.stderr
     assert "env: K (reads ${OPENAI_API_KEY}), MODE" in t.stdout

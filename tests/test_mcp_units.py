@@ -1,4 +1,5 @@
 """Pure parts of the MCP client: tool names, result text, the mcpServers JSON, URL rules, trust, layering."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,16 @@ def test_fnv1a64_known_vectors():
     assert fnv1a64(b"foobar") == 0x85944171F73967E8
 
 
-@pytest.mark.parametrize(("server", "tool", "expected"), [
-    ("files", "read", "files__read"),
-    ("my-server", "get-thing", "my_server__get-thing"),  # server names lose hyphens, tool names keep them
-    ("a.b c", "x/y:z", "a_b_c__x_y_z"),
-    ("9lives", "t", "_9lives__t"),
-    ("ünï", "tøøl", "_n___t__l"),
-])
+@pytest.mark.parametrize(
+    ("server", "tool", "expected"),
+    [
+        ("files", "read", "files__read"),
+        ("my-server", "get-thing", "my_server__get-thing"),  # server names lose hyphens, tool names keep them
+        ("a.b c", "x/y:z", "a_b_c__x_y_z"),
+        ("9lives", "t", "_9lives__t"),
+        ("ünï", "tøøl", "_n___t__l"),
+    ],
+)
 def test_exposed_names_are_sanitised(server, tool, expected):
     assert exposed_name(server, tool) == expected
 
@@ -52,18 +56,23 @@ def test_long_names_are_cut_to_64_with_a_stable_hash_of_the_original():
 
 
 def test_result_blocks_become_text_with_their_uris():
-    result = {"content": [
-        {"type": "text", "text": "one"},
-        {"type": "image", "data": "AAAA", "mimeType": "image/png"},
-        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
-        {"type": "resource", "resource": {"uri": "file:///a", "text": "embedded"}},
-        {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
-        {"type": "resource_link", "uri": "file:///c", "name": "c"},
-        {"type": "something_new"}]}
-    assert result_text(result) == ("one\n[image: image/png, not sent: not a PNG, JPEG, GIF or WebP image]\n"
-                                   "[audio: audio/wav]\n[resource file:///a (unknown)]\n"
-                                   "embedded\n[blob: file:///b (unknown); binary content not shown]\n"
-                                   "[resource link c: file:///c (unknown)]\n[something_new]")
+    result = {
+        "content": [
+            {"type": "text", "text": "one"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "file:///a", "text": "embedded"}},
+            {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
+            {"type": "resource_link", "uri": "file:///c", "name": "c"},
+            {"type": "something_new"},
+        ]
+    }
+    assert result_text(result) == (
+        "one\n[image: image/png, not sent: not a PNG, JPEG, GIF or WebP image]\n"
+        "[audio: audio/wav]\n[resource file:///a (unknown)]\n"
+        "embedded\n[blob: file:///b (unknown); binary content not shown]\n"
+        "[resource link c: file:///c (unknown)]\n[something_new]"
+    )
 
 
 def test_structured_content_is_used_when_there_are_no_blocks():
@@ -105,15 +114,21 @@ def test_plain_http_with_headers_is_allowed_on_loopback_only():
 def test_the_mcp_servers_json_of_other_clients_is_read_as_is(monkeypatch):
     monkeypatch.setenv("DOCS_TOKEN", "t0k")
     monkeypatch.delenv("MISSING_VAR", raising=False)
-    doc = {"mcpServers": {
-        "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "${TZ_NAME:-UTC}"}},
-        "docs": {"type": "http", "url": "https://docs.example.com/mcp",
-                 "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}},
-        "cursor_style": {"url": "https://x.example.com/mcp"},
-        "cline": {"command": "node", "args": ["s.js"], "disabled": True, "alwaysAllow": ["x"]},
-        "old": {"type": "sse", "url": "https://x.example.com/sse"},
-        "needs": {"command": "srv", "env": {"KEY": "${MISSING_VAR}"}},
-        "weird": {"type": "websocket", "url": "wss://x"}}}
+    doc = {
+        "mcpServers": {
+            "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "${TZ_NAME:-UTC}"}},
+            "docs": {
+                "type": "http",
+                "url": "https://docs.example.com/mcp",
+                "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
+            },
+            "cursor_style": {"url": "https://x.example.com/mcp"},
+            "cline": {"command": "node", "args": ["s.js"], "disabled": True, "alwaysAllow": ["x"]},
+            "old": {"type": "sse", "url": "https://x.example.com/sse"},
+            "needs": {"command": "srv", "env": {"KEY": "${MISSING_VAR}"}},
+            "weird": {"type": "websocket", "url": "wss://x"},
+        }
+    }
     servers, problems = parse_mcp_json(json.dumps(doc), "f.json")
     assert set(servers) == {"time", "docs", "cursor_style", "old"} and servers["old"].transport == "sse"
     assert servers["time"].env == {"TZ": "UTC"} and servers["time"].args == ["mcp-server-time"]
@@ -124,8 +139,9 @@ def test_the_mcp_servers_json_of_other_clients_is_read_as_is(monkeypatch):
     assert any("unknown type 'websocket'" in p for p in problems)
 
 
-@pytest.mark.parametrize(("text", "match"), [("nope", "not valid JSON"), ("[]", "no \"mcpServers\""),
-                                              ('{"servers": {}}', "no \"mcpServers\"")])
+@pytest.mark.parametrize(
+    ("text", "match"), [("nope", "not valid JSON"), ("[]", 'no "mcpServers"'), ('{"servers": {}}', 'no "mcpServers"')]
+)
 def test_a_document_that_is_not_mcp_servers_json_is_an_error(text, match):
     with pytest.raises(ConfigError, match=match):
         parse_mcp_json(text, "f.json")
@@ -133,8 +149,17 @@ def test_a_document_that_is_not_mcp_servers_json_is_an_error(text, match):
 
 def test_an_mcp_config_file_leaves_out_an_unusable_entry_with_one_line(tmp_path, caplog):
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"type": "ws", "url": "https://x"},
-                                               "c": {"type": "sse", "url": "https://x/sse"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {"command": "x"},
+                    "b": {"type": "ws", "url": "https://x"},
+                    "c": {"type": "sse", "url": "https://x/sse"},
+                }
+            }
+        )
+    )
     with caplog.at_level("WARNING"):
         servers = load_mcp_file(path, "mcp-config")
     assert [(s.name, s.transport) for s in servers.values()] == [("a", "stdio"), ("c", "sse")]
@@ -165,12 +190,18 @@ def test_mcp_startup_timeout_is_a_top_level_key(tmp_path):
 def test_acp_server_entries_become_configs_and_bad_ones_are_left_out(caplog):
     entries = [
         {"name": "local", "command": "/bin/srv", "args": ["-v"], "env": [{"name": "K", "value": "v"}]},
-        {"type": "http", "name": "remote", "url": "https://r.example.com/mcp",
-         "headers": [{"name": "Authorization", "value": "Bearer x"}]},
+        {
+            "type": "http",
+            "name": "remote",
+            "url": "https://r.example.com/mcp",
+            "headers": [{"name": "Authorization", "value": "Bearer x"}],
+        },
         {"type": "sse", "name": "old", "url": "https://o.example.com/sse", "headers": []},
         {"type": "http", "name": "leaky", "url": "http://r.example.com/mcp", "headers": [{"name": "A", "value": "b"}]},
         {"name": "local", "command": "/bin/other", "args": [], "env": []},
-        {"command": "x"}, "junk"]
+        {"command": "x"},
+        "junk",
+    ]
     with caplog.at_level("WARNING"):
         servers = acp_servers({"mcpServers": entries})
     assert [(s.name, s.transport) for s in servers] == [("local", "stdio"), ("remote", "http"), ("old", "sse")]

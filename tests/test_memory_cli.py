@@ -1,4 +1,5 @@
 """`openheim memory …` through click's CliRunner with a factory pointing at a temp database."""
+
 from __future__ import annotations
 
 import json
@@ -148,7 +149,7 @@ def test_multi_line_errors_become_one_line(tmp_path):
     from openheim.errors import HttpError
 
     def factory():
-        raise HttpError(500, "{\n  \"error\": \"boom\"\n}")
+        raise HttpError(500, '{\n  "error": "boom"\n}')
 
     out = CliRunner().invoke(memory, ["stats"], obj={"ltm_factory": factory})
     assert out.exit_code == 1 and out.output == 'Error: HTTP 500: { "error": "boom" }\n'
@@ -156,14 +157,20 @@ def test_multi_line_errors_become_one_line(tmp_path):
 
 # --- end to end through `python -m openheim memory …` with [memory] pointing at a fake server ----
 
+
 def _openheim(cfg, *args):
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, "-m", "openheim", "--config", str(cfg), "memory", *args],
-                          cwd=root, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "openheim", "--config", str(cfg), "memory", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _config(tmp_path, server_url: str, kind: str = "openai_compatible"):
@@ -180,7 +187,7 @@ models = []
 [memory]
 embedding_provider = "local"
 embedding_model = "embed-a"
-db_path = "{tmp_path / 'mem.db'}"
+db_path = "{tmp_path / "mem.db"}"
 """)
     return cfg
 

@@ -1,4 +1,5 @@
 """LongTermMemory and the embedding clients against a real fake embeddings server on 127.0.0.1."""
+
 from __future__ import annotations
 
 import logging
@@ -62,6 +63,7 @@ def seed(db, texts):
 
 
 # --- embedding clients -----------------------------------------------------------------------
+
 
 def test_openai_client_wire_shape(server):
     vectors = openai(server).embed(["alpha", "beta gamma"])
@@ -141,8 +143,10 @@ def test_response_parsing_errors():
 def test_client_factory_by_kind():
     with pytest.raises(ConfigError) as e:
         embedding_client_for("anthropic", "https://api.anthropic.com", "k", "m", provider_name="claude")
-    assert str(e.value) == ("Config error: [memory] embedding_provider 'claude' is an Anthropic provider, which has "
-                            "no embeddings API; use an OpenAI-compatible or Gemini provider")
+    assert str(e.value) == (
+        "Config error: [memory] embedding_provider 'claude' is an Anthropic provider, which has "
+        "no embeddings API; use an OpenAI-compatible or Gemini provider"
+    )
     assert isinstance(embedding_client_for("gemini", "http://x", "k", "m"), GeminiEmbeddings)
     for kind in ("openai", "openai_compatible"):
         assert isinstance(embedding_client_for(kind, "http://x", "", "m"), OpenAIEmbeddings)
@@ -150,6 +154,7 @@ def test_client_factory_by_kind():
 
 
 # --- LongTermMemory --------------------------------------------------------------------------
+
 
 def test_construction_touches_nothing(db):
     ltm = LongTermMemory(db, FakeEmbedder())
@@ -343,6 +348,7 @@ def test_top_k_zero_falls_back_to_default(db):
 
 # --- FTS-only fallback -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def no_vectors(monkeypatch):
     driver = rag_sqlite.Driver(sqlite3, "sqlite3", False, "this Python's sqlite3 module cannot load extensions")
@@ -380,12 +386,14 @@ def test_memory_modules_import_lightly(tmp_path):
     import sys
     from pathlib import Path
 
-    code = ("import sys\n"
-            "from openheim.memory.long_term import LongTermMemory\n"
-            "from openheim.memory.tools import memory_tools\n"
-            "import openheim.memory.embedding, openheim.memory.sqlite\n"
-            "memory_tools(LongTermMemory(sys.argv[1]))\n"
-            "print(sorted(m for m in ('requests', 'sqlite_vec', 'sqlite3', 'pysqlite3') if m in sys.modules))\n")
+    code = (
+        "import sys\n"
+        "from openheim.memory.long_term import LongTermMemory\n"
+        "from openheim.memory.tools import memory_tools\n"
+        "import openheim.memory.embedding, openheim.memory.sqlite\n"
+        "memory_tools(LongTermMemory(sys.argv[1]))\n"
+        "print(sorted(m for m in ('requests', 'sqlite_vec', 'sqlite3', 'pysqlite3') if m in sys.modules))\n"
+    )
     db = tmp_path / "never" / "memory.db"
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code, str(db)], cwd=root, capture_output=True, text=True, timeout=30)

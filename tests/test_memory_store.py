@@ -1,4 +1,5 @@
 """VectorStore on a temp database: schema, FTS5 ranking and injection, triggers, vectors."""
+
 from __future__ import annotations
 
 import struct
@@ -27,10 +28,19 @@ def raw(store: VectorStore, sql: str, *params):
 
 # --- schema and migrations -------------------------------------------------------------------
 
+
 def test_migrations_create_the_schema_on_an_empty_database(store):
     tables = {r[0] for r in raw(store, "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
-    assert {"meta", "memories", "memories_fts", "embedded_ids", "_openheim_migrations",
-            "memories_ai", "memories_ad", "memories_au"} <= tables
+    assert {
+        "meta",
+        "memories",
+        "memories_fts",
+        "embedded_ids",
+        "_openheim_migrations",
+        "memories_ai",
+        "memories_ad",
+        "memories_au",
+    } <= tables
     assert [r[1] for r in raw(store, "PRAGMA table_info(memories)")] == ["id", "content", "created_at"]
     assert [r[1] for r in raw(store, "PRAGMA table_info(meta)")] == ["key", "value"]
     assert [r[0] for r in raw(store, "SELECT name FROM _openheim_migrations")] == ["m001_initial"]
@@ -94,11 +104,12 @@ def test_migration_list_is_ordered_and_uniquely_named():
 
 # --- keyword search --------------------------------------------------------------------------
 
+
 def test_fts_query_quotes_every_word():
     assert fts_query('"foo" OR content:*') == '"foo" OR "OR" OR "content"'
     assert fts_query("NEAR(a b)") == '"NEAR" OR "a" OR "b"'
     assert fts_query("snake_case-word") == '"snake" OR "case" OR "word"'
-    assert fts_query("* ^ ( ) \" - + :") is None
+    assert fts_query('* ^ ( ) " - + :') is None
     assert fts_query("") is None
 
 
@@ -122,10 +133,29 @@ def test_keyword_search_ors_the_words(store):
     assert hits[0].id == both
 
 
-@pytest.mark.parametrize("query", [
-    '"foo" OR content:*', "NEAR(", "NEAR(foo bar, 2)", "*", "^", '"unmatched', "foo AND", "content:bar",
-    "-foo", "(", ")", "foo*", "^foo", "{content}: x", "'", "\\", "AND OR NOT", "foo\x00bar",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"foo" OR content:*',
+        "NEAR(",
+        "NEAR(foo bar, 2)",
+        "*",
+        "^",
+        '"unmatched',
+        "foo AND",
+        "content:bar",
+        "-foo",
+        "(",
+        ")",
+        "foo*",
+        "^foo",
+        "{content}: x",
+        "'",
+        "\\",
+        "AND OR NOT",
+        "foo\x00bar",
+    ],
+)
 def test_keyword_search_survives_fts_syntax(store, query):
     store.insert("foo is a word")
     store.insert("near the river bank")
@@ -170,6 +200,7 @@ def test_keyword_search_limits(store):
 
 # --- triggers --------------------------------------------------------------------------------
 
+
 def test_update_and_delete_keep_the_index_in_sync(store):
     a = store.insert("the old password hint is swordfish")
     assert store.update(a, "the new hint is marlin")
@@ -192,6 +223,7 @@ def test_update_keeps_id_and_created_at(store):
 
 # --- rows ------------------------------------------------------------------------------------
 
+
 def test_get_list_and_timestamps(store):
     ids = [store.insert(f"note {i}") for i in range(5)]
     assert [m.id for m in store.list(2, 1)] == ids[1:3]
@@ -212,6 +244,7 @@ def test_parse_time_accepts_rfc3339_variants():
 
 
 # --- vectors ---------------------------------------------------------------------------------
+
 
 def test_this_machine_has_vector_search(store):
     assert store.vectors_available, store.driver.reason

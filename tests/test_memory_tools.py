@@ -1,4 +1,5 @@
 """The memory tools: exact outputs, limits, capabilities."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,12 @@ def test_the_four_tools_and_their_capabilities(ltm):
     assert sorted(tools) == ["edit_memory", "forget", "remember", "search_memory"]
     assert all(isinstance(t, ToolHandler) for t in tools.values())
     caps = {n: (t.capabilities.read_only, t.capabilities.kind) for n, t in tools.items()}
-    assert caps == {"remember": (False, "think"), "search_memory": (True, "search"),
-                    "edit_memory": (False, "edit"), "forget": (False, "delete")}
+    assert caps == {
+        "remember": (False, "think"),
+        "search_memory": (True, "search"),
+        "edit_memory": (False, "edit"),
+        "forget": (False, "delete"),
+    }
     assert all(t.capabilities.approval_scope == "tool_name" for t in tools.values())
     assert tools["edit_memory"].parameters["required"] == ["id", "content"]
     assert tools["search_memory"].parameters["properties"]["top_k"]["maximum"] == 20
@@ -65,7 +70,9 @@ def test_remember_limits(registry, ltm):
     assert e.value.message == "note is longer than 4000 characters; split it into smaller notes"
     with pytest.raises(ToolExecutionError) as e:
         call(registry, "remember", content="   ")
-    assert e.value.message == "failed to parse arguments: expected non-empty text, got an empty string (field `content`)"
+    assert (
+        e.value.message == "failed to parse arguments: expected non-empty text, got an empty string (field `content`)"
+    )
     with pytest.raises(ToolExecutionError) as e:
         call(registry, "remember")
     assert e.value.message == "failed to parse arguments: missing field `content`"
@@ -75,8 +82,10 @@ def test_remember_limits(registry, ltm):
 
 
 def test_search_memory_outputs(registry):
-    assert call(registry, "search_memory", query="anything") == \
-        "Long-term memory is empty; nothing has been remembered yet."
+    assert (
+        call(registry, "search_memory", query="anything")
+        == "Long-term memory is empty; nothing has been remembered yet."
+    )
     call(registry, "remember", content="the user's editor is vim")
     call(registry, "remember", content="  deploys are on Tuesdays\n")
     assert call(registry, "search_memory", query="emacs") == "No relevant memories found."

@@ -3,6 +3,7 @@
 Permissions mean nothing to root, so when the tests run as root (CI does) the CLI runs as the unprivileged
 user ``nobody`` through ``setpriv``; as any other user it runs as that user. The full disk is a real tiny tmpfs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,11 +39,19 @@ def _setpriv() -> tuple[list[str], str | None]:
     if setpriv is None:
         return [], "running as root and setpriv (util-linux) is missing: permissions cannot be tested"
     prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    probe = subprocess.run([*prefix, sys.executable, "-c", "import openheim.cli"], capture_output=True, text=True,
-                           env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}, cwd="/", timeout=60)
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", "import openheim.cli"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+        cwd="/",
+        timeout=60,
+    )
     if probe.returncode != 0:
-        return [], (f"user nobody cannot run this checkout's Python ({sys.executable}; is a parent directory "
-                    f"private?): {probe.stderr.strip().splitlines()[-1:] or probe.returncode}")
+        return [], (
+            f"user nobody cannot run this checkout's Python ({sys.executable}; is a parent directory "
+            f"private?): {probe.stderr.strip().splitlines()[-1:] or probe.returncode}"
+        )
     return prefix, None
 
 
@@ -67,11 +76,23 @@ def srv(world):
 
 def _as_user(*args: str, home: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI as an unprivileged user with HOME=``home`` and the test config."""
-    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "HOME": str(home),
-                "NO_PROXY": "127.0.0.1,localhost", "OPENHEIM_CONFIG": str(home.parent / "cfg" / "config.toml"),
-                **(env or {})}
-    return subprocess.run([*_unprivileged_prefix(), sys.executable, "-m", "openheim", *args], capture_output=True,
-                          text=True, env=full_env, cwd=home.parent, timeout=60, stdin=subprocess.DEVNULL)
+    full_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(home),
+        "NO_PROXY": "127.0.0.1,localhost",
+        "OPENHEIM_CONFIG": str(home.parent / "cfg" / "config.toml"),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [*_unprivileged_prefix(), sys.executable, "-m", "openheim", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=home.parent,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _one_line(r: subprocess.CompletedProcess) -> str:
@@ -93,8 +114,9 @@ def test_read_only_home(srv, world):
         pytest.skip("the test user owns the home it makes and could chmod it back; covered when run as root")
     r = _as_user("run", "hi", home=home)
     assert r.returncode == 1
-    assert _one_line(r) == (f"Error: could not create directory {home / '.openheim'}: Permission denied "
-                            "(check its owner and permissions)")
+    assert _one_line(r) == (
+        f"Error: could not create directory {home / '.openheim'}: Permission denied (check its owner and permissions)"
+    )
     assert srv.requests == []
 
 
@@ -123,11 +145,16 @@ def test_data_dir_that_is_a_file(srv, world):
     in_the_way = world / "afile"
     in_the_way.write_text("x")
     for args in (("run", "hi"), ("sessions", "list"), ("memory", "list")):
-        r = openheim(*args, env={"OPENHEIM_CONFIG": str(world / "cfg" / "config.toml"),
-                                 "OPENHEIM_HOME": str(in_the_way)}, cwd=world)
+        r = openheim(
+            *args,
+            env={"OPENHEIM_CONFIG": str(world / "cfg" / "config.toml"), "OPENHEIM_HOME": str(in_the_way)},
+            cwd=world,
+        )
         assert r.returncode == 2, (args, r.stderr)
-        assert _one_line(r) == (f"Error: Config error: the data directory {in_the_way} is a file, not a directory; "
-                                "point data_dir in config.toml (or OPENHEIM_HOME) at a directory")
+        assert _one_line(r) == (
+            f"Error: Config error: the data directory {in_the_way} is a file, not a directory; "
+            "point data_dir in config.toml (or OPENHEIM_HOME) at a directory"
+        )
 
 
 def test_acp_prompt_on_a_read_only_home_is_a_one_line_rpc_error(srv, world):
@@ -137,15 +164,25 @@ def test_acp_prompt_on_a_read_only_home_is_a_one_line_rpc_error(srv, world):
     home.mkdir(mode=0o555)
     project = world / "project"
     project.mkdir(mode=0o755)
-    wire = AcpWire(env={"HOME": str(home), "OPENHEIM_HOME": str(home / ".openheim"),
-                        "OPENHEIM_CONFIG": str(world / "cfg" / "config.toml")},
-                   cwd=world, prefix=tuple(_unprivileged_prefix()))
+    wire = AcpWire(
+        env={
+            "HOME": str(home),
+            "OPENHEIM_HOME": str(home / ".openheim"),
+            "OPENHEIM_CONFIG": str(world / "cfg" / "config.toml"),
+        },
+        cwd=world,
+        prefix=tuple(_unprivileged_prefix()),
+    )
     try:
         wire.initialize()
         sid = wire.new_session(project)
         response, _ = wire.prompt(sid, "hi")
-        assert response["error"] == {"code": -32603, "message": (
-            f"could not create directory {home / '.openheim'}: Permission denied (check its owner and permissions)")}
+        assert response["error"] == {
+            "code": -32603,
+            "message": (
+                f"could not create directory {home / '.openheim'}: Permission denied (check its owner and permissions)"
+            ),
+        }
     finally:
         wire.close()
     assert srv.requests == []
@@ -188,8 +225,9 @@ def test_memory_on_a_read_only_home(srv, world):
         pytest.skip("the test user owns the home it makes and could chmod it back; covered when run as root")
     r = _as_user("memory", "add", "a note", home=home)
     assert r.returncode == 1
-    assert _one_line(r) == (f"Error: could not create directory {home / '.openheim'}: Permission denied "
-                            "(check its owner and permissions)")
+    assert _one_line(r) == (
+        f"Error: could not create directory {home / '.openheim'}: Permission denied (check its owner and permissions)"
+    )
 
 
 def test_an_unreadable_history_directory_is_not_an_empty_one(srv, world):

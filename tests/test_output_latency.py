@@ -1,4 +1,5 @@
 """Batching never holds text back: when the stream pauses, what arrived is on stdout within 50 ms."""
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,29 @@ def first_output_latency(home, cwd, output: str, unbuffered: bool) -> tuple[floa
     """Seconds from the server's write of the first chunk to that text on openheim's stdout."""
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url)
-        srv.enqueue(Reply(raw_sse=[chunk("hello "), chunk("world"),
-                                   'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
-                                   "data: [DONE]\n\n"], delay=PAUSE))
+        srv.enqueue(
+            Reply(
+                raw_sse=[
+                    chunk("hello "),
+                    chunk("world"),
+                    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+                    "data: [DONE]\n\n",
+                ],
+                delay=PAUSE,
+            )
+        )
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_HOME": str(home)}
         env.pop("PYTHONUNBUFFERED", None)
         if unbuffered:
             env["PYTHONUNBUFFERED"] = "1"
-        proc = subprocess.Popen([sys.executable, "-m", "openheim", "run", "-o", output, "hi"], cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openheim", "run", "-o", output, "hi"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         got, seen_at = b"", None
         deadline = time.monotonic() + 20
         while b"hello" not in got and time.monotonic() < deadline:

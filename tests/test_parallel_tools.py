@@ -1,4 +1,5 @@
 """A reply's tool calls run at most max_parallel_tools at once, the rest queued in call order, each cancellable."""
+
 from __future__ import annotations
 
 import json
@@ -79,10 +80,14 @@ def test_cancel_answers_running_and_queued_calls_and_starts_no_more():
     assert sorted(gauge.started) == [0, 1]  # the queued 48 never ran
 
 
-@pytest.mark.parametrize("value,message", [
-    (0, "'max_parallel_tools' must be at least 1"), ("8", "'max_parallel_tools' must be an integer"),
-    (True, "'max_parallel_tools' must be an integer"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        (0, "'max_parallel_tools' must be at least 1"),
+        ("8", "'max_parallel_tools' must be an integer"),
+        (True, "'max_parallel_tools' must be an integer"),
+    ],
+)
 def test_config_key_is_validated(value, message):
     with pytest.raises(ConfigError, match=message):
         parse_config({"default_provider": "p", "max_parallel_tools": value})
@@ -96,12 +101,13 @@ def test_config_key_default_and_value():
 def test_openheim_run_caps_parallel_shells_from_the_config(isolated_home, tmp_path: Path):
     """Twelve commands in one reply with max_parallel_tools = 3: never more than three shells at once."""
     (tmp_path / "running").mkdir()
-    command = ("mkdir running/{i} && ls running | wc -l >> counts && sleep 0.3 && "
-               "rmdir running/{i} && echo ok {i}")
+    command = "mkdir running/{i} && ls running | wc -l >> counts && sleep 0.3 && rmdir running/{i} && echo ok {i}"
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url, extra="allow_shell = true\nmax_parallel_tools = 3")
-        srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": command.format(i=i)})
-                                      for i in range(12)]), Reply(text="all done"))
+        srv.enqueue(
+            Reply(tool_calls=[ToolCall("execute_command", {"command": command.format(i=i)}) for i in range(12)]),
+            Reply(text="all done"),
+        )
         r = openheim("run", "go", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         results = [m for m in srv.requests[1].body["messages"] if m["role"] == "tool"]

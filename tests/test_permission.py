@@ -1,4 +1,5 @@
 """Permission gates, approval keys, session modes, the scoped executor and built-in registration."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,13 +55,16 @@ class Scripted:
 # --- approval keys -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments,expected", [
-    ('{"command": "git status"}', 'execute_command:{"command":"git status"}'),
-    ('{ "b": 1,\n "a": {"z": [1, {"y": 2, "x": 3}]} }', 'execute_command:{"a":{"z":[1,{"x":3,"y":2}]},"b":1}'),
-    ("", "execute_command:{}"),
-    ("not json", "execute_command:unparsed:not json"),
-    ('{"command": "café"}', 'execute_command:{"command":"café"}'),
-])
+@pytest.mark.parametrize(
+    "arguments,expected",
+    [
+        ('{"command": "git status"}', 'execute_command:{"command":"git status"}'),
+        ('{ "b": 1,\n "a": {"z": [1, {"y": 2, "x": 3}]} }', 'execute_command:{"a":{"z":[1,{"x":3,"y":2}]},"b":1}'),
+        ("", "execute_command:{}"),
+        ("not json", "execute_command:unparsed:not json"),
+        ('{"command": "café"}', 'execute_command:{"command":"café"}'),
+    ],
+)
 def test_exact_argument_keys(arguments, expected):
     assert approval_key("execute_command", arguments, "exact_arguments") == expected
 
@@ -114,22 +118,35 @@ def test_remembering_gate_forwards_policy_traits():
 # --- policy gate -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy,tool,allowed", [
-    ("all", "write_file", True), ("all", "read_file", True), ("all", "execute_command", True),
-    ("reads", "read_file", True), ("reads", "search", True), ("reads", "web_fetch", True),
-    ("reads", "write_file", False), ("reads", "execute_command", False), ("reads", "mcp__tool", False),
-    ("none", "read_file", False), ("none", "write_file", False),
-])
+@pytest.mark.parametrize(
+    "policy,tool,allowed",
+    [
+        ("all", "write_file", True),
+        ("all", "read_file", True),
+        ("all", "execute_command", True),
+        ("reads", "read_file", True),
+        ("reads", "search", True),
+        ("reads", "web_fetch", True),
+        ("reads", "write_file", False),
+        ("reads", "execute_command", False),
+        ("reads", "mcp__tool", False),
+        ("none", "read_file", False),
+        ("none", "write_file", False),
+    ],
+)
 def test_policy_gate(policy, tool, allowed):
     gate = PolicyGate(policy, registry().capabilities)
     assert gate.request(req(tool)).allowed is allowed
-    assert needs_permission(gate, registry().capabilities(tool)) is (policy == "none" or tool not in
-                                                                   ("read_file", "search", "web_fetch"))
+    assert needs_permission(gate, registry().capabilities(tool)) is (
+        policy == "none" or tool not in ("read_file", "search", "web_fetch")
+    )
 
 
 def test_policy_messages():
-    assert PolicyGate("reads", registry().capabilities).denial_message(req()) == \
-        "Permission denied by policy (--approve reads): this tool is not read-only."
+    assert (
+        PolicyGate("reads", registry().capabilities).denial_message(req())
+        == "Permission denied by policy (--approve reads): this tool is not read-only."
+    )
     assert "--approve none" in policy_denied_message("none")
     with pytest.raises(ValueError, match="unknown approval policy 'some'"):
         PolicyGate("some", registry().capabilities)
@@ -182,8 +199,11 @@ def test_mode_parsing():
 def test_architect_exposes_only_read_only_tools(tmp_path):
     tools = tools_for_mode(registry(), "architect")
     assert [t.name for t in tools.definitions()] == ["list_dir", "read_file", "search", "update_plan", "web_fetch"]
-    with pytest.raises(ToolExecutionError, match="Tool 'write_file' is not available to this agent. "
-                                                 "Available tools: list_dir, read_file, search, update_plan, web_fetch"):
+    with pytest.raises(
+        ToolExecutionError,
+        match="Tool 'write_file' is not available to this agent. "
+        "Available tools: list_dir, read_file, search, update_plan, web_fetch",
+    ):
         tools.execute("write_file", '{"path": "x", "content": "y"}', TurnContext(work_dir=tmp_path))
     assert not (tmp_path / "x").exists()
 
@@ -227,16 +247,31 @@ def test_scoped_executor(tmp_path):
 
 
 def test_builtins_and_shell_flag():
-    assert registry(False).names() == ["edit_file", "list_dir", "read_file", "search", "update_plan", "web_fetch", "write_file"]
+    assert registry(False).names() == [
+        "edit_file",
+        "list_dir",
+        "read_file",
+        "search",
+        "update_plan",
+        "web_fetch",
+        "write_file",
+    ]
     assert "execute_command" in registry(True)
 
 
-@pytest.mark.parametrize("name,read_only,kind,scope", [
-    ("read_file", True, "read", "tool_name"), ("list_dir", True, "read", "tool_name"),
-    ("search", True, "search", "tool_name"), ("web_fetch", True, "fetch", "tool_name"),
-    ("write_file", False, "edit", "tool_name"), ("edit_file", False, "edit", "tool_name"),
-    ("execute_command", False, "execute", "exact_arguments"), ("unknown", False, "other", "tool_name"),
-])
+@pytest.mark.parametrize(
+    "name,read_only,kind,scope",
+    [
+        ("read_file", True, "read", "tool_name"),
+        ("list_dir", True, "read", "tool_name"),
+        ("search", True, "search", "tool_name"),
+        ("web_fetch", True, "fetch", "tool_name"),
+        ("write_file", False, "edit", "tool_name"),
+        ("edit_file", False, "edit", "tool_name"),
+        ("execute_command", False, "execute", "exact_arguments"),
+        ("unknown", False, "other", "tool_name"),
+    ],
+)
 def test_capabilities(name, read_only, kind, scope):
     caps = registry().capabilities(name)
     assert (caps.read_only, caps.kind, caps.approval_scope) == (read_only, kind, scope)
@@ -251,18 +286,21 @@ def test_definitions_are_valid_json_schema_objects():
 # --- argument decoding -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: require_str({}, "path"), "failed to parse arguments: missing field `path`"),
-    (lambda: require_str({"path": ""}, "path"), "expected non-empty text, got an empty string"),
-    (lambda: require_str({"path": None}, "path"), "invalid type: null, expected a string"),
-    (lambda: require_str({"path": [1]}, "path"), "invalid type: sequence, expected a string"),
-    (lambda: require_text({"c": {}}, "c"), "invalid type: map, expected a string"),
-    (lambda: optional_int({"n": True}, "n"), "invalid type: boolean `true`, expected an integer"),
-    (lambda: optional_int({"n": 1.5}, "n"), "invalid type: floating point `1.5`, expected an integer"),
-    (lambda: optional_int({"n": -1}, "n", minimum=0), "invalid value: integer `-1`"),
-    (lambda: optional_bool({"b": "yes"}, "b"), "invalid type: string \"yes\", expected a boolean"),
-    (lambda: optional_str({"s": 3}, "s"), "invalid type: integer `3`, expected a string"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: require_str({}, "path"), "failed to parse arguments: missing field `path`"),
+        (lambda: require_str({"path": ""}, "path"), "expected non-empty text, got an empty string"),
+        (lambda: require_str({"path": None}, "path"), "invalid type: null, expected a string"),
+        (lambda: require_str({"path": [1]}, "path"), "invalid type: sequence, expected a string"),
+        (lambda: require_text({"c": {}}, "c"), "invalid type: map, expected a string"),
+        (lambda: optional_int({"n": True}, "n"), "invalid type: boolean `true`, expected an integer"),
+        (lambda: optional_int({"n": 1.5}, "n"), "invalid type: floating point `1.5`, expected an integer"),
+        (lambda: optional_int({"n": -1}, "n", minimum=0), "invalid value: integer `-1`"),
+        (lambda: optional_bool({"b": "yes"}, "b"), 'invalid type: string "yes", expected a boolean'),
+        (lambda: optional_str({"s": 3}, "s"), "invalid type: integer `3`, expected a string"),
+    ],
+)
 def test_argument_errors(call, message):
     with pytest.raises(ParseError) as info:
         call()

@@ -1,4 +1,5 @@
 """The pure permission-rule functions: parsing, shell splitting, pattern matching, deciding, suggesting."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,41 +39,60 @@ def test_malformed_rules_are_refused_naming_them(text):
     assert str(text) in str(e.value) or repr(text) in str(e.value)
 
 
-@pytest.mark.parametrize("line,parts", [
-    ("git diff", ["git diff"]),
-    ("git diff; rm -rf x", ["git diff", "rm -rf x"]),
-    ("a && b || c | d & e", ["a", "b", "c", "d", "e"]),
-    ("a\nb", ["a", "b"]),
-    ("echo $(rm x)", ["echo", "rm x"]),
-    ("echo `rm x`", ["echo", "rm x"]),
-    ('echo "a $(rm) b"', ["echo a", "rm", "b"]),
-    ("(cd x; rm y)", ["cd x", "rm y"]),
-    ('git commit -m "a; b && c"', ["git commit -m a; b && c"]),
-    ("echo 'a | $(b)'", ["echo a | $(b)"]),
-    ("echo a\\; rm", ["echo a; rm"]),
-    ("rm\t-rf  x", ["rm -rf x"]),
-    ("\\rm x; r''m y; \"rm\" z", ["rm x", "rm y", "rm z"]),
-    ("env -i FOO=1 command nohup rm x", ["rm x"]),
-    ("FOO=1", ["FOO=1"]),
-    ("git diff # a comment; rm x", ["git diff"]),
-    ("git diff #'\ntouch PWNED\n#'", ["git diff", "touch PWNED"]),
-    ("echo a#b", ["echo a#b"]),
-    ("make 2>&1", ["make 2>&1"]),
-    ("a;;b;", ["a", "b"]),
-])
+@pytest.mark.parametrize(
+    "line,parts",
+    [
+        ("git diff", ["git diff"]),
+        ("git diff; rm -rf x", ["git diff", "rm -rf x"]),
+        ("a && b || c | d & e", ["a", "b", "c", "d", "e"]),
+        ("a\nb", ["a", "b"]),
+        ("echo $(rm x)", ["echo", "rm x"]),
+        ("echo `rm x`", ["echo", "rm x"]),
+        ('echo "a $(rm) b"', ["echo a", "rm", "b"]),
+        ("(cd x; rm y)", ["cd x", "rm y"]),
+        ('git commit -m "a; b && c"', ["git commit -m a; b && c"]),
+        ("echo 'a | $(b)'", ["echo a | $(b)"]),
+        ("echo a\\; rm", ["echo a; rm"]),
+        ("rm\t-rf  x", ["rm -rf x"]),
+        ("\\rm x; r''m y; \"rm\" z", ["rm x", "rm y", "rm z"]),
+        ("env -i FOO=1 command nohup rm x", ["rm x"]),
+        ("FOO=1", ["FOO=1"]),
+        ("git diff # a comment; rm x", ["git diff"]),
+        ("git diff #'\ntouch PWNED\n#'", ["git diff", "touch PWNED"]),
+        ("echo a#b", ["echo a#b"]),
+        ("make 2>&1", ["make 2>&1"]),
+        ("a;;b;", ["a", "b"]),
+    ],
+)
 def test_split_command(line, parts):
     assert [p.text for p in split_command(line)] == parts
 
 
-@pytest.mark.parametrize("line", ['echo "x', "echo 'x", "echo $(x", "echo `x", "echo x\\", "git diff 'a\nb'",
-                                  'git diff "a\n; rm x"'])
+@pytest.mark.parametrize(
+    "line", ['echo "x', "echo 'x", "echo $(x", "echo `x", "echo x\\", "git diff 'a\nb'", 'git diff "a\n; rm x"']
+)
 def test_unbalanced_commands_cannot_be_parsed(line):
     assert split_command(line) is None
 
 
-@pytest.mark.parametrize("command", ["rm\t-rf x", "\\rm x", "r''m x", '"rm" x', "command rm x", "/bin/rm x",
-                                     "env rm x", "FOO=1 rm x", "sh -c 'rm x'", "bash -c \"cd /; rm x\"", "eval rm x",
-                                     "echo x | xargs rm", "echo x | xargs -0 rm -f"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm\t-rf x",
+        "\\rm x",
+        "r''m x",
+        '"rm" x',
+        "command rm x",
+        "/bin/rm x",
+        "env rm x",
+        "FOO=1 rm x",
+        "sh -c 'rm x'",
+        'bash -c "cd /; rm x"',
+        "eval rm x",
+        "echo x | xargs rm",
+        "echo x | xargs -0 rm -f",
+    ],
+)
 def test_a_deny_rule_sees_through_quoting_prefixes_and_wrappers(command):
     deny = parse_rules([], ["execute_command(rm *)"], "t")
     assert decide("execute_command", {"command": command}, deny).outcome == "deny"
@@ -93,17 +113,20 @@ def allowed(rules: list[str], tool: str, args: dict, deny: list[str] = (), **whe
     return decide(tool, args, parse_rules(rules, deny, "t"), **where).outcome
 
 
-@pytest.mark.parametrize("pattern,path,ok", [
-    ("src/**", "src/a/b/c.py", True),
-    ("src/**", "src", False),
-    ("src/*", "src/a.py", True),
-    ("src/*", "src/a/b.py", False),
-    ("**/*.py", "a.py", True),
-    ("**/*.py", "x/y/a.py", True),
-    ("*.env", "a/.env", False),
-    ("src/\\*.py", "src/x.py", False),
-    ("src/\\*.py", "src/*.py", True),
-])
+@pytest.mark.parametrize(
+    "pattern,path,ok",
+    [
+        ("src/**", "src/a/b/c.py", True),
+        ("src/**", "src", False),
+        ("src/*", "src/a.py", True),
+        ("src/*", "src/a/b.py", False),
+        ("**/*.py", "a.py", True),
+        ("**/*.py", "x/y/a.py", True),
+        ("*.env", "a/.env", False),
+        ("src/\\*.py", "src/x.py", False),
+        ("src/\\*.py", "src/*.py", True),
+    ],
+)
 def test_path_patterns(pattern, path, ok):
     assert (allowed([f"write_file({pattern})"], "write_file", {"path": path}, root="/r", cwd="/r") == "allow") == ok
 
@@ -141,8 +164,9 @@ def test_deny_wins_and_project_allows_need_the_users_silence():
     verdict = decide("write_file", {"path": "gen/x"}, user, project, "/r", "/r")
     assert verdict.outcome == "deny" and verdict.rule.source == "project"
     assert decide("execute_command", {"command": "make"}, user, project).outcome == "project_allow"
-    assert decide("execute_command", {"command": "make"}, parse_rules([], ["execute_command"]), project).outcome \
-        == "deny"
+    assert (
+        decide("execute_command", {"command": "make"}, parse_rules([], ["execute_command"]), project).outcome == "deny"
+    )
     mixed = decide("execute_command", {"command": "make && ls"}, parse_rules(["execute_command(ls)"], []), project)
     assert mixed.outcome == "project_allow"
 
@@ -154,8 +178,10 @@ def test_the_reason_names_the_failing_part():
 
 def test_suggested_rules_cover_exactly_the_call():
     assert suggested_rules("write_file", {"path": "a/b*.txt"}, "/r", "/r") == ["write_file(a/b\\*.txt)"]
-    assert suggested_rules("execute_command", {"command": "ls *.py && ls"}) == \
-        ["execute_command(ls \\*.py)", "execute_command(ls)"]
+    assert suggested_rules("execute_command", {"command": "ls *.py && ls"}) == [
+        "execute_command(ls \\*.py)",
+        "execute_command(ls)",
+    ]
     assert suggested_rules("execute_command", {"command": "echo 'x"}) == []
     assert suggested_rules("write_file", {"path": "../x"}, "/r", "/r") == []
     assert suggested_rules("srv__tool", {"a": 1}) == ["mcp:srv__tool"]

@@ -1,5 +1,6 @@
 """Permission rules end to end: `openheim run --allow/--deny`, [permissions] in config.toml, a project's
 .openheim/settings.toml, shell compound commands, and `openheim permissions explain`."""
+
 from __future__ import annotations
 
 import json
@@ -30,16 +31,24 @@ def tool_results(srv, request: int = 1) -> list[str]:
 
 
 def calls(srv, *tool_calls: tuple[str, dict]) -> None:
-    srv.enqueue(Reply(tool_calls=[ToolCall(name, args, id=f"c{i}") for i, (name, args) in enumerate(tool_calls)]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall(name, args, id=f"c{i}") for i, (name, args) in enumerate(tool_calls)]),
+        Reply(text="done"),
+    )
 
 
 def test_allow_rules_run_what_they_match_and_the_rest_falls_through_to_approve(srv, isolated_home, tmp_path):
     config(isolated_home, srv)
     (tmp_path / "src").mkdir()
-    calls(srv, ("write_file", {"path": "src/deep/a.txt", "content": "a"}), ("write_file", {"path": "b.txt", "content": "b"}),
-          ("read_file", {"path": "src/deep/a.txt"}))
-    r = openheim("run", "--approve", "none", "--allow", "write_file(src/**)", "--allow", "read_file", "go", cwd=tmp_path)
+    calls(
+        srv,
+        ("write_file", {"path": "src/deep/a.txt", "content": "a"}),
+        ("write_file", {"path": "b.txt", "content": "b"}),
+        ("read_file", {"path": "src/deep/a.txt"}),
+    )
+    r = openheim(
+        "run", "--approve", "none", "--allow", "write_file(src/**)", "--allow", "read_file", "go", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     results = tool_results(srv)
     assert (tmp_path / "src/deep/a.txt").read_text() == "a"
@@ -49,7 +58,9 @@ def test_allow_rules_run_what_they_match_and_the_rest_falls_through_to_approve(s
 
 def test_deny_wins_over_allow_and_names_the_rule(srv, isolated_home, tmp_path):
     config(isolated_home, srv, 'allow = ["write_file"]')
-    calls(srv, ("write_file", {"path": "secret.env", "content": "x"}), ("write_file", {"path": "ok.txt", "content": "y"}))
+    calls(
+        srv, ("write_file", {"path": "secret.env", "content": "x"}), ("write_file", {"path": "ok.txt", "content": "y"})
+    )
     r = openheim("run", "--approve", "none", "--deny", "write_file(*.env)", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     results = tool_results(srv)
@@ -101,8 +112,12 @@ def test_shell_rules_cover_a_compound_command_only_when_they_cover_every_part(sr
 def test_a_deny_matches_any_part_of_a_compound_command(srv, isolated_home, tmp_path):
     config(isolated_home, srv, 'allow = ["execute_command"]\ndeny = ["execute_command(rm *)"]')
     (tmp_path / "x").mkdir()
-    calls(srv, ("execute_command", {"command": "echo hi; rm -rf x"}), ("execute_command", {"command": "echo $(rm -r x)"}),
-          ("execute_command", {"command": "echo fine"}))
+    calls(
+        srv,
+        ("execute_command", {"command": "echo hi; rm -rf x"}),
+        ("execute_command", {"command": "echo $(rm -r x)"}),
+        ("execute_command", {"command": "echo fine"}),
+    )
     r = openheim("run", "--approve", "none", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     results = tool_results(srv)
@@ -130,7 +145,9 @@ def test_a_project_deny_narrows_what_the_config_allows(srv, isolated_home, tmp_p
     config(isolated_home, srv, 'allow = ["write_file"]')
     project_settings(tmp_path, '[permissions]\ndeny = ["write_file(generated/**)"]\n')
     (tmp_path / "generated").mkdir()
-    calls(srv, ("write_file", {"path": "generated/x.c", "content": "x"}), ("write_file", {"path": "y.c", "content": "y"}))
+    calls(
+        srv, ("write_file", {"path": "generated/x.c", "content": "x"}), ("write_file", {"path": "y.c", "content": "y"})
+    )
     r = openheim("run", "--approve", "none", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     results = tool_results(srv)
@@ -210,10 +227,12 @@ def test_explain_names_the_deciding_rule_and_the_failing_part(srv, isolated_home
 
 def test_explain_errors_are_one_line_with_exit_2(srv, isolated_home, tmp_path):
     config(isolated_home, srv)
-    for args, text in ((("read_file", "{not json"), "ARGS_JSON is not valid JSON"),
-                       (("read_file", "[1]"), "must be a JSON object"),
-                       (("no_such_tool", "{}"), "unknown tool 'no_such_tool'"),
-                       (("read_file", "{}", "--allow", "read_file("), "'read_file('")):
+    for args, text in (
+        (("read_file", "{not json"), "ARGS_JSON is not valid JSON"),
+        (("read_file", "[1]"), "must be a JSON object"),
+        (("no_such_tool", "{}"), "unknown tool 'no_such_tool'"),
+        (("read_file", "{}", "--allow", "read_file("), "'read_file('"),
+    ):
         r = explain(*args, cwd=tmp_path)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and text in r.stderr, r.stderr

@@ -11,6 +11,7 @@ machine can (root and debootstrap) and either the Debian 11 root with its compil
 machines) or with OPENHEIM_TEST_PORTABLE=1 (a cold build took 4 min 55 s on 2 cores: see
 docs/packaging.md). OPENHEIM_TEST_PORTABLE=0 skips this file.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,17 @@ pytestmark = [
 
 def _sources() -> list[Path]:
     """Everything the portable binary is built from."""
-    return [*ROOT.joinpath("openheim").rglob("*.py"), ROOT / "openheim.py", ROOT / "pyproject.toml",
-            ROOT / "build" / "openheim.spec", ROOT / "build" / "build.sh", ROOT / "build" / "portable.sh",
-            ROOT / "build" / "pack.sh", ROOT / "build" / "launcher.sh", *ROOT.joinpath("build", "hooks").glob("*.py")]
+    return [
+        *ROOT.joinpath("openheim").rglob("*.py"),
+        ROOT / "openheim.py",
+        ROOT / "pyproject.toml",
+        ROOT / "build" / "openheim.spec",
+        ROOT / "build" / "build.sh",
+        ROOT / "build" / "portable.sh",
+        ROOT / "build" / "pack.sh",
+        ROOT / "build" / "launcher.sh",
+        *ROOT.joinpath("build", "hooks").glob("*.py"),
+    ]
 
 
 def _is_fresh(binary: Path) -> bool:
@@ -68,8 +77,10 @@ def _cannot_build() -> str:
     if shutil.which("debootstrap") is None and not Path("/usr/sbin/debootstrap").exists():
         return "the portable build needs debootstrap (apt-get install debootstrap)"
     if not PYTHON_STAMP.is_file():
-        return ("no cached Debian 11 root with its compiled Python (a cold build takes minutes); "
-                "run build/build.sh --portable once, or set OPENHEIM_TEST_PORTABLE=1")
+        return (
+            "no cached Debian 11 root with its compiled Python (a cold build takes minutes); "
+            "run build/build.sh --portable once, or set OPENHEIM_TEST_PORTABLE=1"
+        )
     return ""
 
 
@@ -99,14 +110,21 @@ def portable_bin() -> Path:
         if reason:
             state = "is older than its sources" if PORTABLE_BIN.is_file() else "is not built"
             pytest.skip(f"{PORTABLE_BIN.relative_to(ROOT)} {state} and {reason}")
-        r = subprocess.run(["bash", str(ROOT / "build" / "build.sh"), "--portable"], check=False,
-                           capture_output=True, text=True, timeout=880, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            ["bash", str(ROOT / "build" / "build.sh"), "--portable"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=880,
+            stdin=subprocess.DEVNULL,
+        )
         assert r.returncode == 0, f"portable build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert _is_fresh(PORTABLE_BIN), f"{PORTABLE_BIN} is missing or older than its sources after the build"
     return PORTABLE_BIN
 
 
 # --- the glibc floor ---------------------------------------------------------------------------------------
+
 
 def _glibc_needed(elf: Path) -> tuple[int, ...]:
     """The highest GLIBC_x.y symbol version an ELF file refers to; (0,) when it refers to none."""
@@ -123,7 +141,7 @@ def _unpack(binary: Path, scratch: Path) -> Path:
     folder.mkdir()
     if head.startswith(b"#!"):  # build/pack.sh: `tail -n +SKIP "$0" | gzip -dc | tar -xf -`
         skip = int(re.search(rb'tail -n \+(\d+) "\$0"', head).group(1))
-        payload = b"".join(binary.read_bytes().splitlines(keepends=True)[skip - 1:])
+        payload = b"".join(binary.read_bytes().splitlines(keepends=True)[skip - 1 :])
         subprocess.run(["tar", "-xzf", "-", "-C", str(folder)], input=payload, check=True, timeout=120)
         return folder
     from PyInstaller.archive.readers import CArchiveReader
@@ -177,6 +195,7 @@ def test_default_build_reports_its_floor(tmp_path):
 
 # --- running on Debian 11 ----------------------------------------------------------------------------------
 
+
 @contextmanager
 def bullseye_dir() -> Iterator[tuple[Path, str]]:
     """A scratch folder inside the Debian 11 root (host path, path inside), with /proc and /dev mounted."""
@@ -187,8 +206,10 @@ def bullseye_dir() -> Iterator[tuple[Path, str]]:
     mounted: list[Path] = []
     scratch = Path(tempfile.mkdtemp(prefix="openheim-test-", dir=BULLSEYE / "tmp"))
     try:
-        for target, command in ((BULLSEYE / "proc", ["mount", "-t", "proc", "proc"]),
-                                (BULLSEYE / "dev", ["mount", "--bind", "/dev"])):
+        for target, command in (
+            (BULLSEYE / "proc", ["mount", "-t", "proc", "proc"]),
+            (BULLSEYE / "dev", ["mount", "--bind", "/dev"]),
+        ):
             if not os.path.ismount(target):
                 subprocess.run([*command, str(target)], check=True, timeout=30)
                 mounted.append(target)
@@ -221,7 +242,9 @@ def test_portable_binary_runs_on_debian_11(portable_bin):
         with FakeLLMServer(wire="openai") as srv, EmbeddingsServer() as emb:
             (host_dir / "home" / "config.toml").write_text(
                 'default_provider = "fake"\n[memory]\nembedding_provider = "emb"\nembedding_model = "embed-a"\n'
-                + _provider("fake", srv.base_url) + _provider("emb", emb.url + "/v1"))
+                + _provider("fake", srv.base_url)
+                + _provider("emb", emb.url + "/v1")
+            )
             run = in_bullseye(binary, "run", "hi", env=env)
             added = in_bullseye(binary, "memory", "add", "my automobile is red", "--json", env=env)
             found = in_bullseye(binary, "memory", "search", "vehicle", "--json", env=env)
@@ -235,5 +258,7 @@ def test_portable_binary_runs_on_debian_11(portable_bin):
 
 
 def _provider(name: str, base_url: str) -> str:
-    return (f'[providers.{name}]\nkind = "openai_compatible"\napi_base = "{base_url}"\n'
-            f'default_model = "fake-model"\napi_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n')
+    return (
+        f'[providers.{name}]\nkind = "openai_compatible"\napi_base = "{base_url}"\n'
+        f'default_model = "fake-model"\napi_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n'
+    )

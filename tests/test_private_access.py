@@ -4,6 +4,7 @@ A private name (one leading underscore, not a dunder) read as ``x._name`` is our
 itself defines ``_name`` somewhere (a def, a class, an assignment, an attribute it sets): then ``x`` is
 one of our objects. Anything else is another package's internals, which break when it changes.
 """
+
 from __future__ import annotations
 
 import ast
@@ -55,14 +56,26 @@ def _foreign(tree: ast.Module, ours: set[str]) -> list[tuple[int, str]]:
             if owner in ("self", "cls") or node.attr in ours or node.attr in DOCUMENTED:
                 continue
             found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+        ):
             name = node.args[1]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str) and _private(name.value) \
-                    and name.value not in ours:
+            if (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and _private(name.value)
+                and name.value not in ours
+            ):
                 found.append((node.lineno, f"{node.func.id}(…, {name.value!r})"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                and node.module.split(".")[0] != "openheim":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] != "openheim"
+        ):
             found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if _private(a.name)]
     return found
 
@@ -70,18 +83,24 @@ def _foreign(tree: ast.Module, ours: set[str]) -> list[tuple[int, str]]:
 def test_no_module_reaches_into_another_packages_private_attributes():
     trees = _trees()
     ours = _defined_by_us(trees)
-    found = [f"{p.relative_to(PACKAGE.parent)}:{line}: {what}" for p, tree in trees.items()
-             for line, what in _foreign(tree, ours)]
+    found = [
+        f"{p.relative_to(PACKAGE.parent)}:{line}: {what}"
+        for p, tree in trees.items()
+        for line, what in _foreign(tree, ours)
+    ]
     assert not found, "private attributes of other packages:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("source", [
-    "resp.raw._fp.read1(10)",
-    "sys._getframe(1)",
-    "getattr(resp.raw, '_fp', None)",
-    "from json.decoder import _scan_once",
-    "self.resp._fp",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "resp.raw._fp.read1(10)",
+        "sys._getframe(1)",
+        "getattr(resp.raw, '_fp', None)",
+        "from json.decoder import _scan_once",
+        "self.resp._fp",
+    ],
+)
 def test_the_check_catches_reaching_in(source):
     assert _foreign(parse(source), {"_ours"})
 

@@ -2,6 +2,7 @@
 
 Run as an unprivileged user: root reads every process's environ whatever it does.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,15 +62,28 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
     with FakeLLMServer(wire="openai") as srv:
         (nobody_home / ".openheim" / "config.toml").write_text(
             f'default_provider = "mock"\nallow_shell = true\n[providers.mock]\nkind = "openai_compatible"\n'
-            f'api_base = "{srv.base_url}"\ndefault_model = "m"\nmodels = ["m"]\nenv_var = "MOCK_API_KEY"\n')
+            f'api_base = "{srv.base_url}"\ndefault_model = "m"\nmodels = ["m"]\nenv_var = "MOCK_API_KEY"\n'
+        )
         srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": ATTACK})]), Reply(text="done"))
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(nobody_home),
-               "OPENHEIM_HOME": str(nobody_home / ".openheim"), "NO_PROXY": "127.0.0.1", "MOCK_API_KEY": key}
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(nobody_home),
+            "OPENHEIM_HOME": str(nobody_home / ".openheim"),
+            "NO_PROXY": "127.0.0.1",
+            "MOCK_API_KEY": key,
+        }
         # --sandbox off: the sandbox helper re-runs this Python, which the unprivileged user may not be able to
         # start here (e.g. it lives under /root); the sandboxed case is tests/test_shell_sandbox.py's
-        r = subprocess.run(prefix + [sys.executable, "-m", "openheim", "run", "go", "--sandbox", "off"],
-                           cwd=nobody_home / "work",
-                           env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            prefix + [sys.executable, "-m", "openheim", "run", "go", "--sandbox", "off"],
+            cwd=nobody_home / "work",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert r.returncode == 0, r.stderr
         assert srv.requests[0].headers.get("Authorization") == f"Bearer {key}"  # openheim itself had the key
         result = next(m for m in srv.requests[1].body["messages"] if m["role"] == "tool")["content"]
@@ -83,22 +97,28 @@ def test_the_process_turns_non_dumpable_before_the_first_tool_runs():
     is made non-dumpable before the first built-in tool is loaded, so before any child can exist."""
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux-only")
-    code = ("import sys, openheim\n"
-            "client = openheim.OpenheimClient.builder().provider('openai').api_key('k').api_base(sys.argv[1])"
-            ".model('m').build()\n"
-            "session = client.new_session()\n"
-            "session.prompt('no tools')\n"
-            "plain = 'ctypes' in sys.modules\n"
-            "import ctypes\n"
-            "get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE\n"
-            "before = get()\n"
-            "session.prompt('list it')\n"
-            "print(plain, before, get())")
+    code = (
+        "import sys, openheim\n"
+        "client = openheim.OpenheimClient.builder().provider('openai').api_key('k').api_base(sys.argv[1])"
+        ".model('m').build()\n"
+        "session = client.new_session()\n"
+        "session.prompt('no tools')\n"
+        "plain = 'ctypes' in sys.modules\n"
+        "import ctypes\n"
+        "get = lambda: ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE\n"
+        "before = get()\n"
+        "session.prompt('list it')\n"
+        "print(plain, before, get())"
+    )
     with FakeLLMServer(wire="openai") as srv:
         srv.enqueue(Reply(text="fine"), Reply(tool_calls=[ToolCall("list_dir", {})]), Reply(text="done"))
         with tempfile.TemporaryDirectory() as home:
-            r = subprocess.run([sys.executable, "-c", code, srv.base_url], capture_output=True, text=True,
-                               cwd=home, env={**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_HOME": home,
-                                              "HOME": home})
+            r = subprocess.run(
+                [sys.executable, "-c", code, srv.base_url],
+                capture_output=True,
+                text=True,
+                cwd=home,
+                env={**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_HOME": home, "HOME": home},
+            )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "1", "0"]

@@ -1,6 +1,7 @@
 """A project's own configuration is code from strangers: `.openheim/settings.toml` allow rules apply only once
 the user trusted the file (`openheim permissions trust`, by content hash), and a tool writing `.openheim/**`
 or `.mcp.json` needs a person (or a user allow rule naming the path) whatever the rules, mode or --approve."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,7 @@ from openheim.config.protected import is_protected
 @pytest.fixture
 def srv(isolated_home):
     with FakeLLMServer(wire="openai") as server:
-        write_config(isolated_home, server.base_url, extra='allow_shell = false\n')
+        write_config(isolated_home, server.base_url, extra="allow_shell = false\n")
         yield server
 
 
@@ -22,8 +23,11 @@ def tool_results(srv, request: int = -1) -> list[str]:
 
 
 def write_call(srv, path: str, content: str = "x", tool: str = "write_file") -> None:
-    args = {"path": path, "content": content} if tool == "write_file" else {
-        "path": path, "old_string": "old", "new_string": content}
+    args = (
+        {"path": path, "content": content}
+        if tool == "write_file"
+        else {"path": path, "old_string": "old", "new_string": content}
+    )
     srv.enqueue(Reply(tool_calls=[ToolCall(tool, args, id="w")]), Reply(text="done"))
 
 
@@ -98,7 +102,14 @@ def test_a_user_allow_rule_naming_the_path_lets_the_write_through(srv, tmp_path)
 
 def test_the_shared_predicate(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / ".openheim")
-    for path, expected in ((".openheim/settings.toml", True), ("a/.openheim", True), (".mcp.json", True),
-                           ("x/.mcp.json", True), ("link/x", True), ("src/mcp.json", False), ("README.md", False),
-                           ("../outside/.openheim", False)):
+    for path, expected in (
+        (".openheim/settings.toml", True),
+        ("a/.openheim", True),
+        (".mcp.json", True),
+        ("x/.mcp.json", True),
+        ("link/x", True),
+        ("src/mcp.json", False),
+        ("README.md", False),
+        ("../outside/.openheim", False),
+    ):
         assert is_protected(path, str(tmp_path)) is expected, path

@@ -1,4 +1,5 @@
 """System prompt assembly: identity, project instructions, skills, ConversationStore.prepare."""
+
 from __future__ import annotations
 
 import os
@@ -37,14 +38,17 @@ def test_all_sections_in_order() -> None:
     builder = PromptBuilder(
         identity="I am X.",
         skills=[Skill("a", "", "Alpha."), Skill("b", "desc", "Beta.")],
-        instructions=[Instruction("AGENTS.md", "Root rules."), Instruction("sub/CLAUDE.md", "Sub rules.")])
-    assert builder.text() == SEP.join([
-        BASE,
-        "The user has given you the following identity:\n\nI am X.",
-        "Project instructions from AGENTS.md:\n\nRoot rules.",
-        "Project instructions from sub/CLAUDE.md:\n\nSub rules.",
-        "These are the skills you have mastered:\n\n### a\n\nAlpha.\n\n---\n\n### b\n\nBeta.",
-    ])
+        instructions=[Instruction("AGENTS.md", "Root rules."), Instruction("sub/CLAUDE.md", "Sub rules.")],
+    )
+    assert builder.text() == SEP.join(
+        [
+            BASE,
+            "The user has given you the following identity:\n\nI am X.",
+            "Project instructions from AGENTS.md:\n\nRoot rules.",
+            "Project instructions from sub/CLAUDE.md:\n\nSub rules.",
+            "These are the skills you have mastered:\n\n### a\n\nAlpha.\n\n---\n\n### b\n\nBeta.",
+        ]
+    )
 
 
 def test_skills_without_identity_still_build() -> None:
@@ -89,8 +93,11 @@ def _tree(root: Path) -> Path:
 def test_instructions_outermost_first_with_claude_fallback(tmp_path: Path) -> None:
     deep = _tree(tmp_path)
     found = load_instructions(tmp_path, deep)
-    assert found == [Instruction("AGENTS.md", "root agents"), Instruction("pkg/CLAUDE.md", "pkg claude"),
-                     Instruction("pkg/mod/leaf/AGENTS.md", "leaf agents")]
+    assert found == [
+        Instruction("AGENTS.md", "root agents"),
+        Instruction("pkg/CLAUDE.md", "pkg claude"),
+        Instruction("pkg/mod/leaf/AGENTS.md", "leaf agents"),
+    ]
     assert load_instructions(tmp_path, tmp_path / "pkg") == found[:2]
     link = tmp_path.parent / f"{tmp_path.name}-link"
     link.symlink_to(tmp_path)

@@ -1,6 +1,7 @@
 """Prompt caching that pays, end to end through `openheim run`: a session's prefix is byte-stable, Anthropic
 requests carry rolling breakpoints that a caching server reads back, OpenAI requests a per-session key, and
 the cache traffic shows in the usage a script reads."""
+
 from __future__ import annotations
 
 import itertools
@@ -19,8 +20,9 @@ def _segment(raw: bytes, key: bytes) -> bytes:
 
 
 def _without_marks(messages: list[dict]) -> list[dict]:
-    return [{**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
-            for m in messages]
+    return [
+        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]} for m in messages
+    ]
 
 
 def _marks(body: dict) -> int:
@@ -46,15 +48,18 @@ def test_a_sessions_prefix_is_byte_stable_and_read_from_the_cache(isolated_home,
         assert _segment(raw, b"tools") == _segment(raws[0], b"tools")
     for before, after in itertools.pairwise(bodies):
         sent = _without_marks(before["messages"])
-        assert _without_marks(after["messages"])[:len(sent)] == sent
+        assert _without_marks(after["messages"])[: len(sent)] == sent
         assert "cache_control" in after["messages"][-1]["content"][-1] and _marks(after) <= 4
     inputs = [inp + read + written for inp, read, written in srv.billed]
     reads = [read for _, read, _ in srv.billed]
     assert all(read / total >= 0.8 for read, total in zip(reads[2:], inputs[2:])), srv.billed
     usage = json.loads(first.stdout)["usage"]
     assert usage["cache_read_tokens"] == sum(reads[:4]) and usage["cache_creation_tokens"] > 0
-    reports = [json.loads(line)["usage"] for line in second.stdout.splitlines() if '"type": "usage"' in line
-               or '"type":"usage"' in line]
+    reports = [
+        json.loads(line)["usage"]
+        for line in second.stdout.splitlines()
+        if '"type": "usage"' in line or '"type":"usage"' in line
+    ]
     assert reports and reports[-1]["cache_read_tokens"] == reads[4] > 0
 
 

@@ -4,6 +4,7 @@ A run with tool calls (several iterations, a subagent, a retried 429) is recorde
 server; the server is stopped and the recording replayed: the same stdout, no socket, and a changed
 request refused in one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,13 @@ FAST_RETRY = {"OPENHEIM_RETRY_BASE_DELAY": "0.01"}
 def script(srv: FakeLLMServer) -> None:
     """Five LLM calls: read_file, delegate_task, the subagent's, list_dir after a retried 429, the answer."""
     srv.enqueue(
-        Reply(text="Let me look. ", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="c1")],
-              usage=(100, 10)),
-        Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You check notes.", "task": "Say ok"},
-                                   id="c2")], usage=(120, 12)),
+        Reply(
+            text="Let me look. ", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="c1")], usage=(100, 10)
+        ),
+        Reply(
+            tool_calls=[ToolCall("delegate_task", {"system_prompt": "You check notes.", "task": "Say ok"}, id="c2")],
+            usage=(120, 12),
+        ),
         Reply(text="ok from the subagent", usage=(30, 3)),
         Fault(status=429, retry_after=0),
         Reply(tool_calls=[ToolCall("list_dir", {"path": "."}, id="c3")], usage=(140, 14)),
@@ -85,8 +89,14 @@ def test_recording_format_and_no_secret(isolated_home, work):
     text = rec.read_text()
     assert SECRET not in text
     header, *lines = [json.loads(line) for line in text.splitlines()]
-    assert header == {"openheim_recording": 1, "provider": "fake", "kind": "gemini", "model": "fake-model",
-                      "thinking": False, "max_tokens": None}
+    assert header == {
+        "openheim_recording": 1,
+        "provider": "fake",
+        "kind": "gemini",
+        "model": "fake-model",
+        "thinking": False,
+        "max_tokens": None,
+    }
     assert len(lines) == 6  # 5 successful calls (one of them the subagent's) and the 429 before a retry
     assert [x["response"]["status"] for x in lines] == [200, 200, 200, 429, 200, 200]
     assert lines[3]["request"]["body"] == lines[4]["request"]["body"]  # the retry asked the same again
@@ -104,7 +114,7 @@ def test_changed_prompt_is_refused_in_one_line(isolated_home, work):
     assert r.returncode == 2
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1
-    assert r.stderr.startswith('Error: Replay: request 1 differs from recording ')
+    assert r.stderr.startswith("Error: Replay: request 1 differs from recording ")
     assert 'messages[1].content: recorded "what do my notes say?", this run "what do my notes mean?"' in r.stderr
     assert "record it again with openheim run --record" in r.stderr
     j = openheim("run", "what do my notes mean?", "--replay", str(rec), "-o", "json", cwd=work)
@@ -118,8 +128,11 @@ def test_a_changed_tool_result_is_found_in_a_later_request(isolated_home, work):
     (work / "notes.txt").write_text("the answer is 43\n")
     r = openheim("run", PROMPT, "--replay", str(rec), cwd=work)
     assert r.returncode == 2
-    assert re.search(r"request 2 differs from recording .*messages\[2\]\.content\[0\]\.content: recorded "
-                     r"\"[^\"]*42", r.stderr), r.stderr
+    assert re.search(
+        r"request 2 differs from recording .*messages\[2\]\.content\[0\]\.content: recorded "
+        r"\"[^\"]*42",
+        r.stderr,
+    ), r.stderr
     assert r.stdout == "Let me look. "  # what was served before the difference
 
 
@@ -140,8 +153,10 @@ def test_a_run_killed_mid_recording_leaves_a_readable_prefix(isolated_home, work
     rec = work / "killed.jsonl"
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url, kind="openai")
-        srv.enqueue(Reply(text="Looking. ", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="c1")]),
-                    Reply(text="never sent", head_delay=30))
+        srv.enqueue(
+            Reply(text="Looking. ", tool_calls=[ToolCall("read_file", {"path": "notes.txt"}, id="c1")]),
+            Reply(text="never sent", head_delay=30),
+        )
         proc = spawn("run", PROMPT, "--record", str(rec), cwd=work)
         try:
             deadline = time.monotonic() + 20
@@ -158,14 +173,17 @@ def test_a_run_killed_mid_recording_leaves_a_readable_prefix(isolated_home, work
     assert f"request 2 is not in recording {rec} (it holds 1 exchange); record it again" in r.stderr
 
 
-@pytest.mark.parametrize("content, needle", [
-    (b"", "is empty (the recorded run ended before its first request)"),
-    (b'{"not": "a recording"}\n', "is not an openheim recording"),
-    (b'{"openheim_recording": 1, "kind": "openai"}\n{oops\n{}\n', "line 2 of recording"),
-    (b'{"openheim_recording": 9, "kind": "openai"}\n', "has format version 9"),
-    (b'{"openheim_recording": 1, "kind": "openai"}\n"\xff"\n', "line 2 of recording"),
-    (b'{"openheim_recording": 1, "kind": "openai"}\n{"request": {}}\n', "line 2 of recording"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"", "is empty (the recorded run ended before its first request)"),
+        (b'{"not": "a recording"}\n', "is not an openheim recording"),
+        (b'{"openheim_recording": 1, "kind": "openai"}\n{oops\n{}\n', "line 2 of recording"),
+        (b'{"openheim_recording": 9, "kind": "openai"}\n', "has format version 9"),
+        (b'{"openheim_recording": 1, "kind": "openai"}\n"\xff"\n', "line 2 of recording"),
+        (b'{"openheim_recording": 1, "kind": "openai"}\n{"request": {}}\n', "line 2 of recording"),
+    ],
+)
 def test_unreadable_recordings_are_one_line_config_errors(isolated_home, work, content, needle):
     write_config(isolated_home, "http://127.0.0.1:9/v1", kind="openai")
     rec = work / "bad.jsonl"
@@ -199,7 +217,8 @@ def test_replay_needs_no_api_key(isolated_home, work, monkeypatch):
     recorded, rec = record(isolated_home, work, "openai")
     (isolated_home / "config.toml").write_text(
         'default_provider = "fake"\n[providers.fake]\nkind = "openai"\napi_base = "https://api.openai.com/v1"\n'
-        'default_model = "fake-model"\nenv_var = "OPENAI_API_KEY"\n')
+        'default_model = "fake-model"\nenv_var = "OPENAI_API_KEY"\n'
+    )
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert "needs an API key" in openheim("run", PROMPT, cwd=work).stderr
     r = openheim("run", PROMPT, "--replay", str(rec), cwd=work, env=FAST_RETRY)
@@ -210,7 +229,8 @@ def test_replay_needs_no_api_key(isolated_home, work, monkeypatch):
 def test_replay_provider_kind_in_config(isolated_home, work):
     recorded, rec = record(isolated_home, work, "gemini")
     (isolated_home / "config.toml").write_text(
-        f'default_provider = "canned"\n[providers.canned]\nkind = "replay"\nrecording = "{rec}"\n')
+        f'default_provider = "canned"\n[providers.canned]\nkind = "replay"\nrecording = "{rec}"\n'
+    )
     r = openheim("run", PROMPT, cwd=work, env=FAST_RETRY)
     assert r.returncode == 0, r.stderr
     assert r.stdout == recorded
@@ -252,12 +272,18 @@ def test_query_keys_and_key_headers_never_reach_a_recording():
     from openheim.core.llm.http import Tap
     from openheim.core.llm.tape import exchange
 
-    tap = Tap("https://example.com/v1beta/models/m:streamGenerateContent?alt=sse&key=AIzaSECRET",
-              {"Authorization": "Bearer x", "x-api-key": "y", "Accept": "text/event-stream"}, {"a": 1})
+    tap = Tap(
+        "https://example.com/v1beta/models/m:streamGenerateContent?alt=sse&key=AIzaSECRET",
+        {"Authorization": "Bearer x", "x-api-key": "y", "Accept": "text/event-stream"},
+        {"a": 1},
+    )
     line = exchange(tap)
     assert line["request"]["query"] == "alt=sse&key=%3Credacted%3E"
-    assert line["request"]["headers"] == {"Authorization": "<redacted>", "x-api-key": "<redacted>",
-                                          "Accept": "text/event-stream"}
+    assert line["request"]["headers"] == {
+        "Authorization": "<redacted>",
+        "x-api-key": "<redacted>",
+        "Accept": "text/event-stream",
+    }
     assert "AIzaSECRET" not in json.dumps(line)
 
 

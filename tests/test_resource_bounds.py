@@ -1,5 +1,6 @@
 """Resource bounds driven through `openheim run`: a huge sparse file costs read_file and search neither
 memory nor time."""
+
 from __future__ import annotations
 
 import json
@@ -14,15 +15,23 @@ from fake_llm import FakeLLMServer, Reply, ToolCall
 def test_a_10_gb_sparse_file_is_not_scanned(isolated_home, tmp_path, engine):
     big = tmp_path / "big.txt"
     with open(big, "wb") as f:
-        f.truncate(10 * 1024 ** 3)  # 10 GiB of NUL bytes, all of it a hole: one line with no end
+        f.truncate(10 * 1024**3)  # 10 GiB of NUL bytes, all of it a hole: one line with no end
     (tmp_path / "small.txt").write_text("a NEEDLE here\n")
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url)
-        srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt", "offset": 2}, id="r"),
-                                      ToolCall("search", {"pattern": "NEEDLE"}, id="s")]),
-                    Reply(text="done"))
+        srv.enqueue(
+            Reply(
+                tool_calls=[
+                    ToolCall("read_file", {"path": "big.txt", "offset": 2}, id="r"),
+                    ToolCall("search", {"pattern": "NEEDLE"}, id="s"),
+                ]
+            ),
+            Reply(text="done"),
+        )
         started = time.monotonic()
-        r, peak_kib, cpu = measured("run", "go", cwd=tmp_path, env={"PATH": "/nonexistent"} if engine == "python" else None)
+        r, peak_kib, cpu = measured(
+            "run", "go", cwd=tmp_path, env={"PATH": "/nonexistent"} if engine == "python" else None
+        )
         took = time.monotonic() - started
     assert r.returncode == 0, r.stderr
     read, found = [m["content"] for m in srv.requests[1].body["messages"] if m["role"] == "tool"]
@@ -34,9 +43,11 @@ def test_a_10_gb_sparse_file_is_not_scanned(isolated_home, tmp_path, engine):
 
 # Run the command in a fresh parent, so its peak RSS is that command's alone (RUSAGE_CHILDREN of this test
 # process would report the largest child any earlier test waited for).
-_MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
-            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-            "sys.stderr.write(f'RUSAGE {u.ru_maxrss} {u.ru_utime + u.ru_stime}\\n'); sys.exit(r.returncode)")
+_MEASURE = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "sys.stderr.write(f'RUSAGE {u.ru_maxrss} {u.ru_utime + u.ru_stime}\\n'); sys.exit(r.returncode)"
+)
 
 
 def measured(*args: str, cwd, env: dict | None) -> tuple:
@@ -46,8 +57,15 @@ def measured(*args: str, cwd, env: dict | None) -> tuple:
     import sys
 
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    r = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-m", "openheim", *args],
-                       capture_output=True, text=True, cwd=cwd, env=full_env, timeout=60, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, "-c", _MEASURE, sys.executable, "-m", "openheim", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     lines = r.stderr.splitlines()
     _, peak, cpu = lines[-1].split()
     r.stderr = "\n".join(lines[:-1])
@@ -62,8 +80,13 @@ def tiny_disk(tmp_path):
 
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                                           capture_output=True, check=False).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, check=False
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here")
     try:
         yield mnt
@@ -116,8 +139,10 @@ def test_a_stream_of_only_keepalive_comments_times_out(isolated_home, tmp_path):
         write_config(isolated_home, srv.base_url)
         config = isolated_home / "config.toml"
         config.write_text(config.read_text().replace("timeout_secs = 5", "timeout_secs = 1"))
-        srv.enqueue(Reply(raw_sse=[": keepalive\n\n"] * 400, delay=0.1),  # 40 s of comments, no content
-                    Reply(text="answer"))
+        srv.enqueue(
+            Reply(raw_sse=[": keepalive\n\n"] * 400, delay=0.1),  # 40 s of comments, no content
+            Reply(text="answer"),
+        )
         started = time.monotonic()
         r = openheim("run", "hi", cwd=tmp_path)
         took = time.monotonic() - started

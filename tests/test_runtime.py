@@ -1,4 +1,5 @@
 """The session runtime through the library facade: persistence, busy/lock rules, model and mode switches."""
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """Table-driven sandbox escape attempts: every case is refused or stays inside, and nothing outside changes."""
+
 from __future__ import annotations
 
 import os
@@ -32,9 +33,16 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     (work / "file.txt").write_text("inside\n")
     (work / "sub" / "inner.txt").write_text("inner\n")
     links = {
-        "link_out": "../outside", "link_out_file": "../outside/secret.txt", "dangling": "../nowhere",
-        "loop1": "loop2", "loop2": "loop1", "link_in": "sub", "link_parent": "..",
-        "chain1": "chain2", "chain2": "../outside", "sub/link_up": "../../outside",
+        "link_out": "../outside",
+        "link_out_file": "../outside/secret.txt",
+        "dangling": "../nowhere",
+        "loop1": "loop2",
+        "loop2": "loop1",
+        "link_in": "sub",
+        "link_parent": "..",
+        "chain1": "chain2",
+        "chain2": "../outside",
+        "sub/link_up": "../../outside",
     }
     for name, target in links.items():
         os.symlink(target, work / name)
@@ -293,8 +301,7 @@ def test_a_diff_preview_never_shows_a_file_outside(tree):
     registry = ToolRegistry()
     register_builtins(registry, allow_shell=False)
     where = ViewContext(tree["work"])
-    for path in ("../outside/secret.txt", str(tree["outside"] / "secret.txt"), "link_out/secret.txt",
-                 "link_out_file"):
+    for path in ("../outside/secret.txt", str(tree["outside"] / "secret.txt"), "link_out/secret.txt", "link_out_file"):
         write = registry.present("write_file", {"path": path, "content": "x"}, where)
         edit = registry.present("edit_file", {"path": path, "old_string": "TOP", "new_string": "x"}, where)
         assert write.diff is not None and write.diff.old_text is None, path

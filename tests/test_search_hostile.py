@@ -3,6 +3,7 @@
 `^(\\w+\\s?)*$` over "a" * 40 + "!" is exponential in Python's re (28 characters took 44 s), and the
 pattern is not one rg runs, so the Python engine takes it.
 """
+
 from __future__ import annotations
 
 import signal
@@ -124,6 +125,7 @@ def test_acp_stays_responsive_during_a_runaway_search(isolated_home, trap):
 def test_searches_beside_a_runaway_one_answer_at_once(trap):
     """Each child answers through its own pipe: no search waits on another's child (or its deadline)."""
     (trap / "b.txt").write_text("hello world\n")
+
     def run_away() -> None:
         with pytest.raises(ToolExecutionError):
             SearchTool(timeout=2).execute({"pattern": EVIL}, TurnContext(work_dir=trap))

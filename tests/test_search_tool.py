@@ -1,4 +1,5 @@
 """search: ignore rules, hidden/binary skipping, output format, caps, and rg vs Python parity."""
+
 from __future__ import annotations
 
 import os
@@ -37,19 +38,27 @@ def search(root: Path, pattern: str, use_rg: bool = False, **args) -> str:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     (tmp_path / ".git").mkdir()
-    write(tmp_path, {
-        ".gitignore": "*.log\n!keep.log\nbuild/\n/anchored.txt\ndocs/**/gen_*\n",
-        ".ignore": "secret_*\n",
-        "src/main.py": "def hit():\n    return 'hit'   \n",
-        "src/anchored.txt": "hit nested anchored\n",
-        "anchored.txt": "hit top anchored\n",
-        "app.log": "hit log\n", "keep.log": "hit keep\n",
-        "build/out.py": "hit build\n", "sub/build": "hit file named build\n",
-        "docs/a/b/gen_x.md": "hit generated\n", "docs/a/b/real.md": "hit real\n",
-        "secret_token.txt": "hit secret\n",
-        ".hidden.py": "hit hidden\n", ".cache/x.py": "hit hidden dir\n",
-        "bin.dat": b"hit\x00binary\n", "latin.txt": b"hit caf\xe9\n",
-    })
+    write(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n!keep.log\nbuild/\n/anchored.txt\ndocs/**/gen_*\n",
+            ".ignore": "secret_*\n",
+            "src/main.py": "def hit():\n    return 'hit'   \n",
+            "src/anchored.txt": "hit nested anchored\n",
+            "anchored.txt": "hit top anchored\n",
+            "app.log": "hit log\n",
+            "keep.log": "hit keep\n",
+            "build/out.py": "hit build\n",
+            "sub/build": "hit file named build\n",
+            "docs/a/b/gen_x.md": "hit generated\n",
+            "docs/a/b/real.md": "hit real\n",
+            "secret_token.txt": "hit secret\n",
+            ".hidden.py": "hit hidden\n",
+            ".cache/x.py": "hit hidden dir\n",
+            "bin.dat": b"hit\x00binary\n",
+            "latin.txt": b"hit caf\xe9\n",
+        },
+    )
     os.symlink("src/main.py", tmp_path / "link.py")
     return tmp_path
 
@@ -62,7 +71,8 @@ def test_ignore_hidden_binary_and_symlinks(repo, use_rg):
         "src/anchored.txt:1: hit nested anchored\n"
         "src/main.py:1: def hit():\n"
         "src/main.py:2:     return 'hit'\n"
-        "sub/build:1: hit file named build")
+        "sub/build:1: hit file named build"
+    )
 
 
 def test_ignore_files_do_not_apply_outside_a_git_repo(repo):
@@ -137,10 +147,51 @@ PARITY_FILES: dict[str, str | bytes] = {
     "long.txt": "x" * 5000 + "foo\n",
 }
 PARITY_PATTERNS = [
-    "foo", "Foo", "^def", "pass$", "^$", "x  $", "a.pha", "foo\\.bar", "foo[-.]bar", "foo\\(bar\\)",
-    "[a-c]+", "[^a-z ]+", "(alpha|gamma)", "(?:be)+ta", "o{2}", "o{1,}", "x{5000}foo", "\\[x\\]",
-    "\\{y\\}", "\\|z\\|", "\\$money\\^", "k", "s", "STRASSE", "école", "ß", "caf.", "line$", "\\t",
-    "e", ".*", "bom", "^bom", r"\w+", r"\d", r"\bfoo\b", "(?i)foo", "[[:alpha:]]", "a{,2}", "^o{2}+", "(?:a|b)++", "[a-c-e]+", "[x-z-]", "σ", "[α-ω]+",
+    "foo",
+    "Foo",
+    "^def",
+    "pass$",
+    "^$",
+    "x  $",
+    "a.pha",
+    "foo\\.bar",
+    "foo[-.]bar",
+    "foo\\(bar\\)",
+    "[a-c]+",
+    "[^a-z ]+",
+    "(alpha|gamma)",
+    "(?:be)+ta",
+    "o{2}",
+    "o{1,}",
+    "x{5000}foo",
+    "\\[x\\]",
+    "\\{y\\}",
+    "\\|z\\|",
+    "\\$money\\^",
+    "k",
+    "s",
+    "STRASSE",
+    "école",
+    "ß",
+    "caf.",
+    "line$",
+    "\\t",
+    "e",
+    ".*",
+    "bom",
+    "^bom",
+    r"\w+",
+    r"\d",
+    r"\bfoo\b",
+    "(?i)foo",
+    "[[:alpha:]]",
+    "a{,2}",
+    "^o{2}+",
+    "(?:a|b)++",
+    "[a-c-e]+",
+    "[x-z-]",
+    "σ",
+    "[α-ω]+",
 ]
 
 
@@ -194,31 +245,76 @@ def test_the_test_extra_makes_the_suite_exercise_rg_without_path():
         importlib.metadata.distribution("ripgrep")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("the 'ripgrep' package of the test extra is not installed (pip install -e '.[test]')")
-    code = ("from openheim.tools.search_rg import rg_binary, usable\n"
-            "print(rg_binary()); assert usable('fo+', required=True)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={"PATH": "/nonexistent", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    code = (
+        "from openheim.tools.search_rg import rg_binary, usable\n"
+        "print(rg_binary()); assert usable('fo+', required=True)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/nonexistent", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == os.path.join(os.path.dirname(sys.executable), "rg")
 
 
-@pytest.mark.parametrize("pattern,portable", [
-    ("foo", True), ("foo.*bar", True), ("^a|b$", True), ("[a-z0-9_]+", True), ("(?:ab)+", True),
-    ("a{2,3}", True), ("\\.\\*", True), ("[^\\]x]", True),
-    ("\\d", False), ("\\w+", False), ("\\s", False), ("\\bx", False), ("(?i)x", False), ("(?P<n>x)", False),
-    ("(?=x)", False), ("[[:alpha:]]", False), ("[a&&b]", False), ("{x", False), ("a{,2}", False),
-    ("\\n", False), ("\\1", False), ("[]a]", False), ("a\\!", False), ("^a{2}+$", False), ("a*+", False),
-    ("[a-c-e]", False), ("[-a]", True), ("[a-]", True), ("[a-cx-z]", True), ("[\\--z]", True),
-])
+@pytest.mark.parametrize(
+    "pattern,portable",
+    [
+        ("foo", True),
+        ("foo.*bar", True),
+        ("^a|b$", True),
+        ("[a-z0-9_]+", True),
+        ("(?:ab)+", True),
+        ("a{2,3}", True),
+        ("\\.\\*", True),
+        ("[^\\]x]", True),
+        ("\\d", False),
+        ("\\w+", False),
+        ("\\s", False),
+        ("\\bx", False),
+        ("(?i)x", False),
+        ("(?P<n>x)", False),
+        ("(?=x)", False),
+        ("[[:alpha:]]", False),
+        ("[a&&b]", False),
+        ("{x", False),
+        ("a{,2}", False),
+        ("\\n", False),
+        ("\\1", False),
+        ("[]a]", False),
+        ("a\\!", False),
+        ("^a{2}+$", False),
+        ("a*+", False),
+        ("[a-c-e]", False),
+        ("[-a]", True),
+        ("[a-]", True),
+        ("[a-cx-z]", True),
+        ("[\\--z]", True),
+    ],
+)
 def test_portable_pattern_subset(pattern, portable):
     assert is_portable(pattern) is portable
 
 
-@pytest.mark.parametrize("glob,path,matches", [
-    ("*.log", "a.log", True), ("*.log", "d/a.log", False), ("a/**/b", "a/x/y/b", True), ("a/**/b", "a/b", True),
-    ("**/x", "p/q/x", True), ("x/**", "x/y/z", True), ("?.txt", "ab.txt", False), ("[ab].c", "b.c", True),
-    ("[!ab].c", "c.c", True), ("\\*.c", "*.c", True), ("\\*.c", "x.c", False),
-])
+@pytest.mark.parametrize(
+    "glob,path,matches",
+    [
+        ("*.log", "a.log", True),
+        ("*.log", "d/a.log", False),
+        ("a/**/b", "a/x/y/b", True),
+        ("a/**/b", "a/b", True),
+        ("**/x", "p/q/x", True),
+        ("x/**", "x/y/z", True),
+        ("?.txt", "ab.txt", False),
+        ("[ab].c", "b.c", True),
+        ("[!ab].c", "c.c", True),
+        ("\\*.c", "*.c", True),
+        ("\\*.c", "x.c", False),
+    ],
+)
 def test_glob_translation(glob, path, matches):
     import re
 

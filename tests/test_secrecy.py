@@ -1,4 +1,5 @@
 """Secrecy rules: URL secrets, redaction of messages and log records, scrubbed reprs."""
+
 from __future__ import annotations
 
 import logging
@@ -55,6 +56,7 @@ def test_filter_redacts_messages_arguments_and_tracebacks():
         raise ValueError("bad key sk-in-a-traceback-1")
     except ValueError:
         import sys
+
         record.exc_info = sys.exc_info()
     assert RedactingFilter().filter(record)
     formatted = logging.Formatter().format(record)
@@ -82,14 +84,21 @@ def test_cli_logging_redacts_and_keeps_urllib3_above_debug():
     import subprocess
     import sys
 
-    code = ("import logging\n"
-            "from openheim.cli import setup_logging\n"
-            "from openheim.config.secrecy import remember_secrets\n"
-            "setup_logging()\n"
-            "remember_secrets('sk-LOGGED-1')\n"
-            "logging.getLogger('openheim.x').debug('POST /v1?key=abcdef with sk-LOGGED-1')\n"
-            "logging.getLogger('urllib3.connectionpool').debug('http://h:1 \"POST /v1?key=abcdef HTTP/1.1\" 200')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env={**os.environ, "OPENHEIM_LOG": "debug"})
+    code = (
+        "import logging\n"
+        "from openheim.cli import setup_logging\n"
+        "from openheim.config.secrecy import remember_secrets\n"
+        "setup_logging()\n"
+        "remember_secrets('sk-LOGGED-1')\n"
+        "logging.getLogger('openheim.x').debug('POST /v1?key=abcdef with sk-LOGGED-1')\n"
+        "logging.getLogger('urllib3.connectionpool').debug('http://h:1 \"POST /v1?key=abcdef HTTP/1.1\" 200')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OPENHEIM_LOG": "debug"},
+    )
     assert "POST /v1?key=<redacted> with <redacted>" in r.stderr
     assert "abcdef" not in r.stderr and "sk-LOGGED-1" not in r.stderr and "HTTP/1.1" not in r.stderr

@@ -1,5 +1,6 @@
 """Session ids as a user types them: a unique prefix works wherever an id is taken (like git), an ambiguous one
 lists the candidates; a session whose first turn failed before any reply is out of the lists but for --all."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ rule-evasion spelling, symlinks and hard links out, .git hooks, the provider key
 processes left behind) and checks the file system, the network and the process table afterwards.
 These machines have Landlock (CI fails loudly without it: see .ci/run), so nothing here skips.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,15 +43,22 @@ def tree(tmp_path: Path) -> dict[str, Path]:
 
 
 def configure(home: Path, srv: FakeLLMServer, sandbox: str = "", provider_extra: str = "") -> None:
-    write_config(home, srv.base_url, extra=f"allow_shell = true\nmax_parallel_tools = 4\n[sandbox]\n{sandbox}\n",
-                 provider_extra=provider_extra)
+    write_config(
+        home,
+        srv.base_url,
+        extra=f"allow_shell = true\nmax_parallel_tools = 4\n[sandbox]\n{sandbox}\n",
+        provider_extra=provider_extra,
+    )
 
 
-def run_commands(srv: FakeLLMServer, work: Path, commands: list[str], *args: str, env: dict | None = None
-                 ) -> tuple[list[str], object]:
+def run_commands(
+    srv: FakeLLMServer, work: Path, commands: list[str], *args: str, env: dict | None = None
+) -> tuple[list[str], object]:
     """Let the model ask for ``commands`` (one turn); their tool results, in order, and the finished run."""
-    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": c}, id=f"c{i}")
-                                  for i, c in enumerate(commands)]), Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("execute_command", {"command": c}, id=f"c{i}") for i, c in enumerate(commands)]),
+        Reply(text="done"),
+    )
     done = openheim("run", "go", "--cwd", str(work), *args, cwd=work, env=env)
     assert done.returncode == 0, done.stderr
     results = {m["tool_call_id"]: m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "tool"}
@@ -58,14 +66,25 @@ def run_commands(srv: FakeLLMServer, work: Path, commands: list[str], *args: str
 
 
 def snapshot(*dirs: Path) -> dict[str, bytes]:
-    return {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<entry>")
-            for d in dirs for p in sorted(d.rglob("*"))}
+    return {
+        str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<entry>")
+        for d in dirs
+        for p in sorted(d.rglob("*"))
+    }
 
 
 EVASIONS = [  # writes and removals outside the root, spelled every way text rules miss
-    "rm\t-rf {out}/victim", "\\rm {out}/victim", "r''m {out}/victim", '"rm" {out}/victim', "command rm {out}/victim",
-    "/bin/rm {out}/victim", "env rm {out}/victim", "FOO=1 rm {out}/victim", "sh -c 'rm {out}/victim'",
-    "eval rm {out}/victim", "echo {out}/victim | xargs rm",
+    "rm\t-rf {out}/victim",
+    "\\rm {out}/victim",
+    "r''m {out}/victim",
+    '"rm" {out}/victim',
+    "command rm {out}/victim",
+    "/bin/rm {out}/victim",
+    "env rm {out}/victim",
+    "FOO=1 rm {out}/victim",
+    "sh -c 'rm {out}/victim'",
+    "eval rm {out}/victim",
+    "echo {out}/victim | xargs rm",
     "python3 -c \"open('{out}/py.txt', 'w').write('x')\"",
     "ln -s {out} link-out && echo x > link-out/via-symlink",
     "ln {out}/victim hard-link && echo pwned >> hard-link",
@@ -95,9 +114,12 @@ def test_every_evasion_is_refused_by_the_kernel_and_nothing_outside_changes(srv,
 def test_a_subagents_commands_run_in_the_same_sandbox(srv, isolated_home, tree):
     configure(isolated_home, srv)
     target = tree["outside"] / "from-subagent"
-    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You run commands.", "task": "go"})]),
-                Reply(tool_calls=[ToolCall("execute_command", {"command": f"touch {target}"})]),
-                Reply(text="the subagent is done"), Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You run commands.", "task": "go"})]),
+        Reply(tool_calls=[ToolCall("execute_command", {"command": f"touch {target}"})]),
+        Reply(text="the subagent is done"),
+        Reply(text="done"),
+    )
     done = openheim("run", "go", cwd=tree["work"])
     assert done.returncode == 0, done.stderr
     subagent_result = next(m["content"] for m in srv.requests[2].body["messages"] if m["role"] == "tool")
@@ -107,10 +129,14 @@ def test_a_subagents_commands_run_in_the_same_sandbox(srv, isolated_home, tree):
 
 def test_writes_inside_the_root_and_the_private_tmp_work(srv, isolated_home, tree):
     configure(isolated_home, srv)
-    results, _ = run_commands(srv, tree["work"], [
-        "echo hi > inside.txt && mkdir -p d && mv inside.txt d/ && cat d/inside.txt",
-        "echo t > $TMPDIR/scratch && cat $TMPDIR/scratch && echo $TMPDIR",
-    ])
+    results, _ = run_commands(
+        srv,
+        tree["work"],
+        [
+            "echo hi > inside.txt && mkdir -p d && mv inside.txt d/ && cat d/inside.txt",
+            "echo t > $TMPDIR/scratch && cat $TMPDIR/scratch && echo $TMPDIR",
+        ],
+    )
     assert results[0] == "hi\n"
     assert results[1].startswith("t\n") and "openheim-cmd-" in results[1]
     assert (tree["work"] / "d" / "inside.txt").read_text() == "hi\n"
@@ -130,10 +156,17 @@ def test_read_only_refuses_writes_in_the_root_too(srv, isolated_home, tree):
 def test_a_deny_rule_is_no_longer_evaded_and_a_comment_cannot_smuggle_a_command(srv, isolated_home, tree):
     configure(isolated_home, srv)
     (tree["work"] / "x").write_text("keep\n")
-    results, _ = run_commands(srv, tree["work"], ["rm\t-rf x", "FOO=1 rm x", "echo x | xargs rm",
-                                                  "git diff #'\ntouch PWNED\n#'"],
-                              "--deny", "execute_command(rm *)", "--allow", "execute_command(git diff *)",
-                              "--approve", "none")
+    results, _ = run_commands(
+        srv,
+        tree["work"],
+        ["rm\t-rf x", "FOO=1 rm x", "echo x | xargs rm", "git diff #'\ntouch PWNED\n#'"],
+        "--deny",
+        "execute_command(rm *)",
+        "--allow",
+        "execute_command(git diff *)",
+        "--approve",
+        "none",
+    )
     assert all("Permission denied by rule" in r for r in results[:3]), results
     assert "Permission denied by policy (--approve none)" in results[3]
     assert (tree["work"] / "x").exists() and not (tree["work"] / "PWNED").exists()
@@ -149,12 +182,16 @@ def alive(pid: int) -> bool:
 
 def test_nothing_a_command_leaves_behind_survives_it(srv, isolated_home, tree):
     configure(isolated_home, srv)
-    results, _ = run_commands(srv, tree["work"], [
-        "setsid sleep 300 & echo $! > p1",
-        "nohup sleep 301 > /dev/null 2>&1 & echo $! > p2",
-        "sh -c '(sleep 302 & echo $! > p3) &' ; sleep 0.2",
-        "setsid sh -c 'sleep 303 & echo $! > p4; wait' > /dev/null 2>&1 & sleep 0.2",
-    ])
+    results, _ = run_commands(
+        srv,
+        tree["work"],
+        [
+            "setsid sleep 300 & echo $! > p1",
+            "nohup sleep 301 > /dev/null 2>&1 & echo $! > p2",
+            "sh -c '(sleep 302 & echo $! > p3) &' ; sleep 0.2",
+            "setsid sh -c 'sleep 303 & echo $! > p4; wait' > /dev/null 2>&1 & sleep 0.2",
+        ],
+    )
     pids = [int((tree["work"] / f"p{i}").read_text()) for i in range(1, 5)]
     deadline = time.monotonic() + 3
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -189,22 +226,31 @@ def test_a_timeout_or_cancel_kills_the_command_and_what_it_moved_out_of_its_grou
 
 def test_the_provider_key_is_not_in_any_ancestors_environment(srv, isolated_home, tree):
     key = f"sk-sandbox-{os.getpid()}-{time.time_ns()}"
-    path = write_config(isolated_home, srv.base_url, extra="allow_shell = true\n",
-                        provider_extra='env_var = "OPENHEIM_SANDBOX_TEST_KEY"\n')
+    path = write_config(
+        isolated_home,
+        srv.base_url,
+        extra="allow_shell = true\n",
+        provider_extra='env_var = "OPENHEIM_SANDBOX_TEST_KEY"\n',
+    )
     path.write_text(path.read_text().replace('api_key = "sk-test-SECRET-123"\n', ""))
-    walk = ("import os\npid, seen, leaked = os.getppid(), 0, []\n"
-            "while pid > 1:\n"
-            "    try:\n"
-            "        env = open(f'/proc/{pid}/environ', 'rb').read(); seen += 1\n"
-            "        leaked += [pid] if b'OPENHEIM_SANDBOX_TEST_KEY=sk' in env else []\n"
-            "    except OSError:\n"
-            "        pass\n"
-            "    pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
-            "print('read', seen, 'leaked', leaked)\n")
+    walk = (
+        "import os\npid, seen, leaked = os.getppid(), 0, []\n"
+        "while pid > 1:\n"
+        "    try:\n"
+        "        env = open(f'/proc/{pid}/environ', 'rb').read(); seen += 1\n"
+        "        leaked += [pid] if b'OPENHEIM_SANDBOX_TEST_KEY=sk' in env else []\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+        "print('read', seen, 'leaked', leaked)\n"
+    )
     (tree["work"] / "walk.py").write_text(walk)
-    results, _ = run_commands(srv, tree["work"], ["python3 walk.py", "tr '\\0' '\\n' < /proc/$PPID/environ; echo",
-                                                  "cat /proc/$PPID/mem | head -c 10 | wc -c"],
-                              env={"OPENHEIM_SANDBOX_TEST_KEY": key})
+    results, _ = run_commands(
+        srv,
+        tree["work"],
+        ["python3 walk.py", "tr '\\0' '\\n' < /proc/$PPID/environ; echo", "cat /proc/$PPID/mem | head -c 10 | wc -c"],
+        env={"OPENHEIM_SANDBOX_TEST_KEY": key},
+    )
     assert "leaked []" in results[0] and "read 0" not in results[0], results[0]
     assert key not in "".join(results)
     assert srv.requests[0].headers.get("Authorization") == f"Bearer {key}"  # openheim itself still has it
@@ -217,9 +263,11 @@ def listening_tcp() -> socket.socket:
     return s
 
 
-NET = ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {tcp}), 3); print('tcp-ok')\"",
-       "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-       "s.sendto(b'udp-hello', ('127.0.0.1', {udp})); print('udp-ok')\"")
+NET = (
+    "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {tcp}), 3); print('tcp-ok')\"",
+    'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); '
+    "s.sendto(b'udp-hello', ('127.0.0.1', {udp})); print('udp-ok')\"",
+)
 
 
 @pytest.mark.parametrize("network", [False, True])
@@ -252,12 +300,25 @@ def test_off_says_so_once_and_runs_unconfined(srv, isolated_home, tree):
 def test_an_mcp_stdio_server_that_opts_in_runs_inside_the_sandbox(srv, isolated_home, tree):
     from mcp_helpers import toml_server
 
-    write_config(isolated_home, srv.base_url, extra=toml_server("boxed", extra='sandbox = "workspace-write"')
-                 + toml_server("free"))
-    calls = [("boxed", tree["work"] / "in.txt"), ("boxed", tree["outside"] / "boxed.txt"),
-             ("free", tree["outside"] / "free.txt")]
-    srv.enqueue(Reply(tool_calls=[ToolCall(f"{name}__write", {"path": str(path), "text": "x"}, id=f"c{i}")
-                                  for i, (name, path) in enumerate(calls)]), Reply(text="done"))
+    write_config(
+        isolated_home,
+        srv.base_url,
+        extra=toml_server("boxed", extra='sandbox = "workspace-write"') + toml_server("free"),
+    )
+    calls = [
+        ("boxed", tree["work"] / "in.txt"),
+        ("boxed", tree["outside"] / "boxed.txt"),
+        ("free", tree["outside"] / "free.txt"),
+    ]
+    srv.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall(f"{name}__write", {"path": str(path), "text": "x"}, id=f"c{i}")
+                for i, (name, path) in enumerate(calls)
+            ]
+        ),
+        Reply(text="done"),
+    )
     done = openheim("run", "go", cwd=tree["work"])
     assert done.returncode == 0, done.stderr
     results = {m["tool_call_id"]: m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "tool"}
@@ -297,10 +358,17 @@ except ToolExecutionError as e:
 def test_required_gives_the_model_a_clear_tool_result(tree):
     work = str(tree["work"].resolve())
     outer = Sandbox().wrap([sys.executable, "-c", REQUIRED_TOOL], work)
-    done = subprocess.run(outer, cwd=work, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.stdout.startswith("Command refused: the sandbox (workspace-write) is required but not enforced: "
-                                  "read-only .git/.openheim"), (done.stdout, done.stderr)
+    done = subprocess.run(
+        outer,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert done.stdout.startswith(
+        "Command refused: the sandbox (workspace-write) is required but not enforced: read-only .git/.openheim"
+    ), (done.stdout, done.stderr)
     assert "nothing was run" in done.stdout and not (tree["work"] / "ran").exists()
 
 

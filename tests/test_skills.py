@@ -1,4 +1,5 @@
 """SkillsManager: both layouts, frontmatter, name validation, symlink containment."""
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,8 @@ def test_flat_file_content_kept_verbatim(skills_dir: Path) -> None:
 def test_directory_layout_with_frontmatter(skills_dir: Path) -> None:
     (skills_dir / "pdf").mkdir()
     (skills_dir / "pdf" / "SKILL.md").write_text(
-        "---\nname: PDF tools\ndescription: \"Read and fill PDF forms\"\nlicense: MIT\n---\n\n# PDF\nSteps.\n")
+        '---\nname: PDF tools\ndescription: "Read and fill PDF forms"\nlicense: MIT\n---\n\n# PDF\nSteps.\n'
+    )
     skill = SkillsManager(skills_dir).load("pdf")
     assert skill == Skill("pdf", "Read and fill PDF forms", "# PDF\nSteps.\n")
 
@@ -42,13 +44,16 @@ def test_flat_file_wins_over_directory(skills_dir: Path) -> None:
     assert SkillsManager(skills_dir).load("x").content == "flat"
 
 
-@pytest.mark.parametrize("text,fields,body", [
-    ("no frontmatter\n", {}, "no frontmatter\n"),
-    ("---\nunterminated: yes\nbody", {}, "---\nunterminated: yes\nbody"),
-    ("---\r\ndescription: 'win'\r\n---\r\nbody\r\n", {"description": "win"}, "body\r\n"),
-    ("---\n# comment\n  nested: ignored\nkey: a: b\n---\nb", {"key": "a: b"}, "b"),
-    ("---\nJust a rule above a paragraph.\n---\nmore", {}, "---\nJust a rule above a paragraph.\n---\nmore"),
-])
+@pytest.mark.parametrize(
+    "text,fields,body",
+    [
+        ("no frontmatter\n", {}, "no frontmatter\n"),
+        ("---\nunterminated: yes\nbody", {}, "---\nunterminated: yes\nbody"),
+        ("---\r\ndescription: 'win'\r\n---\r\nbody\r\n", {"description": "win"}, "body\r\n"),
+        ("---\n# comment\n  nested: ignored\nkey: a: b\n---\nb", {"key": "a: b"}, "b"),
+        ("---\nJust a rule above a paragraph.\n---\nmore", {}, "---\nJust a rule above a paragraph.\n---\nmore"),
+    ],
+)
 def test_split_frontmatter(text: str, fields: dict, body: str) -> None:
     assert split_frontmatter(text) == (fields, body)
 
@@ -58,7 +63,10 @@ def test_invalid_names_rejected_before_touching_fs(tmp_path: Path, name: str) ->
     manager = SkillsManager(tmp_path / "does-not-exist")
     with pytest.raises(InvalidArgument) as info:
         manager.load(name)
-    assert str(info.value) == f"Invalid argument: Invalid skill name '{name}': must be a single path component without '..'"
+    assert (
+        str(info.value)
+        == f"Invalid argument: Invalid skill name '{name}': must be a single path component without '..'"
+    )
     assert not is_valid_name(name)
 
 

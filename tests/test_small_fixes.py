@@ -1,5 +1,6 @@
 """The small things a new user met, each fixed: doctor after init, memory search's keyword hits, serve's banner,
 retry warnings without logger names, an unresolvable host not retried, a body-less subagent profile."""
+
 from __future__ import annotations
 
 import subprocess
@@ -65,8 +66,9 @@ def test_an_unresolvable_host_is_not_retried():
     error = transport_error(dns, "https://nope.invalid/v1/chat", 5)
     assert str(error) == "Request error: could not resolve nope.invalid; check api_base and the network"
     assert not is_retryable(error)
-    refused = transport_error(requests.ConnectionError("NewConnectionError: [Errno 111] refused"),
-                              "http://127.0.0.1:9/v1", 5)
+    refused = transport_error(
+        requests.ConnectionError("NewConnectionError: [Errno 111] refused"), "http://127.0.0.1:9/v1", 5
+    )
     assert is_retryable(refused) and is_retryable(TransportError("reset"))
 
 
@@ -74,13 +76,25 @@ def test_an_unresolvable_host_fails_at_once_through_run(isolated_home, tmp_path)
     """A host name that does not resolve (the reserved .invalid TLD; the lookup is faked, so no DNS query leaves
     the machine): one attempt, no retry warnings."""
     write_config(isolated_home, "https://openheim-test.invalid/v1")
-    code = ("import socket, sys, runpy\n"
-            "def fail(*a, **k):\n    raise socket.gaierror(-2, 'Name or service not known')\n"
-            "socket.getaddrinfo = fail\n"  # no DNS query leaves the machine
-            "sys.argv = ['openheim', 'run', 'hi']\nrunpy.run_module('openheim', run_name='__main__')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENHEIM_HOME": str(isolated_home),
-                            "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL)
+    code = (
+        "import socket, sys, runpy\n"
+        "def fail(*a, **k):\n    raise socket.gaierror(-2, 'Name or service not known')\n"
+        "socket.getaddrinfo = fail\n"  # no DNS query leaves the machine
+        "sys.argv = ['openheim', 'run', 'hi']\nrunpy.run_module('openheim', run_name='__main__')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "OPENHEIM_HOME": str(isolated_home),
+            "PYTHONPATH": str(ROOT),
+        },
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 1
     assert "could not resolve openheim-test.invalid" in r.stderr and "attempt" not in r.stderr
-

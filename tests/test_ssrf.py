@@ -3,6 +3,7 @@
 Positive-path tests reach the loopback test server only through WebFetchTool's constructor-only
 test seam (a resolver and an allowed address); the default tool refuses the same address.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -69,10 +70,14 @@ def tripwire():
 def site(tripwire):
     port_trip = tripwire[0]
     routes = {
-        "/html": (200, {"Content-Type": "text/html; charset=utf-8"},
-                  b"<html><head><style>p{}</style><script>alert(1)</script></head><body><h1>Title</h1>"
-                  b"<p>Tom &amp; Jerry&nbsp;&lt;3&gt; &quot;x&quot; &#39;y&#39;</p><div>two</div>\n\n\n<p>  end </p>"
-                  b"</body></html>", 0),
+        "/html": (
+            200,
+            {"Content-Type": "text/html; charset=utf-8"},
+            b"<html><head><style>p{}</style><script>alert(1)</script></head><body><h1>Title</h1>"
+            b"<p>Tom &amp; Jerry&nbsp;&lt;3&gt; &quot;x&quot; &#39;y&#39;</p><div>two</div>\n\n\n<p>  end </p>"
+            b"</body></html>",
+            0,
+        ),
         "/json": (200, {"Content-Type": "application/json"}, b'{"a": 1}', 0),
         "/plain": (200, {"Content-Type": "text/plain"}, b"plain text", 0),
         "/bare": (200, {}, b"no type", 0),
@@ -102,25 +107,64 @@ def fetch(tool: WebFetchTool, url: str, context: TurnContext | None = None) -> s
 
 def public_test_tool(**kwargs) -> WebFetchTool:
     """The test seam: 'public.test' resolves to loopback, and loopback counts as public."""
-    return WebFetchTool(lambda host, port: ["127.0.0.1"] if host == "public.test" else [],
-                        allowed_addresses=["127.0.0.1"], **kwargs)
+    return WebFetchTool(
+        lambda host, port: ["127.0.0.1"] if host == "public.test" else [], allowed_addresses=["127.0.0.1"], **kwargs
+    )
 
 
 LITERAL_TARGETS = [
-    "http://127.0.0.1:{trip}/", "https://127.0.0.1:{trip}/", "http://127.255.255.254/", "http://0.0.0.0:{trip}/",
-    "http://0:{trip}/", "http://2130706433:{trip}/", "http://017700000001:{trip}/", "http://0x7f000001:{trip}/",
-    "http://0x7f.0.0.1:{trip}/", "http://0177.0.0.1:{trip}/", "http://127.1:{trip}/", "http://[::1]:{trip}/",
-    "http://[::]/", "http://[::ffff:127.0.0.1]:{trip}/", "http://[::ffff:7f00:1]:{trip}/",
-    "http://[0:0:0:0:0:ffff:7f00:0001]/", "http://[::127.0.0.1]/", "http://[::ffff:0:7f00:1]/",
-    "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::1]/",
-    "http://[2002:c0a8:101::]/", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/",
-    "http://100.64.0.1/", "http://100.127.255.254/", "http://10.0.0.1/", "http://10.255.255.255/",
-    "http://172.16.0.1/", "http://172.31.255.255/", "http://192.168.0.1/", "http://192.168.255.255/",
-    "http://192.0.0.8/", "http://192.0.2.1/", "http://198.18.0.1/", "http://198.19.255.255/",
-    "http://198.51.100.7/", "http://203.0.113.9/", "http://224.0.0.1/", "http://239.255.255.250/",
-    "http://240.0.0.1/", "http://255.255.255.255/", "http://[fe80::1]/", "http://[fc00::1]/",
-    "http://[fd12:3456::1]/", "http://[fec0::1]/", "http://[ff02::1]/", "http://[2001:db8::1]/",
-    "http://[2001::1]/", "http://[64:ff9b:1::1]/", "http://[100::1]/", "http://[::ffff:10.0.0.1]/",
+    "http://127.0.0.1:{trip}/",
+    "https://127.0.0.1:{trip}/",
+    "http://127.255.255.254/",
+    "http://0.0.0.0:{trip}/",
+    "http://0:{trip}/",
+    "http://2130706433:{trip}/",
+    "http://017700000001:{trip}/",
+    "http://0x7f000001:{trip}/",
+    "http://0x7f.0.0.1:{trip}/",
+    "http://0177.0.0.1:{trip}/",
+    "http://127.1:{trip}/",
+    "http://[::1]:{trip}/",
+    "http://[::]/",
+    "http://[::ffff:127.0.0.1]:{trip}/",
+    "http://[::ffff:7f00:1]:{trip}/",
+    "http://[0:0:0:0:0:ffff:7f00:0001]/",
+    "http://[::127.0.0.1]/",
+    "http://[::ffff:0:7f00:1]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:7f00:1::1]/",
+    "http://[2002:c0a8:101::]/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/",
+    "http://100.64.0.1/",
+    "http://100.127.255.254/",
+    "http://10.0.0.1/",
+    "http://10.255.255.255/",
+    "http://172.16.0.1/",
+    "http://172.31.255.255/",
+    "http://192.168.0.1/",
+    "http://192.168.255.255/",
+    "http://192.0.0.8/",
+    "http://192.0.2.1/",
+    "http://198.18.0.1/",
+    "http://198.19.255.255/",
+    "http://198.51.100.7/",
+    "http://203.0.113.9/",
+    "http://224.0.0.1/",
+    "http://239.255.255.250/",
+    "http://240.0.0.1/",
+    "http://255.255.255.255/",
+    "http://[fe80::1]/",
+    "http://[fc00::1]/",
+    "http://[fd12:3456::1]/",
+    "http://[fec0::1]/",
+    "http://[ff02::1]/",
+    "http://[2001:db8::1]/",
+    "http://[2001::1]/",
+    "http://[64:ff9b:1::1]/",
+    "http://[100::1]/",
+    "http://[::ffff:10.0.0.1]/",
 ]
 RESOLVED_TARGETS = [
     ("loopback.test", ["127.0.0.1"]),
@@ -172,17 +216,20 @@ def test_target_table_is_big_enough():
     assert len(LITERAL_TARGETS) + len(RESOLVED_TARGETS) >= 30
 
 
-@pytest.mark.parametrize("url,message", [
-    ("file:///etc/passwd", "Unsupported URL scheme 'file'"),
-    ("ftp://example.com/x", "Unsupported URL scheme 'ftp'"),
-    ("gopher://127.0.0.1:70/", "Unsupported URL scheme 'gopher'"),
-    ("javascript:alert(1)", "Unsupported URL scheme 'javascript'"),
-    ("example.com/path", "Unsupported URL scheme ''"),
-    ("http://", "URL has no host"),
-    ("http:///etc/passwd", "URL has no host"),
-    ("http://[::1/", "Invalid URL"),
-    ("http://example.com:99999/", "invalid port"),
-])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("file:///etc/passwd", "Unsupported URL scheme 'file'"),
+        ("ftp://example.com/x", "Unsupported URL scheme 'ftp'"),
+        ("gopher://127.0.0.1:70/", "Unsupported URL scheme 'gopher'"),
+        ("javascript:alert(1)", "Unsupported URL scheme 'javascript'"),
+        ("example.com/path", "Unsupported URL scheme ''"),
+        ("http://", "URL has no host"),
+        ("http:///etc/passwd", "URL has no host"),
+        ("http://[::1/", "Invalid URL"),
+        ("http://example.com:99999/", "invalid port"),
+    ],
+)
 def test_bad_urls(url, message):
     with pytest.raises(ToolExecutionError, match=message):
         fetch(WebFetchTool(lambda h, p: ["93.184.216.34"]), url)
@@ -192,8 +239,9 @@ def test_redirect_to_loopback_is_reported_not_followed(site, tripwire):
     port, _ = site
     trip_port, trip_hits = tripwire
     out = fetch(public_test_tool(), f"http://public.test:{port}/redirect")
-    assert out.startswith(f"http://public.test:{port}/redirect redirected (HTTP 302) to "
-                          f"http://127.0.0.1:{trip_port}/secret.")
+    assert out.startswith(
+        f"http://public.test:{port}/redirect redirected (HTTP 302) to http://127.0.0.1:{trip_port}/secret."
+    )
     assert "fetch" in out and trip_hits == []
 
 
@@ -223,13 +271,19 @@ def test_connection_is_pinned_to_the_checked_address(site, monkeypatch):
 
 def test_html_is_converted_to_text(site):
     port, _ = site
-    expected = 'Title\n\nTom & Jerry <3> "x" \'y\'\n\ntwo\n\nend'
+    expected = "Title\n\nTom & Jerry <3> \"x\" 'y'\n\ntwo\n\nend"
     assert fetch(public_test_tool(), f"http://public.test:{port}/html") == expected
 
 
-@pytest.mark.parametrize("path,expected", [
-    ("/json", '{"a": 1}'), ("/plain", "plain text"), ("/bare", "no type"), ("/latin1", "café"),
-])
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("/json", '{"a": 1}'),
+        ("/plain", "plain text"),
+        ("/bare", "no type"),
+        ("/latin1", "café"),
+    ],
+)
 def test_allowed_content_types(site, path, expected):
     port, _ = site
     assert fetch(public_test_tool(), f"http://public.test:{port}{path}") == expected
@@ -272,16 +326,25 @@ def test_cancel_interrupts_the_fetch(site):
     assert time.monotonic() - start < 1.4
 
 
-@pytest.mark.parametrize("addr", ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700::1111",
-                                  "::ffff:8.8.8.8", "2002:808:808::1", "64:ff9b::808:808"])
+@pytest.mark.parametrize(
+    "addr",
+    ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1", "64:ff9b::808:808"],
+)
 def test_public_addresses_pass(addr):
     assert is_public(ipaddress.ip_address(addr))
 
 
-@pytest.mark.parametrize("host,expected", [
-    ("2130706433", "127.0.0.1"), ("0x7f.1", "127.0.0.1"), ("0177.0.0.01", "127.0.0.1"),
-    ("::ffff:7f00:1", "::ffff:7f00:1"), ("example.com", None), ("1.2.3.4.5", None),
-])
+@pytest.mark.parametrize(
+    "host,expected",
+    [
+        ("2130706433", "127.0.0.1"),
+        ("0x7f.1", "127.0.0.1"),
+        ("0177.0.0.01", "127.0.0.1"),
+        ("::ffff:7f00:1", "::ffff:7f00:1"),
+        ("example.com", None),
+        ("1.2.3.4.5", None),
+    ],
+)
 def test_parse_literal_forms(host, expected):
     parsed = parse_literal(host)
     assert (str(parsed) if parsed is not None else None) == expected
@@ -299,9 +362,28 @@ def _self_signed(tmp_path, name: str):
     if shutil.which("openssl") is None:
         pytest.skip("openssl not installed")
     cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName=DNS:{name}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -376,8 +458,9 @@ def trickler():
     def serve_one(conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-                         b"Content-Length: 100000\r\n\r\n")
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
+            )
             while not stop.wait(0.5):
                 try:
                     conn.sendall(b"x")

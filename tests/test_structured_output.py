@@ -1,6 +1,7 @@
 """`openheim run --output-schema` end to end on every wire: the native mode in the request (OpenAI
 response_format, Gemini responseSchema) or the schema in the system prompt (Anthropic), the answer validated
 locally, one repair round, exit 7 when it still does not match."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,12 @@ from cli_helpers import fake_provider, openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 KINDS = {"openai": "openai", "openai_compatible": "openai", "anthropic": "anthropic", "gemini": "gemini"}
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
-          "required": ["city", "temp"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
+    "required": ["city", "temp"],
+    "additionalProperties": False,
+}
 GOOD = '{"city": "Paris", "temp": 18}'
 
 
@@ -45,14 +50,19 @@ def _system_text(kind: str, body: dict) -> str:
 def _assert_schema_sent(kind: str, body: dict) -> None:
     """The native mode where the wire has one; the schema in the system prompt otherwise."""
     if KINDS[kind] == "openai":
-        assert body["response_format"] == {"type": "json_schema", "json_schema": {
-            "name": "weather", "schema": SCHEMA, "strict": True}}
+        assert body["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "weather", "schema": SCHEMA, "strict": True},
+        }
         assert "JSON Schema" not in _system_text(kind, body)
     elif kind == "gemini":
         config = body["generationConfig"]
         assert config["responseMimeType"] == "application/json"
-        assert config["responseSchema"] == {"type": "object", "properties": {
-            "city": {"type": "string"}, "temp": {"type": "integer"}}, "required": ["city", "temp"]}
+        assert config["responseSchema"] == {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
+            "required": ["city", "temp"],
+        }
         assert "JSON Schema" not in _system_text(kind, body)
     else:
         assert "response_format" not in body and "output_config" not in body
@@ -123,7 +133,9 @@ def test_tools_still_run_before_the_structured_answer(srv, schema_file, tmp_path
 @pytest.mark.parametrize("kind", ["openai"])
 def test_schema_outside_strict_mode_is_sent_with_strict_false(kind, srv, tmp_path):
     path = tmp_path / "loose.json"
-    path.write_text(json.dumps({"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}))
+    path.write_text(
+        json.dumps({"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}})
+    )
     srv.enqueue(Reply(text='{"tags": ["a"]}'))
     r = openheim("run", "-o", "json", "--output-schema", str(path), "tags?", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -131,13 +143,16 @@ def test_schema_outside_strict_mode_is_sent_with_strict_false(kind, srv, tmp_pat
 
 
 @pytest.mark.parametrize("kind", ["openai"])
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot read the output schema"),
-    ("{not json", "is not valid JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
-    ('["a"]', "the output schema must be a JSON object"),
-    ('{"type": "thing"}', "#/type: must be one of"),
-    ('{"type": "object", "if": {}}', "#/if: the keyword 'if' is not supported"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "cannot read the output schema"),
+        ("{not json", "is not valid JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
+        ('["a"]', "the output schema must be a JSON object"),
+        ('{"type": "thing"}', "#/type: must be one of"),
+        ('{"type": "object", "if": {}}', "#/if: the keyword 'if' is not supported"),
+    ],
+)
 def test_unusable_schema_file_is_one_line_exit_2(kind, srv, tmp_path, content, message):
     path = tmp_path / "schema.json"
     if content is not None:

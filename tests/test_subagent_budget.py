@@ -1,6 +1,7 @@
 """Subagents are part of their turn: their tokens are in the turn's usage (json, stream-json, ACP) and count
 against --max-tokens-total; at most max_parallel_subagents run at once; delegate_task picks only configured
 providers and listed models."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ def srv(isolated_home):
 
 
 def delegate(*tasks: str, usage: tuple = (100, 10)) -> Reply:
-    return Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You help.", "task": t}, id=f"d{i}")
-                             for i, t in enumerate(tasks)], usage=usage)
+    return Reply(
+        tool_calls=[
+            ToolCall("delegate_task", {"system_prompt": "You help.", "task": t}, id=f"d{i}")
+            for i, t in enumerate(tasks)
+        ],
+        usage=usage,
+    )
 
 
 def test_json_and_stream_json_report_the_subagents_tokens_too(srv, tmp_path):
@@ -63,14 +69,25 @@ def test_at_most_max_parallel_subagents_run_at_once(srv, isolated_home, tmp_path
 
 def test_delegate_task_picks_only_listed_models_and_configured_providers(srv, isolated_home, tmp_path):
     config = isolated_home / "config.toml"  # a provider with no models list: only its default_model is listed
-    config.write_text(config.read_text() + f'[providers.open]\nkind = "openai_compatible"\napi_base = '
-                      f'"{srv.base_url}"\ndefault_model = "open-model"\napi_key = "k"\n')
-    srv.enqueue(Reply(tool_calls=[
-        ToolCall("delegate_task", {"system_prompt": "x", "task": "t", "provider": "open",
-                                   "model": "very-expensive-model"}, id="a"),
-        ToolCall("delegate_task", {"system_prompt": "x", "task": "t", "provider": "elsewhere"}, id="b"),
-        ToolCall("delegate_task", {"system_prompt": "x", "task": "t", "model": "other-model"}, id="c")]),
-        Reply(text="sub on other-model"), Reply(text="done"))
+    config.write_text(
+        config.read_text() + f'[providers.open]\nkind = "openai_compatible"\napi_base = '
+        f'"{srv.base_url}"\ndefault_model = "open-model"\napi_key = "k"\n'
+    )
+    srv.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "delegate_task",
+                    {"system_prompt": "x", "task": "t", "provider": "open", "model": "very-expensive-model"},
+                    id="a",
+                ),
+                ToolCall("delegate_task", {"system_prompt": "x", "task": "t", "provider": "elsewhere"}, id="b"),
+                ToolCall("delegate_task", {"system_prompt": "x", "task": "t", "model": "other-model"}, id="c"),
+            ]
+        ),
+        Reply(text="sub on other-model"),
+        Reply(text="done"),
+    )
     r = openheim("run", "go", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     results = [m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "tool"]
@@ -86,8 +103,9 @@ def test_acp_prompt_response_carries_the_turns_usage_with_subagents(srv, tmp_pat
     try:
         wire.initialize()
         sid = wire.new_session(tmp_path)
-        response, _ = wire.prompt(sid, "go", on_request=lambda f: {"outcome": {"outcome": "selected",
-                                                                                "optionId": "allow_once"}})
+        response, _ = wire.prompt(
+            sid, "go", on_request=lambda f: {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+        )
     finally:
         wire.close()
     usage = response["result"]["_meta"]["openheim"]["usage"]

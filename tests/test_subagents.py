@@ -1,5 +1,6 @@
 """Subagents: profiles (TOML and YAML frontmatter), delegate_task end to end through `openheim run`,
 ACP and the library, with the fake LLM server scripting both the parent's and the subagent's turns."""
+
 from __future__ import annotations
 
 import json
@@ -92,8 +93,8 @@ def test_delegation_to_a_profile_end_to_end(srv, tmp_path):
     srv.enqueue(
         Reply(tool_calls=[ToolCall("delegate_task", {"agent": "reviewer", "task": "Review app.py"}, id="d1")]),
         Reply(tool_calls=[ToolCall("read_file", {"path": "app.py"}, id="r1")]),  # the subagent reads
-        Reply(text="No bugs found."),                                            # the subagent answers
-        Reply(text="The reviewer found no bugs."),                               # the parent answers
+        Reply(text="No bugs found."),  # the subagent answers
+        Reply(text="The reviewer found no bugs."),  # the parent answers
     )
     r = openheim("run", "-v", "-o", "stream-json", "review app.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -108,20 +109,37 @@ def test_delegation_to_a_profile_end_to_end(srv, tmp_path):
     assert "  ⚙ [reviewer] read_file" in r.stderr and "    → print('hi')" in r.stderr
     # the subagent's request: its own system prompt, the task as the only user message, narrowed tools
     sub_request = srv.requests[1].body
-    assert sub_request["messages"][0] == {"role": "system",
-                                          "content": "You are a careful code reviewer. Report bugs only."}
+    assert sub_request["messages"][0] == {
+        "role": "system",
+        "content": "You are a careful code reviewer. Report bugs only.",
+    }
     assert sub_request["messages"][1]["content"] == "Review app.py"
     assert sorted(t["function"]["name"] for t in sub_request["tools"]) == ["read_file", "search"]
     parent_tools = {t["function"]["name"] for t in srv.requests[0].body["tools"]}
     assert "delegate_task" in parent_tools
-    assert "reviewer" in next(t for t in srv.requests[0].body["tools"]
-                              if t["function"]["name"] == "delegate_task")["function"]["description"]
+    assert (
+        "reviewer"
+        in next(t for t in srv.requests[0].body["tools"] if t["function"]["name"] == "delegate_task")["function"][
+            "description"
+        ]
+    )
 
 
 def test_inline_subagent_with_narrowed_tools_and_the_iteration_limit(srv, tmp_path):
     srv.enqueue(
-        Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You list files.", "task": "write x",
-                                                     "tools": ["list_dir"], "max_iterations": 50})]),
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "delegate_task",
+                    {
+                        "system_prompt": "You list files.",
+                        "task": "write x",
+                        "tools": ["list_dir"],
+                        "max_iterations": 50,
+                    },
+                )
+            ]
+        ),
         Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x"})]),  # not allowed to it
         Reply(tool_calls=[ToolCall("list_dir", {})]),
         Reply(tool_calls=[ToolCall("list_dir", {})]),
@@ -142,11 +160,14 @@ def test_inline_subagent_with_narrowed_tools_and_the_iteration_limit(srv, tmp_pa
     assert not (tmp_path / "x.txt").exists()
 
 
-@pytest.mark.parametrize("args,expected", [
-    ({"agent": "nobody", "task": "t"}, "Unknown subagent 'nobody'. Available subagents: reviewer."),
-    ({"agent": "reviewer", "system_prompt": "x", "task": "t"}, "Pass either 'agent' or 'system_prompt', not both."),
-    ({"task": "t"}, "Missing subagent: pass 'agent' (one of: reviewer)"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        ({"agent": "nobody", "task": "t"}, "Unknown subagent 'nobody'. Available subagents: reviewer."),
+        ({"agent": "reviewer", "system_prompt": "x", "task": "t"}, "Pass either 'agent' or 'system_prompt', not both."),
+        ({"task": "t"}, "Missing subagent: pass 'agent' (one of: reviewer)"),
+    ],
+)
 def test_refusals_are_text_the_model_reads(srv, tmp_path, args, expected):
     srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", args)]), Reply(text="ok"))
     r = openheim("run", "-o", "stream-json", "go", cwd=tmp_path)
@@ -170,8 +191,10 @@ def test_architect_mode_hides_delegate_task(srv, isolated_home, tmp_path):
 
 
 def test_cancelling_the_parent_cancels_the_subagent(srv, isolated_home, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"agent": "reviewer", "task": "slow"})]),
-                Reply(text=" ".join(["thinking"] * 400), delay=0.05))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("delegate_task", {"agent": "reviewer", "task": "slow"})]),
+        Reply(text=" ".join(["thinking"] * 400), delay=0.05),
+    )
     with OpenheimClient.builder().build() as client:
         turn = client.new_session(cwd=tmp_path).start_turn("go")
         deadline = time.monotonic() + 10
@@ -187,8 +210,12 @@ def test_cancelling_the_parent_cancels_the_subagent(srv, isolated_home, tmp_path
 
 def test_library_sees_subagent_events(srv, isolated_home, tmp_path):
     (tmp_path / "a.txt").write_text("alpha\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"agent": "reviewer", "task": "read a.txt"}, id="p1")]),
-                Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Reply(text="alpha"), Reply(text="ok"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("delegate_task", {"agent": "reviewer", "task": "read a.txt"}, id="p1")]),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
+        Reply(text="alpha"),
+        Reply(text="ok"),
+    )
     with OpenheimClient.builder().build() as client:
         events = list(client.new_session(cwd=tmp_path).stream("go"))
     sub = [e for e in events if isinstance(e, SubagentEvent) and not isinstance(e.event, UsageReport)]
@@ -207,10 +234,12 @@ def test_acp_shows_subagent_calls_and_asks_permission_naming_the_subagent(isolat
         write_config(isolated_home, srv.base_url)
         (isolated_home / "agents").mkdir()
         (isolated_home / "agents" / "scribe.md").write_text("---\ndescription: writes notes\n---\nYou write notes.\n")
-        srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"agent": "scribe", "task": "write notes.md"},
-                                               id="d7")]),
-                    Reply(tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "n\n"}, id="w1")]),
-                    Reply(text="written"), Reply(text="The scribe wrote notes.md."))
+        srv.enqueue(
+            Reply(tool_calls=[ToolCall("delegate_task", {"agent": "scribe", "task": "write notes.md"}, id="d7")]),
+            Reply(tool_calls=[ToolCall("write_file", {"path": "notes.md", "content": "n\n"}, id="w1")]),
+            Reply(text="written"),
+            Reply(text="The scribe wrote notes.md."),
+        )
         wire = AcpWire()
         try:
             wire.initialize()

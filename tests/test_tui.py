@@ -3,6 +3,7 @@
 Each test starts the TUI in a private tmux server, types into it and reads the screen. The last test
 reaches it over real SSH (sshd from openssh-server on a loopback port) and drops the connection mid-turn.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,9 @@ def work(tmp_path) -> Path:
     return path
 
 
-def start(tmp_path: Path, home: Path, work: Path, *args: str, width: int = 80, height: int = 24, **env: str) -> TmuxPane:
+def start(
+    tmp_path: Path, home: Path, work: Path, *args: str, width: int = 80, height: int = 24, **env: str
+) -> TmuxPane:
     pane = TmuxPane(tmp_path, openheim_command(*args), tui_env(home, **env), width, height, cwd=work)
     pane.wait_for("type a message to start")
     return pane
@@ -65,12 +68,14 @@ def say(pane: TmuxPane, text: str, answer: str, timeout: float = 15.0) -> str:
 
 
 def test_chat_streams_resizes_cancels_and_quits(srv, isolated_home, work, tmp_path):
-    srv.enqueue(Fault(status=503, retry_after=0),  # retried: the warning goes to the log file, not the screen
-                Reply(text="Hello 世界 and 😀 " + "word " * 20 + "DONE1", thinking="pondering the question"),
-                Reply(text="slow " * 320 + "END", delay=SLOW / 2, usage=(1500, 20)),
-                Reply(text="more " * 400, delay=SLOW),
-                Reply(text="after the cancel"),
-                Fault(status=401))
+    srv.enqueue(
+        Fault(status=503, retry_after=0),  # retried: the warning goes to the log file, not the screen
+        Reply(text="Hello 世界 and 😀 " + "word " * 20 + "DONE1", thinking="pondering the question"),
+        Reply(text="slow " * 320 + "END", delay=SLOW / 2, usage=(1500, 20)),
+        Reply(text="more " * 400, delay=SLOW),
+        Reply(text="after the cancel"),
+        Fault(status=401),
+    )
     with start(tmp_path, isolated_home, work) as pane:
         screen = pane.screen()
         assert "openheim  v0.1.0" in screen and "fake-model  ·  fake" in screen and ":help" in screen
@@ -112,10 +117,12 @@ def test_chat_streams_resizes_cancels_and_quits(srv, isolated_home, work, tmp_pa
 
 
 def test_permission_prompt_allow_and_reject(srv, isolated_home, work, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "alpha\n"})]),
-                Reply(text="wrote a"),
-                Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "beta\n"})]),
-                Reply(text="could not write b"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "alpha\n"})]),
+        Reply(text="wrote a"),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "beta\n"})]),
+        Reply(text="could not write b"),
+    )
     with start(tmp_path, isolated_home, work) as pane:
         pane.line("write a")
         screen = pane.wait_for("Reject always (r)")
@@ -197,8 +204,9 @@ def test_commands(srv, isolated_home, work, tmp_path):
 
 
 def test_sessions_reopen_with_replay(srv, isolated_home, work, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("list_dir", {})]), Reply(text="the first answer"),
-                Reply(text="the second answer"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("list_dir", {})]), Reply(text="the first answer"), Reply(text="the second answer")
+    )
     with start(tmp_path, isolated_home, work) as pane:
         say(pane, "first topic", "the first answer")
         pane.line(":new")
@@ -213,8 +221,10 @@ def test_sessions_reopen_with_replay(srv, isolated_home, work, tmp_path):
         assert "─── first topic" in screen and "│ first topic │" in screen
         assert "⚙ List" in screen and "the first answer" in screen and "second topic" not in screen
         say(pane, "continue", "echo: continue")
-        assert [m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "user"] == \
-            ["first topic", "continue"]
+        assert [m["content"] for m in srv.requests[-1].body["messages"] if m["role"] == "user"] == [
+            "first topic",
+            "continue",
+        ]
         pane.line(":q")
         assert pane.exit_status() == 0
 
@@ -257,7 +267,8 @@ def test_a_crash_restores_the_terminal_before_the_traceback(srv, isolated_home, 
         "import sys\nfrom openheim.client import OpenheimClient\nfrom openheim.tui import app, run_tui\n"
         "def boom(self):\n    raise RuntimeError('drawing went wrong')\n"
         "app.App.draw = boom\n"
-        "sys.exit(run_tui(OpenheimClient.builder().build(), [], '0'))\n")
+        "sys.exit(run_tui(OpenheimClient.builder().build(), [], '0'))\n"
+    )
     with TmuxPane(tmp_path, "bash --norc --noprofile", tui_env(isolated_home), cwd=work) as pane:
         pane.line("PS1='$ '; stty -g > before.txt")
         pane.line(f"{sys.executable} {script}; echo EXIT=$?")
@@ -272,8 +283,12 @@ def test_a_crash_restores_the_terminal_before_the_traceback(srv, isolated_home, 
 @pytest.mark.timeout(600)  # may wait for the frozen build (shared with test_frozen.py)
 @pytest.mark.skipif(find_spec("PyInstaller") is None, reason="PyInstaller is not installed")
 def test_frozen_binary_with_an_empty_locale(srv, isolated_home, work, tmp_path, frozen_bin):
-    env = {"TERM": "xterm-256color", "OPENHEIM_HOME": str(isolated_home), "HOME": str(isolated_home.parent),
-           "PATH": "/usr/bin:/bin"}  # no LANG or LC_*: the binary must pick a UTF-8 locale itself
+    env = {
+        "TERM": "xterm-256color",
+        "OPENHEIM_HOME": str(isolated_home),
+        "HOME": str(isolated_home.parent),
+        "PATH": "/usr/bin:/bin",
+    }  # no LANG or LC_*: the binary must pick a UTF-8 locale itself
     with TmuxPane(tmp_path, f"env -i {' '.join(f'{k}={v}' for k, v in env.items())} {frozen_bin}", cwd=work) as pane:
         pane.wait_for("type a message to start", timeout=30)
         srv.enqueue(Reply(text="slow " * 300, delay=SLOW))
@@ -324,7 +339,8 @@ def sshd(tmp_path):
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-        "PermitRootLogin prohibit-password\nPidFile none\nPrintMotd no\n")
+        "PermitRootLogin prohibit-password\nPidFile none\nPrintMotd no\n"
+    )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.PIPE)
@@ -354,7 +370,8 @@ def _openheim_pids(marker: str) -> list[int]:
 
 
 def test_over_ssh_a_dropped_connection_saves_the_session_and_leaves_nothing_running(
-        srv, isolated_home, work, tmp_path, sshd):
+    srv, isolated_home, work, tmp_path, sshd
+):
     import getpass
     import shlex
 
@@ -363,11 +380,30 @@ def test_over_ssh_a_dropped_connection_saves_the_session_and_leaves_nothing_runn
     srv.enqueue(Reply(text="over ssh it streams"), Reply(text="slow " * 1000, delay=SLOW))
     env = tui_env(isolated_home)
     env.pop("LANG")  # the remote side starts with sshd's bare environment: the TUI picks a UTF-8 locale itself
-    remote = f"cd {shlex.quote(str(work))} && exec env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) \
-        + " " + openheim_command("--config", config)
-    ssh = ["ssh", "-tt", "-i", str(key), "-p", str(port), "-o", "StrictHostKeyChecking=no",
-           "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-           f"{getpass.getuser()}@127.0.0.1", remote]
+    remote = (
+        f"cd {shlex.quote(str(work))} && exec env "
+        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        + " "
+        + openheim_command("--config", config)
+    )
+    ssh = [
+        "ssh",
+        "-tt",
+        "-i",
+        str(key),
+        "-p",
+        str(port),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        f"{getpass.getuser()}@127.0.0.1",
+        remote,
+    ]
     with TmuxPane(tmp_path, " ".join(shlex.quote(a) for a in ssh), {"TERM": "xterm-256color"}) as pane:
         pane.wait_for("type a message to start", timeout=30)
         say(pane, "hello 世界", "over ssh it streams")
@@ -394,9 +430,11 @@ def test_over_ssh_a_dropped_connection_saves_the_session_and_leaves_nothing_runn
 
 
 def test_cost_counts_the_subagents_calls(srv, isolated_home, work, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You help.", "task": "t"})],
-                      usage=(100, 10)),
-                Reply(text="sub answer", usage=(1000, 50)), Reply(text="all done", usage=(200, 20)))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("delegate_task", {"system_prompt": "You help.", "task": "t"})], usage=(100, 10)),
+        Reply(text="sub answer", usage=(1000, 50)),
+        Reply(text="all done", usage=(200, 20)),
+    )
     with start(tmp_path, isolated_home, work) as pane:
         pane.line("delegate it")
         pane.wait_for("Reject always (r)")

@@ -1,4 +1,5 @@
 """The chat's images and dollars, in a real terminal (tmux): `:image PATH`, a pasted image path, `:cost`."""
+
 from __future__ import annotations
 
 import base64
@@ -34,8 +35,10 @@ def test_images_attach_by_command_and_by_paste_and_cost_is_in_dollars(isolated_h
             pane.line("what are these")
             pane.wait_for("two dots")
             assert "[image 2: image/gif]" in pane.screen()
-            assert images_in(srv.requests[0].body, "openai") == [("image/png", base64.b64encode(PNG).decode()),
-                                                                  ("image/gif", base64.b64encode(GIF).decode())]
+            assert images_in(srv.requests[0].body, "openai") == [
+                ("image/png", base64.b64encode(PNG).decode()),
+                ("image/gif", base64.b64encode(GIF).decode()),
+            ]
             pane.line(":cost")
             screen = pane.wait_for("1 model call(s)")
             assert re.search(r"cost\s+\$0\.3150 \(subagents included\)", screen), screen
@@ -47,8 +50,7 @@ def test_the_chat_stops_a_turn_at_budgets_max_cost(isolated_home, tmp_path):
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url, extra=PRICES + "[budgets]\nmax_cost = 0.05\n")
         # each call: 10k input + 1k output = $0.045; the second one reaches the budget
-        srv.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000))
-                      for _ in range(3)])
+        srv.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000)) for _ in range(3)])
         with TmuxPane(tmp_path, openheim_command(), tui_env(isolated_home), 100, 30, cwd=work) as pane:
             pane.wait_for("type a message to start")
             pane.line("look around")

@@ -1,4 +1,5 @@
 """The chat in tmux: compaction (automatic and :compact), :undo of a file-changing turn, :fork."""
+
 from __future__ import annotations
 
 import json
@@ -67,4 +68,4 @@ def test_chat_undo_restores_a_turn_and_fork_splits_the_session(isolated_home, tm
     logs = sorted((isolated_home / "history").glob("*.jsonl"), key=lambda p: len(p.read_text()))
     assert len(logs) == 2
     short, long = ([json.loads(x) for x in p.read_text().splitlines()] for p in logs)
-    assert long[:len(short)] == short and "only in the fork" in json.dumps(long[len(short):])
+    assert long[: len(short)] == short and "only in the fork" in json.dumps(long[len(short) :])

@@ -1,5 +1,6 @@
 """The TUI's pure parts, no terminal: cell widths, wrapping, the input line, the transcript, scrolling,
 keys, themes, overlays, the permission gate, the theme save, and the whole frame at every size."""
+
 from __future__ import annotations
 
 import queue
@@ -49,10 +50,15 @@ def test_clip_never_splits_a_wide_character():
     assert clip("abc", 0) == ""
 
 
-@pytest.mark.parametrize("text", ["the quick brown fox jumps over the lazy dog " * 5,
-                                  "日本語のテキストはスペースなしで続きます" * 3,
-                                  "emoji 😀😀😀😀😀😀 and words",
-                                  "averyveryveryveryverylongwordwithoutanyspaces and more"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the quick brown fox jumps over the lazy dog " * 5,
+        "日本語のテキストはスペースなしで続きます" * 3,
+        "emoji 😀😀😀😀😀😀 and words",
+        "averyveryveryveryverylongwordwithoutanyspaces and more",
+    ],
+)
 @pytest.mark.parametrize("w", [1, 2, 5, 13, 40])
 def test_wrapped_lines_fit_and_keep_every_character(text, w):
     lines = wrap(text, w)
@@ -225,8 +231,12 @@ def test_permission_prompt_fits_any_height(height):
     assert len(lines) <= height and all(cells(line.text) <= 40 for line in lines)
     if height >= 6:
         assert lines[0].text.startswith("─── permission (2 more waiting)")
-        assert [line.text.strip() for line in lines[-4:]] == ["› Allow once (y)", "Allow always (a)",
-                                                               "Reject once (n)", "Reject always (r)"]
+        assert [line.text.strip() for line in lines[-4:]] == [
+            "› Allow once (y)",
+            "Allow always (a)",
+            "Reject once (n)",
+            "Reject always (r)",
+        ]
     elif height >= 1:
         assert "y allow once" in lines[-1].text
 
@@ -302,27 +312,30 @@ def test_questions_are_shown_one_at_a_time_in_order():
 # --- saving the theme ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    ("", '[tui]\ntheme_color = "blue"\n'),
-    ('a = 1\n', 'a = 1\n\n[tui]\ntheme_color = "blue"\n'),
-    ('a = 1', 'a = 1\n\n[tui]\ntheme_color = "blue"'),
-    ('[tui]  # look\ntheme_color = "red"  # mine\n[x]\n', '[tui]  # look\ntheme_color = "blue"\n[x]\n'),
-    ('[tui]\nother = 1\n\n[x]\ny = 2\n', '[tui]\nother = 1\ntheme_color = "blue"\n\n[x]\ny = 2\n'),
-    ('[x]\ntheme_color = "red"\n[tui]\n', '[x]\ntheme_color = "red"\n[tui]\ntheme_color = "blue"\n'),
-])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("", '[tui]\ntheme_color = "blue"\n'),
+        ("a = 1\n", 'a = 1\n\n[tui]\ntheme_color = "blue"\n'),
+        ("a = 1", 'a = 1\n\n[tui]\ntheme_color = "blue"'),
+        ('[tui]  # look\ntheme_color = "red"  # mine\n[x]\n', '[tui]  # look\ntheme_color = "blue"\n[x]\n'),
+        ("[tui]\nother = 1\n\n[x]\ny = 2\n", '[tui]\nother = 1\ntheme_color = "blue"\n\n[x]\ny = 2\n'),
+        ('[x]\ntheme_color = "red"\n[tui]\n', '[x]\ntheme_color = "red"\n[tui]\ntheme_color = "blue"\n'),
+    ],
+)
 def test_theme_is_saved_by_a_line_edit(before, after):
     assert with_theme(before, "blue") == after
 
 
 def test_save_theme_refuses_bad_names_and_leaves_the_file_untouched(tmp_path):
     path = tmp_path / "config.toml"
-    path.write_text("# my config\ntui = { theme_color = \"red\" }\n")
+    path.write_text('# my config\ntui = { theme_color = "red" }\n')
     for bad in ('a"b', "a\\b", "a\nb"):
         with pytest.raises(ConfigError):
             save_theme(path, bad)
     with pytest.raises(ConfigError, match="by hand"):
         save_theme(path, "blue")  # an inline [tui] table cannot take a second [tui] header
-    assert path.read_text() == "# my config\ntui = { theme_color = \"red\" }\n"
+    assert path.read_text() == '# my config\ntui = { theme_color = "red" }\n'
     with pytest.raises(ConfigError, match="no config file"):
         save_theme(None, "blue")
     path.write_text("# keep me\n[tui]\n")
@@ -379,8 +392,12 @@ def _keys(app, text: str) -> None:
 
 
 def test_app_answers_permission_keys_and_notes_the_answer(app):
-    for key, decision in (("y", Decision.ALLOW_ONCE), ("a", Decision.ALLOW_ALWAYS),
-                          ("n", Decision.REJECT_ONCE), ("r", Decision.REJECT_ALWAYS)):
+    for key, decision in (
+        ("y", Decision.ALLOW_ONCE),
+        ("a", Decision.ALLOW_ALWAYS),
+        ("n", Decision.REJECT_ONCE),
+        ("r", Decision.REJECT_ALWAYS),
+    ):
         out = _ask_in_thread(app.questions)
         app._watch_permission()
         rows, cursor = app.frame(24, 80)
@@ -390,8 +407,12 @@ def test_app_answers_permission_keys_and_notes_the_answer(app):
         _keys(app, key)
         assert _wait(out) == decision and app.shown is None
     notes = [i.text for i in app.transcript.items]
-    assert notes == ["allowed 'write_file'", "always allowed 'write_file'", "rejected 'write_file'",
-                     "always rejected 'write_file'"]
+    assert notes == [
+        "allowed 'write_file'",
+        "always allowed 'write_file'",
+        "rejected 'write_file'",
+        "always rejected 'write_file'",
+    ]
     out = _ask_in_thread(app.questions)
     app._watch_permission()
     app.on_key(Key("key", "down"))

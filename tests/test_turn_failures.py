@@ -4,6 +4,7 @@ Whatever can fail before the model is asked (bad metadata, the lease, storing th
 prompt is stored; a prompt that was stored and then got no reply (provider error, full disk, cancel, kill) is
 answered with a stand-in in the next request. The log itself stays append-only.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,6 +78,7 @@ def test_a_prompt_held_by_another_process_is_not_stored(srv, tmp_path, isolated_
     try:
         lock = isolated_home / "history" / f"{sid}.lock"
         from openheim.conversation.lease import LeaseRecord, hostname, process_start
+
         lock.write_text(LeaseRecord(holder.pid, hostname(), "now", process_start(holder.pid)).to_json())
         r = openheim("run", "-s", sid, "second", cwd=tmp_path)
         assert r.returncode == 1 and "active in another process" in r.stderr
@@ -89,8 +91,14 @@ def test_a_prompt_held_by_another_process_is_not_stored(srv, tmp_path, isolated_
 def test_repair_gives_every_unanswered_prompt_a_stand_in() -> None:
     history = [Message.user("a"), Message.user("b"), Message.assistant("B"), Message.user("c"), Message.user("d")]
     assert [(m.role, m.text()) for m in repair_missing_results(history)] == [
-        ("user", "a"), ("assistant", NO_REPLY), ("user", "b"), ("assistant", "B"), ("user", "c"),
-        ("assistant", NO_REPLY), ("user", "d")]
+        ("user", "a"),
+        ("assistant", NO_REPLY),
+        ("user", "b"),
+        ("assistant", "B"),
+        ("user", "c"),
+        ("assistant", NO_REPLY),
+        ("user", "d"),
+    ]
 
 
 # --- a real full disk: a tiny tmpfs as the data directory --------------------------------------------------
@@ -146,8 +154,12 @@ def test_a_full_disk_stores_no_prompt_and_asks_no_model(tiny_disk, tmp_path):
         assert "free some disk space" in lines[0]
         assert len(srv.requests) == 1  # the model was never asked
         assert log.read_bytes().startswith(before)
-        assert json.loads(openheim("sessions", "show", "--json", sid, env=_disk_env(tiny_disk)).stdout)[
-            "messages"][-1]["content"][0]["text"] == "echo: first"
+        assert (
+            json.loads(openheim("sessions", "show", "--json", sid, env=_disk_env(tiny_disk)).stdout)["messages"][-1][
+                "content"
+            ][0]["text"]
+            == "echo: first"
+        )
 
 
 def test_a_reply_lost_to_a_full_disk_leaves_a_log_the_next_turn_can_send(tiny_disk, tmp_path):

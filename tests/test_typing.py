@@ -1,4 +1,5 @@
 """The package type-checks with mypy (the settings in pyproject.toml), and so does code that uses its public API."""
+
 from __future__ import annotations
 
 import ast
@@ -23,8 +24,15 @@ pytest.importorskip("mypy")
 
 def mypy(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "MYPYPATH": "", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +96,11 @@ def test_every_public_function_and_method_is_fully_annotated():
     from openheim.client import OpenheimBuilder
 
     callables = _public_callables()
-    callables += [(f"OpenheimBuilder.{a}", f) for a, f in vars(OpenheimBuilder).items()
-                  if inspect.isfunction(f) and not a.startswith("_")]
+    callables += [
+        (f"OpenheimBuilder.{a}", f)
+        for a, f in vars(OpenheimBuilder).items()
+        if inspect.isfunction(f) and not a.startswith("_")
+    ]
     assert len(callables) > 60  # the client, the builder, the protocols, tool, serve_acp ...
     missing = []
     for qualname, func in callables:
@@ -194,7 +205,7 @@ with client:
     assert_type(serve_acp(client, [b"{}"], drop), int)  # checked, not run
 '''
 
-WRONG_CODE = '''
+WRONG_CODE = """
 from openheim import LlmClient, Message, OpenheimClient, tool
 
 client = OpenheimClient.builder().max_iterations("three").build()
@@ -211,7 +222,7 @@ class NotAModel:
 
 llm: LlmClient = NotAModel()
 tool(read_only="yes")
-'''
+"""
 
 
 def test_user_code_type_checks_against_the_public_api(tmp_path, cache):

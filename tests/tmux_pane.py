@@ -1,10 +1,11 @@
 """A program running in a real terminal: a private tmux server, keys in, screen text out.
 
-    with TmuxPane(tmp_path, "python -m openheim", env={...}) as pane:
-        pane.type("hello"); pane.keys("Enter")
-        pane.wait_for("echo: hello")
-        pane.resize(40, 10)
+with TmuxPane(tmp_path, "python -m openheim", env={...}) as pane:
+    pane.type("hello"); pane.keys("Enter")
+    pane.wait_for("echo: hello")
+    pane.resize(40, 10)
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,41 @@ class TmuxPane:
     """One tmux session on its own socket running ``command`` (one simple command: it is exec'ed by /bin/sh,
     so the pane's pid is the program's) in an 80×24 (or given) window."""
 
-    def __init__(self, tmp_path: Path, command: str, env: dict[str, str] | None = None, width: int = 80,
-                 height: int = 24, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        command: str,
+        env: dict[str, str] | None = None,
+        width: int = 80,
+        height: int = 24,
+        cwd: Path | None = None,
+    ) -> None:
         TmuxPane._count += 1
         self.socket = str(tmp_path / f"tmux-{TmuxPane._count}.sock")  # a fresh server each time: no shutdown race
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
         full = f"exec env {exports} {command}" if exports else f"exec {command}"  # the pane's pid is the program's
-        self._tmux("-f", "/dev/null", "start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";",
-                   "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), "-c", str(cwd or tmp_path),
-                   full)
+        self._tmux(
+            "-f",
+            "/dev/null",
+            "start-server",
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "-c",
+            str(cwd or tmp_path),
+            full,
+        )
 
     def _tmux(self, *args: str) -> str:
         out = subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=20)
@@ -102,8 +129,11 @@ class TmuxPane:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the program did not exit; the screen was:\n{self.screen()}")
             time.sleep(0.05)
-        status, _, signal = self._tmux("display-message", "-p", "-t", "t",
-                                       "#{pane_dead_status}:#{pane_dead_signal}").strip().partition(":")
+        status, _, signal = (
+            self._tmux("display-message", "-p", "-t", "t", "#{pane_dead_status}:#{pane_dead_signal}")
+            .strip()
+            .partition(":")
+        )
         if signal:
             return -int(signal)
         return int(status or 0)  # tmux 3.3 shows an exit status of 0 as empty
@@ -118,8 +148,14 @@ def openheim_command(*args: str) -> str:
 
 def tui_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment the TUI runs with: this checkout, the test's OPENHEIM_HOME, a UTF-8 locale."""
-    env = {"PYTHONPATH": str(ROOT), "OPENHEIM_HOME": str(home), "HOME": str(home.parent),
-           "TERM": "xterm-256color", "LANG": "C.UTF-8", "NO_PROXY": "127.0.0.1,localhost",
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "OPENHEIM_HOME": str(home),
+        "HOME": str(home.parent),
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
     env.update(extra)
     return env

@@ -1,5 +1,6 @@
 """A WebSocket ACP client for `openheim serve` tests: bare `/acp` frames or `/ws` envelopes, every agent frame
 schema-checked, with the same conveniences as the stdio harness (acp_wire.AcpWire)."""
+
 from __future__ import annotations
 
 import json
@@ -87,8 +88,15 @@ def running_server(work_dir: Path, **options: Any):
 class WsAcp:
     """One socket to `/acp` (bare JSON-RPC) or `/ws` (``{channel, data}``; fs and system frames kept apart)."""
 
-    def __init__(self, server: OpenheimServer | ServeProcess, path: str = "/acp", token: str | None = None,
-                 query_token: bool = False, validate: bool = True, **connect_kw: Any) -> None:
+    def __init__(
+        self,
+        server: OpenheimServer | ServeProcess,
+        path: str = "/acp",
+        token: str | None = None,
+        query_token: bool = False,
+        validate: bool = True,
+        **connect_kw: Any,
+    ) -> None:
         self.enveloped = path == "/ws"
         url = f"ws://127.0.0.1:{server.port}{path}"
         headers = dict(connect_kw.pop("additional_headers", {}))
@@ -167,8 +175,9 @@ class WsAcp:
         self.seen.append(frame)
         return frame
 
-    def until_response(self, request_id: Any, on_request: Callable[[dict], Any] = allow_once,
-                       timeout: float = 10.0) -> tuple[dict, list[dict]]:
+    def until_response(
+        self, request_id: Any, on_request: Callable[[dict], Any] = allow_once, timeout: float = 10.0
+    ) -> tuple[dict, list[dict]]:
         before: list[dict] = []
         deadline = time.monotonic() + timeout
         while True:
@@ -197,8 +206,7 @@ class WsAcp:
         return self.result("session/new", {"cwd": str(cwd), "mcpServers": [], **extra})["sessionId"]
 
     def prompt(self, session_id: str, text: str, **kw: Any) -> tuple[dict, list[dict]]:
-        return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-                         **kw)
+        return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
 
     def close(self) -> None:
         self.ws.close()

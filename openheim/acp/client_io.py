@@ -1,4 +1,5 @@
 """File I/O through the ACP client (fs/read_text_file, fs/write_text_file) when it advertised them."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,9 @@ def client_capabilities(caps: object) -> tuple[bool, bool, bool]:
 class AcpClientIo:
     """The ClientIo the file tools use: the editor's buffers win over the disk."""
 
-    def __init__(self, conn: Connection, session_id: str, can_read: bool, can_write: bool,
-                 terminals: Terminals | None = None) -> None:
+    def __init__(
+        self, conn: Connection, session_id: str, can_read: bool, can_write: bool, terminals: Terminals | None = None
+    ) -> None:
         self._conn, self._session_id = conn, session_id
         self._can_read, self._can_write = can_read, can_write
         self.terminals = terminals
@@ -45,14 +47,14 @@ class AcpClientIo:
     def can_run_commands(self) -> bool:
         return self.terminals is not None
 
-    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int,
-                    argv: list[str] | None = None) -> str:
+    def run_command(
+        self, command: str, ctx: TurnContext, timeout: float, cap: int, argv: list[str] | None = None
+    ) -> str:
         if self.terminals is None:
             raise ToolExecutionError("the editor offered no terminal")
         return self.terminals.run(command, ctx, timeout, cap, argv)
 
-    def read_text_file(self, path: Path, line: int | None, limit: int | None,
-                       cancel: CancelToken | None) -> str:
+    def read_text_file(self, path: Path, line: int | None, limit: int | None, cancel: CancelToken | None) -> str:
         params: dict = {"sessionId": self._session_id, "path": str(path)}
         if line is not None:
             params["line"] = line

@@ -3,6 +3,7 @@
 The framing is the caller's: stdio joins newline-terminated lines into one write, a WebSocket sends each
 message as one frame. Either way a ``Sink`` receives the encoded messages in order, in batches.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,11 @@ Sink = Callable[[list[bytes]], None]
 
 def stream_sink(out: BinaryIO) -> Sink:
     """Newline framing on a byte stream: a batch is one write and one flush."""
+
     def send(lines: list[bytes]) -> None:
         out.write(b"".join(lines))
         out.flush()
+
     return send
 
 
@@ -70,8 +73,9 @@ class Writer:
     that stops reading is never buffered without limit.
     """
 
-    def __init__(self, out: BinaryIO | Sink, max_pending: int | None = None,
-                 on_overflow: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, out: BinaryIO | Sink, max_pending: int | None = None, on_overflow: Callable[[], None] | None = None
+    ) -> None:
         self._sink: Sink = out if callable(out) else stream_sink(out)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="acp-writer", daemon=True)
@@ -235,8 +239,14 @@ class Connection:
         self.writer.send({"jsonrpc": "2.0", "id": pending.id, "method": method, "params": params})
         return pending
 
-    def request(self, method: str, params: dict, cancel: CancelToken | None = None,
-                timeout: float | None = None, on_late: Callable[[Any], None] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        params: dict,
+        cancel: CancelToken | None = None,
+        timeout: float | None = None,
+        on_late: Callable[[Any], None] | None = None,
+    ) -> Any:
         """Send a request and block until the client answers (or the turn is cancelled).
 
         With ``on_late``, a cancelled or timed-out request stays registered, and an answer that still

@@ -1,4 +1,5 @@
 """ACP content blocks to our ContentBlocks, and stored history back to session/update replays."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -73,8 +74,10 @@ def _embedded(resource: dict, index: int) -> ContentBlock:
     mime = resource.get("mimeType") or ""
     if isinstance(resource.get("blob"), str) and mime.startswith("image/"):
         return ImageBlock(resource["blob"], mime)
-    raise invalid_params(f"prompt[{index}] embeds a binary resource ({mime or 'unknown type'}); "
-                         "only text and image resources are supported")
+    raise invalid_params(
+        f"prompt[{index}] embeds a binary resource ({mime or 'unknown type'}); "
+        "only text and image resources are supported"
+    )
 
 
 def chunk(kind: str, block: dict) -> dict:
@@ -101,8 +104,9 @@ def replay(messages: list[Message], present: Present) -> Iterator[dict]:
     yield from _close_unanswered(open_calls)
 
 
-def _replay_block(role: str, block: ContentBlock, present: Present,
-                  open_calls: dict[str, ToolUseBlock]) -> Iterator[dict]:
+def _replay_block(
+    role: str, block: ContentBlock, present: Present, open_calls: dict[str, ToolUseBlock]
+) -> Iterator[dict]:
     speaker = "user_message_chunk" if role == "user" else "agent_message_chunk"
     if isinstance(block, TextBlock) and block.text:
         yield text_chunk(speaker, block.text)
@@ -124,8 +128,12 @@ def _replayed_call(block: ToolUseBlock, present: Present) -> dict:
 
 
 def _replayed_result(call_id: str, content: str, is_error: bool) -> dict:
-    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-            "status": "failed" if is_error else "completed", "content": [text_content(content)]}
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "status": "failed" if is_error else "completed",
+        "content": [text_content(content)],
+    }
 
 
 def _close_unanswered(open_calls: dict[str, ToolUseBlock]) -> Iterator[dict]:

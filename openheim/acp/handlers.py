@@ -1,4 +1,5 @@
 """The ACP methods an editor calls: initialize, sessions, prompt, cancel, modes and config options."""
+
 from __future__ import annotations
 
 import logging
@@ -39,11 +40,16 @@ class Handlers:
         self.held: set[str] = set()  # sessions this connection shows: never evicted while it is open
         self.expanding: dict[str, mcp_prompts.Expansion] = {}  # sessions whose /server.name prompt is being fetched
         self.methods = {
-            "initialize": self.initialize, "authenticate": self.authenticate,
-            "session/new": self.new_session, "session/load": self.load_session,
-            "session/resume": self.resume_session, "session/list": self.list_sessions,
-            "session/close": self.close_session, "session/delete": self.delete_session,
-            "session/prompt": self.prompt, "session/set_mode": self.set_mode,
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/list": self.list_sessions,
+            "session/close": self.close_session,
+            "session/delete": self.delete_session,
+            "session/prompt": self.prompt,
+            "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
         }
 
@@ -86,10 +92,12 @@ class Handlers:
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise invalid_params("'_meta.skills' must be an array of skill names")
         model = meta.get("model")
-        provider, model = (session_options.parse_model_value(self.client, model) if isinstance(model, str)
-                           else (None, None))
-        session = self.client.new_session(cwd, model=model, provider=provider, skills=skills, mcp_servers=servers,
-                                          hold=True)
+        provider, model = (
+            session_options.parse_model_value(self.client, model) if isinstance(model, str) else (None, None)
+        )
+        session = self.client.new_session(
+            cwd, model=model, provider=provider, skills=skills, mcp_servers=servers, hold=True
+        )
         self.held.add(session.id)
         self.conn.respond(request_id, {"sessionId": session.id, **session_options.session_setup(self.client, session)})
         self._announce_commands(session.id)
@@ -128,18 +136,28 @@ class Handlers:
         except Exception as e:  # a broken skills dir must not break session/new
             log.warning("could not list skills: %s", e)
             skills = []
-        return [*long_commands.COMMANDS, *(
-            {"name": s.name, "description": s.description or f"Run this turn with the '{s.name}' skill",
-             "input": {"hint": "what to do"}} for s in skills if s.name not in long_commands.NAMES),
-            *(mcp_prompts.commands(session, wait) if session is not None else [])]
+        return [
+            *long_commands.COMMANDS,
+            *(
+                {
+                    "name": s.name,
+                    "description": s.description or f"Run this turn with the '{s.name}' skill",
+                    "input": {"hint": "what to do"},
+                }
+                for s in skills
+                if s.name not in long_commands.NAMES
+            ),
+            *(mcp_prompts.commands(session, wait) if session is not None else []),
+        ]
 
     def load_session(self, request_id: Any, params: dict) -> Any:
         session_id = require_str(params, "sessionId")
         cwd = _cwd(params)
         servers = mcp_servers(params, self.allow_mcp_commands)
         self._check_idle(session_id)
-        session, loaded = self.client.resume_session(session_id, cwd, mcp_servers=servers,
-                                                     hold=session_id not in self.held)
+        session, loaded = self.client.resume_session(
+            session_id, cwd, mcp_servers=servers, hold=session_id not in self.held
+        )
         self.held.add(session.id)
         if loaded.warning:
             self._send_update(session.id, text_chunk("agent_message_chunk", loaded.warning + "\n"))
@@ -333,4 +351,3 @@ def _cwd(params: dict) -> Path:
     if not is_dir:
         raise invalid_params(f"cwd '{cwd}' is not an existing directory; give the directory the session works in")
     return path
-

@@ -6,6 +6,7 @@ fails, the error is remembered and every such request is answered with it (see `
 user what to do. Environment variables cannot change in a running process, so the build is not retried:
 restart the agent after fixing the setup.
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,5 +1,6 @@
 """The built-in slash commands of an ACP session: ``/compact`` and ``/undo [N] [force]``, answered without a turn,
 and the session update that shows a compaction."""
+
 from __future__ import annotations
 
 import logging
@@ -18,11 +19,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMANDS: list[dict[str, Any]] = [
-    {"name": "compact", "description": "Summarise the conversation now; the next turns start from the summary "
-                                       "(the full record stays in the session log)"},
-    {"name": "undo", "description": "Restore the files the last turn changed (a number: that many turns; "
-                                    "'force': also overwrite files changed since)",
-     "input": {"hint": "[turns] [force]"}},
+    {
+        "name": "compact",
+        "description": "Summarise the conversation now; the next turns start from the summary "
+        "(the full record stays in the session log)",
+    },
+    {
+        "name": "undo",
+        "description": "Restore the files the last turn changed (a number: that many turns; "
+        "'force': also overwrite files changed since)",
+        "input": {"hint": "[turns] [force]"},
+    },
 ]
 NAMES = frozenset(c["name"] for c in COMMANDS)
 
@@ -32,11 +39,19 @@ def compaction_update(event: Compaction) -> dict:
     if event.error is not None:
         text = f"[the conversation was not compacted: {event.error}]\n"
     else:
-        text = (f"[conversation compacted: {event.keep_from} earlier messages summarised; the full record stays in "
-                f"the session log]\n")
+        text = (
+            f"[conversation compacted: {event.keep_from} earlier messages summarised; the full record stays in "
+            f"the session log]\n"
+        )
     update = text_chunk("agent_thought_chunk", text)
-    update["_meta"] = {"openheim/compaction": {"keepFrom": event.keep_from, "model": event.model,
-                                               "error": event.error, "manual": event.manual}}
+    update["_meta"] = {
+        "openheim/compaction": {
+            "keepFrom": event.keep_from,
+            "model": event.model,
+            "error": event.error,
+            "manual": event.manual,
+        }
+    }
     return update
 
 
@@ -48,9 +63,11 @@ def parse(text: str) -> tuple[str, str] | None:
     return (name, rest.strip()) if name in NAMES else None
 
 
-def run(conn: Connection, request_id: Any, session: SessionHandle, name: str, arg: str,
-        send: Callable[[dict], None]) -> None:
+def run(
+    conn: Connection, request_id: Any, session: SessionHandle, name: str, arg: str, send: Callable[[dict], None]
+) -> None:
     """Answer the session/prompt request on a thread of its own (``/compact`` asks the model)."""
+
     def work() -> None:
         try:
             text = _compact(session, send) if name == "compact" else _undo(session, arg)

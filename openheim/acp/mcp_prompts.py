@@ -1,5 +1,6 @@
 """The prompts of a session's MCP servers as ACP slash commands: ``/server.name name=value ...`` is expanded
 (prompts/get) into the turn's prompt before it reaches the model."""
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,10 @@ def commands(session: SessionHandle, wait: float = 0.0) -> list[dict[str, Any]]:
         return []
     found = []
     for prompt in prompts:
-        command: dict[str, Any] = {"name": prompt.command,
-                                   "description": prompt.description or f"MCP prompt {prompt.ref}"}
+        command: dict[str, Any] = {
+            "name": prompt.command,
+            "description": prompt.description or f"MCP prompt {prompt.ref}",
+        }
         if prompt.arguments:
             command["input"] = {"hint": prompt.usage()}
         found.append(command)
@@ -62,8 +65,15 @@ class Expansion:
     its turn starts. The prompt request is answered exactly once: by a failure (one line, then ``end_turn``),
     by a cancel (``cancelled`` at once; the fetched text is dropped), or by the turn ``start`` runs."""
 
-    def __init__(self, conn: Connection, request_id: Any, session: SessionHandle, blocks: list[ContentBlock],
-                 name: str, arguments: str) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        request_id: Any,
+        session: SessionHandle,
+        blocks: list[ContentBlock],
+        name: str,
+        arguments: str,
+    ) -> None:
         self.conn, self.request_id, self.session = conn, request_id, session
         self.blocks, self.name, self.arguments = blocks, name, arguments
         self._lock = threading.Lock()
@@ -72,6 +82,7 @@ class Expansion:
     def start(self, run_turn: Callable[[list[ContentBlock]], None], done: Callable[[], None]) -> None:
         """Fetch on a thread; then ``run_turn(blocks)`` (which answers the request) unless cancelled; ``done``
         when the fetch is over either way."""
+
         def work() -> None:
             try:
                 self._fetch_then(run_turn)
@@ -106,8 +117,9 @@ class Expansion:
         self._settle(turn)
 
     def _tell(self, line: str) -> None:
-        self.conn.notify("session/update", {"sessionId": self.session.id,
-                                            "update": text_chunk("agent_message_chunk", line + "\n")})
+        self.conn.notify(
+            "session/update", {"sessionId": self.session.id, "update": text_chunk("agent_message_chunk", line + "\n")}
+        )
         self.conn.respond(self.request_id, {"stopReason": "end_turn"})
 
     def _settle(self, answer: Callable[[], None]) -> None:

@@ -3,6 +3,7 @@
 stdio entries (no ``type``, or ``"stdio"``), ``"http"`` and ``"sse"`` entries are used; a malformed entry
 is left out: each with one warning on stderr, never a failed session.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,9 +48,11 @@ def _refuse_commands(entries: list) -> None:
         if isinstance(entry, dict) and (entry.get("type") or "stdio") == "stdio":
             name = entry.get("name")
             shown = f"'{name}'" if isinstance(name, str) else "a stdio entry"
-            raise invalid_params(f"MCP server {shown} would run a command on the server's machine, which this "
-                                 "server does not allow for its clients; use an http MCP server, or set "
-                                 "[serve] allow_client_mcp_commands = true on the server")
+            raise invalid_params(
+                f"MCP server {shown} would run a command on the server's machine, which this "
+                "server does not allow for its clients; use an http MCP server, or set "
+                "[serve] allow_client_mcp_commands = true on the server"
+            )
 
 
 def _table(entry: object) -> dict:
@@ -60,13 +63,21 @@ def _table(entry: object) -> dict:
         raise ValueError("it has no 'name'")
     kind = entry.get("type") or "stdio"
     if kind == "stdio":
-        return {"name": name, "command": entry.get("command"), "args": entry.get("args") or [],
-                "env": _pairs(entry.get("env"), "env")}
+        return {
+            "name": name,
+            "command": entry.get("command"),
+            "args": entry.get("args") or [],
+            "env": _pairs(entry.get("env"), "env"),
+        }
     if kind == "http":
         return {"name": name, "url": entry.get("url"), "headers": _pairs(entry.get("headers"), "headers")}
     if kind == "sse":
-        return {"name": name, "url": entry.get("url"), "headers": _pairs(entry.get("headers"), "headers"),
-                "transport": "sse"}
+        return {
+            "name": name,
+            "url": entry.get("url"),
+            "headers": _pairs(entry.get("headers"), "headers"),
+            "transport": "sse",
+        }
     raise ValueError(f"'{name}' has an unknown type '{kind}'")
 
 
@@ -81,6 +92,6 @@ def _pairs(value: object, field: str) -> dict:
     pairs = {}
     for item in value:
         if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str)):
-            raise ValueError(f"'{field}' entries must be {{\"name\": string, \"value\": string}}")
+            raise ValueError(f'\'{field}\' entries must be {{"name": string, "value": string}}')
         pairs[item["name"]] = item["value"]
     return pairs

@@ -1,4 +1,5 @@
 """The ACP permission gate: asks the client with session/request_permission and waits for the answer."""
+
 from __future__ import annotations
 
 import json
@@ -73,13 +74,15 @@ class AcpQuestions:
     session/request_permission, each on a short-lived thread so the turn's other updates keep flowing.
     The turn's gate (AskTheFrontEnd) rejects whatever is not answered with a Decision."""
 
-    def __init__(self, conn: Connection, session_id: str, tracker: ToolCallTracker,
-                 project_rules: ProjectRules | None = None) -> None:
+    def __init__(
+        self, conn: Connection, session_id: str, tracker: ToolCallTracker, project_rules: ProjectRules | None = None
+    ) -> None:
         self.conn, self.session_id, self.tracker = conn, session_id, tracker
         self.project_rules = project_rules
 
     def answer(self, question: Question, cancel: CancelToken | None) -> None:
         """Put ``question`` to the client in the background; its answer (or a rejection) answers it."""
+
         def work() -> None:
             decision = None
             try:

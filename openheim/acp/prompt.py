@@ -1,4 +1,5 @@
 """One session/prompt: the session's Turn, its StreamEvents turned into session/update lines, one answer."""
+
 from __future__ import annotations
 
 import logging
@@ -38,9 +39,16 @@ class PromptRun:
     """One session/prompt: the session's Turn, its events sent as session/update lines by a pump thread,
     and exactly one answer, after every update."""
 
-    def __init__(self, handle: SessionHandle, conn: Connection, request_id: object, blocks: list[ContentBlock],
-                 extra_skills: list[str], features: ClientFeatures,
-                 on_done: Callable[[PromptRun], None] | None = None) -> None:
+    def __init__(
+        self,
+        handle: SessionHandle,
+        conn: Connection,
+        request_id: object,
+        blocks: list[ContentBlock],
+        extra_skills: list[str],
+        features: ClientFeatures,
+        on_done: Callable[[PromptRun], None] | None = None,
+    ) -> None:
         self.handle, self.conn, self.request_id = handle, conn, request_id
         self.session_id = handle.id
         self.blocks, self.extra_skills = blocks, extra_skills
@@ -65,8 +73,9 @@ class PromptRun:
 
     def start(self) -> PromptRun:
         """Start the turn (SessionBusy when one runs that was not cancelled), then pump its events."""
-        self.turn = self.handle.start_turn(self.blocks, extra_skills=self.extra_skills, gate=self.gate,
-                                           client_io=self.client_io)
+        self.turn = self.handle.start_turn(
+            self.blocks, extra_skills=self.extra_skills, gate=self.gate, client_io=self.client_io
+        )
         self.tracker.present = self.turn.present
         self.thread.start()
         return self
@@ -79,8 +88,9 @@ class PromptRun:
 
     def update(self, update: dict) -> None:
         """Send one session/update unless the prompt has already been answered."""
-        line = encode({"jsonrpc": "2.0", "method": "session/update",
-                       "params": {"sessionId": self.session_id, "update": update}})
+        line = encode(
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": self.session_id, "update": update}}
+        )
         with self._lock:
             if not self.answered:
                 self.conn.writer.send_line(line)

@@ -3,6 +3,7 @@
 Only the framing differs between transports: stdio reads newline-delimited lines and writes them back
 (``serve_stdio``); a WebSocket carries one JSON-RPC message per frame (``serve_acp`` with a frame sink).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,13 @@ log = logging.getLogger(__name__)
 SHUTDOWN_WAIT = 1.0  # seconds running turns get to stop after the input ends
 
 
-def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | None],
-              out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True) -> int:
+def serve_acp(
+    client: OpenheimClient | LazyClient,
+    messages: Iterable[bytes | str | None],
+    out: Writer | BinaryIO | Sink,
+    max_line: int = MAX_LINE_BYTES,
+    kill_children: bool = True,
+) -> int:
     """Serve one ACP connection until ``messages`` ends; returns 0.
 
     ``messages`` yields one JSON-RPC payload each (bytes or str; None stands for one that was too long).
@@ -45,8 +51,9 @@ def serve_acp(client: OpenheimClient | LazyClient, messages: Iterable[bytes | st
     return AcpServer(client, messages, out, max_line, kill_children).serve()
 
 
-def serve_stdio(client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO,
-                max_line: int = MAX_LINE_BYTES) -> int:
+def serve_stdio(
+    client: OpenheimClient | LazyClient, inp: BinaryIO, out: BinaryIO, max_line: int = MAX_LINE_BYTES
+) -> int:
     """`openheim acp`: newline-delimited JSON-RPC on a pair of byte streams."""
     return serve_acp(client, read_lines(inp, max_line), out, max_line)
 
@@ -65,9 +72,15 @@ class AcpServer:
     (a network client must not run commands on this machine).
     """
 
-    def __init__(self, client: OpenheimClient | LazyClient, messages: Iterable[bytes | str | Parsed | None],
-                 out: Writer | BinaryIO | Sink, max_line: int = MAX_LINE_BYTES, kill_children: bool = True,
-                 allow_mcp_commands: bool = True) -> None:
+    def __init__(
+        self,
+        client: OpenheimClient | LazyClient,
+        messages: Iterable[bytes | str | Parsed | None],
+        out: Writer | BinaryIO | Sink,
+        max_line: int = MAX_LINE_BYTES,
+        kill_children: bool = True,
+        allow_mcp_commands: bool = True,
+    ) -> None:
         self.client = client
         self.messages = messages
         self.max_line = max_line
@@ -83,8 +96,9 @@ class AcpServer:
         try:
             for line in self.messages:
                 if line is None:
-                    self.conn.respond_error(None, RpcError(INVALID_REQUEST,
-                                                           f"message longer than {self.max_line} bytes; refused"))
+                    self.conn.respond_error(
+                        None, RpcError(INVALID_REQUEST, f"message longer than {self.max_line} bytes; refused")
+                    )
                     continue
                 if isinstance(line, Parsed):
                     self.dispatch(line.message)
@@ -130,8 +144,9 @@ class AcpServer:
 
     def _request(self, request_id: Any, method: Any, params: Any) -> None:
         if not _is_id(request_id):
-            self.conn.respond_error(None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or "
-                                                                    "a finite number"))
+            self.conn.respond_error(
+                None, RpcError(INVALID_REQUEST, "invalid request: 'id' must be a string or a finite number")
+            )
             return
         handler = self.handlers.methods.get(method) if isinstance(method, str) else None
         if handler is None:

@@ -1,4 +1,5 @@
 """The modes and config options (the model and mode pickers) every ACP session answer carries."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -10,8 +11,7 @@ if TYPE_CHECKING:
 
 
 def modes_state(current: str) -> dict:
-    return {"currentModeId": current,
-            "availableModes": [{"id": i, "name": n, "description": d} for i, n, d in MODES]}
+    return {"currentModeId": current, "availableModes": [{"id": i, "name": n, "description": d} for i, n, d in MODES]}
 
 
 def model_value(provider: str, model: str) -> str:
@@ -20,17 +20,37 @@ def model_value(provider: str, model: str) -> str:
 
 def config_options(client: OpenheimClient, session: SessionHandle) -> list[dict]:
     """The full option list: the model picker first, then the mode picker."""
-    options = [{"value": model_value(p, m), "name": m, "description": p, "_meta": {"provider": p}}
-               for p, m in client.models()]
+    options = [
+        {"value": model_value(p, m), "name": m, "description": p, "_meta": {"provider": p}} for p, m in client.models()
+    ]
     config = session.config
     current = model_value(config.provider_name, config.model)
     if current not in {o["value"] for o in options}:
-        options.insert(0, {"value": current, "name": config.model, "description": config.provider_name,
-                           "_meta": {"provider": config.provider_name}})
-    model = {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": current,
-             "options": options}
-    mode = {"id": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": session.mode,
-            "options": [{"value": i, "name": n, "description": d} for i, n, d in MODES]}
+        options.insert(
+            0,
+            {
+                "value": current,
+                "name": config.model,
+                "description": config.provider_name,
+                "_meta": {"provider": config.provider_name},
+            },
+        )
+    model = {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": current,
+        "options": options,
+    }
+    mode = {
+        "id": "mode",
+        "name": "Mode",
+        "category": "mode",
+        "type": "select",
+        "currentValue": session.mode,
+        "options": [{"value": i, "name": n, "description": d} for i, n, d in MODES],
+    }
     return [model, mode]
 
 

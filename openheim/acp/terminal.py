@@ -1,4 +1,5 @@
 """execute_command through the client's terminal (terminal/create → wait_for_exit → output → release)."""
+
 from __future__ import annotations
 
 import logging
@@ -51,17 +52,24 @@ class Terminals:
     def _params(self, terminal_id: str) -> dict:
         return {"sessionId": self.session_id, "terminalId": terminal_id}
 
-    def run(self, command: str, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP,
-            argv: list[str] | None = None) -> str:
+    def run(
+        self, command: str, ctx: TurnContext, timeout: float = TIMEOUT, cap: int = CAP, argv: list[str] | None = None
+    ) -> str:
         """Run ``command`` (as ``sh -c``, or as ``argv``: the sandbox helper wrapping it) in the client's terminal."""
         if ctx.cancel.cancelled:
             raise ToolExecutionError(CANCELLED)
         program, *args = argv or ["sh", "-c", command]
-        create = {"sessionId": self.session_id, "command": program, "args": args,
-                  "cwd": str(ctx.effective_cwd), "outputByteLimit": cap}
+        create = {
+            "sessionId": self.session_id,
+            "command": program,
+            "args": args,
+            "cwd": str(ctx.effective_cwd),
+            "outputByteLimit": cap,
+        }
         try:
-            created = self.conn.request("terminal/create", create, ctx.cancel, CONTROL_TIMEOUT,
-                                        on_late=self._release_late)
+            created = self.conn.request(
+                "terminal/create", create, ctx.cancel, CONTROL_TIMEOUT, on_late=self._release_late
+            )
         except Cancelled:
             raise ToolExecutionError(CANCELLED) from None
         except (RpcError, TimeoutError) as e:
@@ -122,5 +130,10 @@ def _run_from(output: object, timed_out: bool) -> TerminalRun:
     if not isinstance(status, dict):
         status = {}
     code = status.get("exitCode")
-    return TerminalRun(str(output.get("output") or ""), bool(output.get("truncated")),
-                       code if isinstance(code, int) else None, status.get("signal") or None, timed_out)
+    return TerminalRun(
+        str(output.get("output") or ""),
+        bool(output.get("truncated")),
+        code if isinstance(code, int) else None,
+        status.get("signal") or None,
+        timed_out,
+    )

@@ -1,5 +1,6 @@
 """Tool calls as ACP shows them: each tool's own view (title, kind, locations, diff) as ACP objects,
 and the per-turn tracker that opens, starts and closes every announced call."""
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,13 @@ def diff_content(view: ToolView) -> dict | None:
 
 def tool_call_object(call_id: str, view: ToolView, args: dict | None, status: str, meta: dict | None = None) -> dict:
     """The ToolCall fields every announcement and permission request carries."""
-    obj: dict[str, object] = {"toolCallId": call_id, "title": view.title, "kind": view.kind, "status": status,
-           "locations": locations(view)}
+    obj: dict[str, object] = {
+        "toolCallId": call_id,
+        "title": view.title,
+        "kind": view.kind,
+        "status": status,
+        "locations": locations(view),
+    }
     if args is not None:
         obj["rawInput"] = args
     if meta:
@@ -82,8 +88,15 @@ class ToolCallTracker:
         self._announced: set[str] = set()
         self._cond = threading.Condition()
 
-    def opened(self, call_id: str, name: str, arguments: str, subagent: str | None = None,
-               meta: dict | None = None, view: ToolView | None = None) -> None:
+    def opened(
+        self,
+        call_id: str,
+        name: str,
+        arguments: str,
+        subagent: str | None = None,
+        meta: dict | None = None,
+        view: ToolView | None = None,
+    ) -> None:
         """Announce a call; ``view`` is the tool's own presentation, taken before the call ran."""
         from dataclasses import replace
 
@@ -139,8 +152,14 @@ class ToolCallTracker:
             call = self._open.get(call_id)
             if call is not None:
                 call.terminal_id = terminal_id
-        self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress",
-                   "content": [{"type": "terminal", "terminalId": terminal_id}]})
+        self.send(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "in_progress",
+                "content": [{"type": "terminal", "terminalId": terminal_id}],
+            }
+        )
 
     def closed(self, call_id: str, result: str, is_error: bool) -> None:
         with self._cond:
@@ -155,8 +174,14 @@ class ToolCallTracker:
         elif (diff := diff_content(call.view)) is not None and not is_error:
             content.append(diff)
         content.append(text_content(result))
-        self.send({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-                   "status": "failed" if is_error else "completed", "content": content})
+        self.send(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "failed" if is_error else "completed",
+                "content": content,
+            }
+        )
 
     def close_all(self, reason: str) -> None:
         """Fail every call still open (cancelled or crashed turn)."""

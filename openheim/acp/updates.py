@@ -1,4 +1,5 @@
 """StreamEvents as ACP session updates: the one mapping every ACP transport and embedder uses."""
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,9 @@ class AcpUpdates:
     known; events with no ACP equivalent are dropped.
     """
 
-    def __init__(self, send: Callable[[dict], None], present: Present | None = None,
-                 context_window: int | None = None) -> None:
+    def __init__(
+        self, send: Callable[[dict], None], present: Present | None = None, context_window: int | None = None
+    ) -> None:
         self.send = send
         self.tracker = ToolCallTracker(send, present)
         self.context_window = context_window
@@ -56,8 +58,14 @@ class AcpUpdates:
         elif isinstance(event, events.SubagentEvent):
             self._subagent(event)
         elif isinstance(event, events.PlanUpdate):
-            self.send({"sessionUpdate": "plan", "entries": [
-                {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries]})
+            self.send(
+                {
+                    "sessionUpdate": "plan",
+                    "entries": [
+                        {"content": e["step"], "priority": "medium", "status": e["status"]} for e in event.entries
+                    ],
+                }
+            )
         elif isinstance(event, events.Compaction):
             from openheim.acp.long_commands import compaction_update
 
@@ -66,8 +74,12 @@ class AcpUpdates:
             self.send(notice_update(event))
         elif isinstance(event, events.UsageReport) and self.context_window:
             usage = event.usage
-            update: dict = {"sessionUpdate": "usage_update", "used": usage.prompt_tokens + usage.output_tokens,
-                            "size": self.context_window, "_meta": {"openheim": {"usage": acp_usage(usage)}}}
+            update: dict = {
+                "sessionUpdate": "usage_update",
+                "used": usage.prompt_tokens + usage.output_tokens,
+                "size": self.context_window,
+                "_meta": {"openheim": {"usage": acp_usage(usage)}},
+            }
             if event.total_cost is not None:  # the model has a price: what the session has spent
                 update["cost"] = {"amount": round(event.total_cost, 6), "currency": "USD"}
             self.send(update)
@@ -104,8 +116,9 @@ def notice_update(event: events.Notice) -> dict:
 def acp_updates(session: SessionHandle, send: Callable[[dict], None]) -> AcpUpdates:
     """An ``on_event`` for ``session.prompt``/``start_turn`` that maps the session's events to ACP
     ``session/update`` payloads for ``send`` (events with no ACP equivalent are dropped)."""
-    return AcpUpdates(send, lambda name, args: session.present(name, args, with_diff=True),
-                      session.config.context_window)
+    return AcpUpdates(
+        send, lambda name, args: session.present(name, args, with_diff=True), session.config.context_window
+    )
 
 
 def acp_replay(session: SessionHandle, messages: list[Message], send: Callable[[dict], None]) -> None:
@@ -118,5 +131,10 @@ def acp_replay(session: SessionHandle, messages: list[Message], send: Callable[[
 
 def acp_usage(usage: Usage) -> dict[str, int]:
     """Token counts in the shape of ACP's (unstable) prompt-response ``usage``: cache reads and writes apart."""
-    return {"totalTokens": usage.total, "inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-            "cachedReadTokens": usage.cache_read_tokens, "cachedWriteTokens": usage.cache_creation_tokens}
+    return {
+        "totalTokens": usage.total,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cachedReadTokens": usage.cache_read_tokens,
+        "cachedWriteTokens": usage.cache_creation_tokens,
+    }

@@ -1,4 +1,5 @@
 """ACP constants and mappings kept in one place: error codes, stop reasons, modes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -76,8 +77,11 @@ def error_for(exc: BaseException) -> RpcError:
     if isinstance(exc, SessionBusy):
         return RpcError(INTERNAL_ERROR, str(exc), {"kind": "session_busy", "session_id": exc.session_id})
     if isinstance(exc, SessionLocked):
-        return RpcError(INTERNAL_ERROR, str(exc), {"kind": "session_locked", "session_id": exc.session_id,
-                                                   "pid": exc.pid, "host": exc.host})
+        return RpcError(
+            INTERNAL_ERROR,
+            str(exc),
+            {"kind": "session_locked", "session_id": exc.session_id, "pid": exc.pid, "host": exc.host},
+        )
     if isinstance(exc, OpenheimError):
         return RpcError(INTERNAL_ERROR, str(exc))
     if isinstance(exc, OSError):

@@ -1,5 +1,6 @@
 """Pruning the checkpoint store: session records older than ``max_age_days`` go, then the oldest sessions until
 the store is under ``max_store_mb``; manifests and copies no remaining record needs are then deleted."""
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 Ignore rules are the root's ``.gitignore`` and ``.ignore`` files (at every level), read with the search tool's
 parser; a path is relative to the root with ``/`` separators. Symlinks are not followed and not recorded.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ root's last checkpoint is that checkpoint: nothing is read. Otherwise a file is 
 store when new) only when its stat differs from the store's stat cache, or when its mtime is too close to the
 moment it was last looked at to be trusted (the kernel's file clock is coarse).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,15 +43,20 @@ def fingerprint(stats: dict[str, FileStat]) -> str:
     return hashlib.blake2b(marshal.dumps(stats), digest_size=16).hexdigest()
 
 
-def take(store: CheckpointStore, root: str, size_cap: int, max_files: int,
-         skip: frozenset[str] = frozenset()) -> Snapshot:
+def take(
+    store: CheckpointStore, root: str, size_cap: int, max_files: int, skip: frozenset[str] = frozenset()
+) -> Snapshot:
     """Checkpoint ``root``: copy every file not yet in the store (up to ``size_cap`` bytes) and save a manifest."""
     started = time.time_ns()
     stats = scan(root, max_files, skip)
     mark = fingerprint(stats)
     last = store.load_fingerprint(root)
-    if (last is not None and last[0] == mark and store.has_manifest(last[1])
-            and all(last[2] - st[1] > RACY_NS for st in stats.values())):
+    if (
+        last is not None
+        and last[0] == mark
+        and store.has_manifest(last[1])
+        and all(last[2] - st[1] > RACY_NS for st in stats.values())
+    ):
         return Snapshot(store, last[1], root, stats, started)  # nothing changed since the root's last checkpoint
     files = _hash_changed(store, root, stats, size_cap, started)
     if len(files) != len(stats):
@@ -61,8 +67,9 @@ def take(store: CheckpointStore, root: str, size_cap: int, max_files: int,
     return Snapshot(store, checkpoint, root, stats, started, files)
 
 
-def _hash_changed(store: CheckpointStore, root: str, stats: dict[str, FileStat], size_cap: int,
-                  started: int) -> dict[str, list]:
+def _hash_changed(
+    store: CheckpointStore, root: str, stats: dict[str, FileStat], size_cap: int, started: int
+) -> dict[str, list]:
     """The manifest rows of ``stats``: hashes from the stat cache, files whose stat changed read and stored."""
     index = store.load_index(root)
     new_index: dict[str, list] = {}
@@ -70,8 +77,14 @@ def _hash_changed(store: CheckpointStore, root: str, stats: dict[str, FileStat],
     dirty = len(index) != len(stats)
     for path, (size, mtime_ns, ino, mode) in stats.items():
         row = index.get(path)
-        if (row is not None and row[0] == size and row[1] == mtime_ns and row[2] == ino and row[5] == mode
-                and row[4] - mtime_ns > RACY_NS):
+        if (
+            row is not None
+            and row[0] == size
+            and row[1] == mtime_ns
+            and row[2] == ino
+            and row[5] == mode
+            and row[4] - mtime_ns > RACY_NS
+        ):
             digest = row[3]
             new_index[path] = row
         else:
@@ -87,8 +100,9 @@ def _hash_changed(store: CheckpointStore, root: str, stats: dict[str, FileStat],
     return files
 
 
-def changes_since(snapshot: Snapshot, size_cap: int, max_files: int,
-                  skip: frozenset[str] = frozenset()) -> list[Change]:
+def changes_since(
+    snapshot: Snapshot, size_cap: int, max_files: int, skip: frozenset[str] = frozenset()
+) -> list[Change]:
     """What changed under the snapshot's root since it was taken: added, modified and deleted files."""
     now = scan(snapshot.root, max_files, skip)
     changes: list[Change] = []

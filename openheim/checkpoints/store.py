@@ -10,6 +10,7 @@ a stat cache per root, and one log of turn records per session.
 Nothing is ever written to the user's repository. A file bigger than the size cap gets no copy (sha256 null):
 it is listed as not restorable.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,13 @@ class Change:
     restorable: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "before": self.before, "after": self.after,
-                "restorable": self.restorable}
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "before": self.before,
+            "after": self.after,
+            "restorable": self.restorable,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Change:
@@ -58,13 +64,26 @@ class TurnRecord:
     undone: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "turn", "turn": self.turn, "at": self.at, "root": self.root, "checkpoint": self.checkpoint,
-                "created": self.created, "changes": [c.to_dict() for c in self.changes]}
+        return {
+            "type": "turn",
+            "turn": self.turn,
+            "at": self.at,
+            "root": self.root,
+            "checkpoint": self.checkpoint,
+            "created": self.created,
+            "changes": [c.to_dict() for c in self.changes],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TurnRecord:
-        return cls(int(d["turn"]), int(d.get("at", 0)), str(d["root"]), str(d["checkpoint"]),
-                   [Change.from_dict(c) for c in d.get("changes") or []], float(d.get("created") or 0))
+        return cls(
+            int(d["turn"]),
+            int(d.get("at", 0)),
+            str(d["root"]),
+            str(d["checkpoint"]),
+            [Change.from_dict(c) for c in d.get("changes") or []],
+            float(d.get("created") or 0),
+        )
 
 
 def sha256_file(path: str) -> str:

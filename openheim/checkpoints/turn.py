@@ -1,4 +1,5 @@
 """One turn's checkpoint: taken just before the first tool that may change files runs, compared after the turn."""
+
 from __future__ import annotations
 
 import logging
@@ -28,9 +29,16 @@ def may_change_files(name: str, capabilities: ToolCapabilities) -> bool:
 class TurnCheckpoint:
     """The checkpoint of one turn; thread-safe (a reply's tool calls may run in parallel)."""
 
-    def __init__(self, store: CheckpointStore | Callable[[], CheckpointStore], settings: CheckpointConfig,
-                 session_id: str, root: str, at: int, skip: frozenset[str] = frozenset(),
-                 too_big: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore | Callable[[], CheckpointStore],
+        settings: CheckpointConfig,
+        session_id: str,
+        root: str,
+        at: int,
+        skip: frozenset[str] = frozenset(),
+        too_big: set[str] | None = None,
+    ) -> None:
         """``store``, or what opens it when the first snapshot is taken (a turn that changes no file never does)."""
         self._store, self.settings = store, settings
         self.too_big = too_big if too_big is not None else set()  # roots over max_files: not scanned again
@@ -57,12 +65,17 @@ class TurnCheckpoint:
             from openheim.checkpoints.snapshot import take
 
             try:
-                self.snapshot = take(self.store, self.root, self.settings.max_file_bytes, self.settings.max_files,
-                                     self.skip)
+                self.snapshot = take(
+                    self.store, self.root, self.settings.max_file_bytes, self.settings.max_files, self.skip
+                )
             except TooManyFiles:
                 self.too_big.add(self.root)
-                log.warning("no checkpoint of %s: it holds more than %d files ([checkpoints] max_files); this "
-                            "turn cannot be undone", self.root, self.settings.max_files)
+                log.warning(
+                    "no checkpoint of %s: it holds more than %d files ([checkpoints] max_files); this "
+                    "turn cannot be undone",
+                    self.root,
+                    self.settings.max_files,
+                )
             except OSError as e:
                 log.warning("no checkpoint of %s (%s); this turn cannot be undone", self.root, e)
 
@@ -83,8 +96,9 @@ class TurnCheckpoint:
             return None
         from openheim.checkpoints.store import TurnRecord
 
-        record = TurnRecord(len(self.store.turns(self.session_id)) + 1, self.at, self.root, snapshot.checkpoint,
-                            changes)
+        record = TurnRecord(
+            len(self.store.turns(self.session_id)) + 1, self.at, self.root, snapshot.checkpoint, changes
+        )
         try:
             self.store.append_record(self.session_id, record.to_dict())
         except OSError as e:  # the turn itself went well: it only cannot be undone

@@ -4,6 +4,7 @@ A file is restored to what it was before the earliest undone turn; a file those 
 that no longer holds what the latest undone turn left (the user changed it since) is a conflict: nothing is
 written unless ``force``. Paths are relative to the turn's root and never lead out of it.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -83,8 +84,10 @@ def plan_undo(store: CheckpointStore, session_id: str, turns: int = 1) -> UndoPl
         raise InvalidArgument("--turns must be at least 1")
     pending = [r for r in store.turns(session_id) if not r.undone]
     if not pending:
-        raise NotFound(f"session {session_id} has no file changes to undo; only turns that changed files "
-                       "under the sandbox root can be undone")
+        raise NotFound(
+            f"session {session_id} has no file changes to undo; only turns that changed files "
+            "under the sandbox root can be undone"
+        )
     chosen = pending[-turns:]
     plan = UndoPlan(session_id, chosen)
     merged: dict[tuple[str, str], UndoItem] = {}
@@ -117,8 +120,10 @@ def apply_undo(store: CheckpointStore, plan: UndoPlan, force: bool = False) -> U
     conflicts = plan.conflicts
     if conflicts and not force:
         names = ", ".join(i.path for i in conflicts)
-        raise InvalidArgument(f"not undone: {len(conflicts)} file(s) changed since that turn ({names}); "
-                              "re-run with --force to overwrite them")
+        raise InvalidArgument(
+            f"not undone: {len(conflicts)} file(s) changed since that turn ({names}); "
+            "re-run with --force to overwrite them"
+        )
     result = UndoResult([r.turn for r in plan.turns], [], [], [])
     for item in plan.items:
         target = _inside(item.root, item.path)
@@ -131,9 +136,17 @@ def apply_undo(store: CheckpointStore, plan: UndoPlan, force: bool = False) -> U
             assert item.digest is not None
             _restore(target, store.read_blob(item.digest), item.mode)
             result.restored.append(item.path)
-    store.append_record(plan.session_id, {"type": "undo", "turns": result.turns, "created": time.time(),
-                                          "restored": result.restored, "removed": result.removed,
-                                          "skipped": result.skipped})
+    store.append_record(
+        plan.session_id,
+        {
+            "type": "undo",
+            "turns": result.turns,
+            "created": time.time(),
+            "restored": result.restored,
+            "removed": result.removed,
+            "skipped": result.skipped,
+        },
+    )
     return result
 
 
@@ -141,8 +154,9 @@ def _manifest(store: CheckpointStore, record: TurnRecord) -> dict[str, list]:
     try:
         return store.load_manifest(record.checkpoint)
     except (OSError, ValueError, KeyError):
-        raise NotFound(f"the checkpoint taken before turn {record.turn} is gone (pruned or damaged); that turn "
-                       "cannot be undone") from None
+        raise NotFound(
+            f"the checkpoint taken before turn {record.turn} is gone (pruned or damaged); that turn cannot be undone"
+        ) from None
 
 
 def _changed_since(path: str, kind: str, after: str | None) -> bool:
@@ -198,8 +212,11 @@ def _restore(target: str, data: bytes, mode: int | None) -> None:
 
 def _count_lines(store: CheckpointStore, item: UndoItem) -> None:
     current = _read_small(item.absolute)
-    wanted = b"" if item.action == "remove" or not item.restorable or item.digest is None else \
-        _blob_small(store, item.digest)
+    wanted = (
+        b""
+        if item.action == "remove" or not item.restorable or item.digest is None
+        else _blob_small(store, item.digest)
+    )
     if current is None or wanted is None:
         return
     old, new = current.decode("utf-8", "replace").splitlines(), wanted.decode("utf-8", "replace").splitlines()

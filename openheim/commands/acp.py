@@ -1,4 +1,5 @@
 """`openheim acp` (alias `openheim stdio`): serve the Agent Client Protocol on stdin/stdout."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,9 @@ def _on_signal(signum: int) -> None:
     raise SystemExit(exit_code(signum))
 
 
-def serve(config_path: str | None, mcp_config: str | None = None, sandbox: tuple[str | None, bool | None] = (None, None)
-          ) -> int:
+def serve(
+    config_path: str | None, mcp_config: str | None = None, sandbox: tuple[str | None, bool | None] = (None, None)
+) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
     from openheim.acp.lazy import LazyClient

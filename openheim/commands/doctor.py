@@ -7,6 +7,7 @@ missing or holds no certificates. Optional things (no MCP servers, vectors off, 
 a key, a failed MCP server, a non-UTF-8 locale) are warnings. Key values are never shown: only where a
 key comes from.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,14 @@ def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: flo
         checks.append(_config_check(config_path, "fail", " ".join(e.message.split())))
     checks.append(check_data_dir(config))
     checks += check_providers(config)
-    checks += [check_sandbox(config), check_vectors(), check_mcp(config, config_path, mcp_config, mcp_timeout),
-               check_ca_bundle(), check_terminal(), check_locale()]
+    checks += [
+        check_sandbox(config),
+        check_vectors(),
+        check_mcp(config, config_path, mcp_config, mcp_timeout),
+        check_ca_bundle(),
+        check_terminal(),
+        check_locale(),
+    ]
     return checks
 
 
@@ -60,8 +67,13 @@ def check_version() -> Check:
     frozen = bool(getattr(sys, "frozen", False))
     python = ".".join(map(str, sys.version_info[:3]))
     how = "frozen binary" if frozen else "Python package"
-    return Check("version", "version", "ok", f"openheim {__version__} ({how}, Python {python})",
-                 {"openheim": __version__, "python": python, "frozen": frozen, "executable": sys.executable})
+    return Check(
+        "version",
+        "version",
+        "ok",
+        f"openheim {__version__} ({how}, Python {python})",
+        {"openheim": __version__, "python": python, "frozen": frozen, "executable": sys.executable},
+    )
 
 
 def check_home() -> Check:
@@ -85,12 +97,21 @@ def _config_check(explicit: str | None, status: str, detail: str) -> Check:
         path: Path | None = config_path(explicit)
     except ConfigError:
         path = None
-    source = "--config" if explicit else "OPENHEIM_CONFIG" if os.environ.get("OPENHEIM_CONFIG", "").strip() \
-        else "home"
+    source = "--config" if explicit else "OPENHEIM_CONFIG" if os.environ.get("OPENHEIM_CONFIG", "").strip() else "home"
     shown = f"{path}: {detail}" if status == "ok" else detail
-    return Check("config", "config", status, shown,
-                 {"path": str(path) if path else None, "from": source, "loaded": status == "ok",
-                  "exists": bool(path and path.is_file()), "error": None if status == "ok" else detail})
+    return Check(
+        "config",
+        "config",
+        status,
+        shown,
+        {
+            "path": str(path) if path else None,
+            "from": source,
+            "loaded": status == "ok",
+            "exists": bool(path and path.is_file()),
+            "error": None if status == "ok" else detail,
+        },
+    )
 
 
 def check_data_dir(config: Config | None) -> Check:
@@ -106,8 +127,13 @@ def check_data_dir(config: Config | None) -> Check:
         writable = os.access(path, os.W_OK | os.X_OK)
         facts["writable"] = writable
         if not writable:
-            return Check("data_dir", "data dir", "fail", f"{path} is not writable; fix its permissions "
-                         "or point data_dir (or OPENHEIM_HOME) elsewhere", facts)
+            return Check(
+                "data_dir",
+                "data dir",
+                "fail",
+                f"{path} is not writable; fix its permissions or point data_dir (or OPENHEIM_HOME) elsewhere",
+                facts,
+            )
         return Check("data_dir", "data dir", "ok", str(path), facts)
     parent = next((p for p in path.parents if p.exists()), None)
     facts["writable"] = bool(parent and os.access(parent, os.W_OK | os.X_OK))
@@ -142,9 +168,16 @@ def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
     from openheim.errors import ConfigError
 
     source, said = key_source(p)
-    facts = {"name": p.name, "default": is_default, "kind": p.kind, "api_base": shown_url(p.api_base),
-             "default_model": p.default_model, "key_present": source is not None, "key_from": source,
-             "key_env": p.env_var}
+    facts = {
+        "name": p.name,
+        "default": is_default,
+        "kind": p.kind,
+        "api_base": shown_url(p.api_base),
+        "default_model": p.default_model,
+        "key_present": source is not None,
+        "key_from": source,
+        "key_env": p.env_var,
+    }
     label = f"provider {p.name}" + (" (default)" if is_default else "")
     detail = f"{p.kind} {facts['api_base']} model {p.default_model}"
     problem = None
@@ -156,8 +189,9 @@ def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
         var = KINDS[p.kind].key_env
         problem = f"provider '{p.name}' has no API key; set env_var = \"{var}\" and ${var}, or api_key"
     if problem is None:
-        return Check("providers", label, "ok", f"{detail}; {said}" + (" (a keyless endpoint)" if source is None
-                                                                     else ""), facts)
+        return Check(
+            "providers", label, "ok", f"{detail}; {said}" + (" (a keyless endpoint)" if source is None else ""), facts
+        )
     facts["error"] = problem
     if not is_default and source is None and p.env_var and "needs an API key" in problem:
         # a provider the user has not set up (init's template names three): not a problem until it is used
@@ -170,9 +204,13 @@ def check_vectors() -> Check:
     from openheim.memory.sqlite import select_driver
 
     driver = select_driver()
-    facts: dict[str, Any] = {"available": driver.vectors, "driver": driver.name,
-                             "sqlite_version": getattr(driver.module, "sqlite_version", None),
-                             "library": _sqlite_library(driver.module), "vec_version": None}
+    facts: dict[str, Any] = {
+        "available": driver.vectors,
+        "driver": driver.name,
+        "sqlite_version": getattr(driver.module, "sqlite_version", None),
+        "library": _sqlite_library(driver.module),
+        "vec_version": None,
+    }
     if not driver.vectors:
         facts["reason"] = driver.reason
         return Check("vectors", "vectors", "warn", f"off, keyword search only: {driver.reason}", facts)
@@ -187,8 +225,13 @@ def check_vectors() -> Check:
         return Check("vectors", "vectors", "warn", f"off, keyword search only: {facts['reason']}", facts)
     finally:
         conn.close()
-    return Check("vectors", "vectors", "ok", f"sqlite-vec {facts['vec_version']} via {driver.name} "
-                 f"(SQLite {facts['sqlite_version']}, {facts['library']})", facts)
+    return Check(
+        "vectors",
+        "vectors",
+        "ok",
+        f"sqlite-vec {facts['vec_version']} via {driver.name} (SQLite {facts['sqlite_version']}, {facts['library']})",
+        facts,
+    )
 
 
 def _sqlite_library(module: ModuleType) -> str | None:
@@ -200,6 +243,7 @@ def _sqlite_library(module: ModuleType) -> str | None:
     libs = sorted({line.split(None, 5)[-1] for line in maps.splitlines() if "libsqlite3" in line})
     if module.__name__.startswith("pysqlite3"):
         import pysqlite3._sqlite3 as ext  # statically linked: the extension is the library
+
         return ext.__file__
     if libs:
         return libs[0]
@@ -221,8 +265,7 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
 
         logging.getLogger("openheim.mcp").setLevel(logging.CRITICAL)  # the check says what failed, once
         try:
-            client = (OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config)
-                      .check_model(False).build())
+            client = OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).check_model(False).build()
             with client:
                 box["servers"] = [s.to_dict() for s in client.mcp_servers(wait=timeout, cwd=os.getcwd())]
         except Exception as e:
@@ -232,16 +275,24 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
     worker.start()
     worker.join(timeout + 10)  # servers get `timeout` each in parallel; closing them is bounded too
     if worker.is_alive():
-        return Check("mcp", "mcp", "warn", f"the servers did not settle within {timeout + 10:g}s",
-                     {"servers": [], "error": "timeout"})
+        return Check(
+            "mcp",
+            "mcp",
+            "warn",
+            f"the servers did not settle within {timeout + 10:g}s",
+            {"servers": [], "error": "timeout"},
+        )
     if "error" in box:
         return Check("mcp", "mcp", "warn", f"not checked: {box['error']}", {"servers": [], "error": box["error"]})
     servers = box["servers"]
     if not servers:
         return Check("mcp", "mcp", "ok", "no servers configured", {"servers": []})
     bad = [s for s in servers if not s["connected"]]
-    parts = [f"{s['name']} {s['state']}" + (f" ({s['tool_count']} tools)" if s["connected"] else
-                                           f" ({s.get('error', '')})".replace(" ()", "")) for s in servers]
+    parts = [
+        f"{s['name']} {s['state']}"
+        + (f" ({s['tool_count']} tools)" if s["connected"] else f" ({s.get('error', '')})".replace(" ()", ""))
+        for s in servers
+    ]
     return Check("mcp", "mcp", "warn" if bad else "ok", "; ".join(parts), {"servers": servers})
 
 
@@ -258,23 +309,38 @@ def check_ca_bundle() -> Check:
         from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
         path = DEFAULT_CA_BUNDLE_PATH
-    facts: dict[str, Any] = {"path": path, "from": source, "exists": os.path.exists(path), "certificates": 0,
-                             "loadable": False}
+    facts: dict[str, Any] = {
+        "path": path,
+        "from": source,
+        "exists": os.path.exists(path),
+        "certificates": 0,
+        "loadable": False,
+    }
     if not facts["exists"]:
-        return Check("ca_bundle", "CA bundle", "fail", f"{path} (from {source}) does not exist; HTTPS cannot be "
-                     "verified: point REQUESTS_CA_BUNDLE at a PEM file", facts)
+        return Check(
+            "ca_bundle",
+            "CA bundle",
+            "fail",
+            f"{path} (from {source}) does not exist; HTTPS cannot be verified: point REQUESTS_CA_BUNDLE at a PEM file",
+            facts,
+        )
     try:
-        ctx = ssl.create_default_context(cafile=None if os.path.isdir(path) else path,
-                                         capath=path if os.path.isdir(path) else None)
+        ctx = ssl.create_default_context(
+            cafile=None if os.path.isdir(path) else path, capath=path if os.path.isdir(path) else None
+        )
         facts["certificates"] = ctx.cert_store_stats()["x509_ca"]
         facts["loadable"] = os.path.isdir(path) or facts["certificates"] > 0
     except (ssl.SSLError, OSError, ValueError) as e:
         facts["error"] = str(e)
     if not facts["loadable"]:
-        return Check("ca_bundle", "CA bundle", "fail", f"{path} (from {source}) holds no loadable certificates"
-                     f"{': ' + facts['error'] if 'error' in facts else ''}", facts)
-    return Check("ca_bundle", "CA bundle", "ok", f"{path} ({facts['certificates']} certificates, from {source})",
-                 facts)
+        return Check(
+            "ca_bundle",
+            "CA bundle",
+            "fail",
+            f"{path} (from {source}) holds no loadable certificates{': ' + facts['error'] if 'error' in facts else ''}",
+            facts,
+        )
+    return Check("ca_bundle", "CA bundle", "ok", f"{path} ({facts['certificates']} certificates, from {source})", facts)
 
 
 def check_terminal() -> Check:
@@ -310,10 +376,13 @@ def check_locale() -> Check:
     preferred = locale.getpreferredencoding(False)
     stdout = getattr(sys.stdout, "encoding", None)
     fs_encoding = sys.getfilesystemencoding()
-    facts: dict[str, Any] = {"preferred_encoding": preferred, "stdout_encoding": stdout,
-             "filesystem_encoding": fs_encoding,
-             "utf8_mode": bool(sys.flags.utf8_mode),
-             **{k.lower(): os.environ.get(k) for k in ("LANG", "LC_ALL", "LC_CTYPE")}}
+    facts: dict[str, Any] = {
+        "preferred_encoding": preferred,
+        "stdout_encoding": stdout,
+        "filesystem_encoding": fs_encoding,
+        "utf8_mode": bool(sys.flags.utf8_mode),
+        **{k.lower(): os.environ.get(k) for k in ("LANG", "LC_ALL", "LC_CTYPE")},
+    }
     encodings = {codecs.lookup(e).name for e in (preferred, stdout or preferred, fs_encoding)}
     facts["utf8"] = encodings == {"utf-8"}
     shown = f"{preferred} (stdout {stdout}, UTF-8 mode {'on' if facts['utf8_mode'] else 'off'})"
@@ -332,9 +401,15 @@ def check_sandbox(config: Config | None) -> Check:
     root = os.path.realpath(config.work_dir if config is not None and config.work_dir else os.getcwd())
     report = probe(sandbox, root)
     enforced = {k: bool(report.get(k)) for k in ("filesystem", "protected", "tcp", "udp", "scoped", "seccomp")}
-    facts = {"mode": sandbox.mode, "network": sandbox.network, "required": sandbox.required,
-             "writable_roots": list(sandbox.writable_roots), "landlock_abi": report.get("landlock_abi", 0),
-             "enforced": enforced, "not_enforced": list(report.get("not_enforced", []))}
+    facts = {
+        "mode": sandbox.mode,
+        "network": sandbox.network,
+        "required": sandbox.required,
+        "writable_roots": list(sandbox.writable_roots),
+        "landlock_abi": report.get("landlock_abi", 0),
+        "enforced": enforced,
+        "not_enforced": list(report.get("not_enforced", [])),
+    }
     if "error" in report:
         facts["not_enforced"].append(report["error"])
     gaps = bool(facts["not_enforced"])
@@ -371,11 +446,19 @@ def as_lines(checks: list[Check]) -> list[str]:
     return lines
 
 
-@click.command("doctor", epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
-                     "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle")
+@click.command(
+    "doctor",
+    epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
+    "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle",
+)
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON object instead of lines.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=10.0, show_default=True,
-              help="Seconds to wait for MCP servers that are still starting.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for MCP servers that are still starting.",
+)
 @click.pass_context
 def doctor_command(ctx: click.Context, json_output: bool, timeout: float) -> None:
     """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""

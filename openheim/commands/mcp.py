@@ -1,5 +1,6 @@
 """`openheim mcp …`: the status of the MCP servers openheim would use here, trusting a project's .mcp.json,
 and signing in to HTTP servers that need OAuth (`login`, `logout`)."""
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,19 @@ if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-_TIMEOUT = click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
-                        help="Seconds to wait for servers that are still starting.")
-_TOOLS = click.option("--tools", "show_tools", is_flag=True,
-                      help="List each server's tools too (and its prompts, and whether it lists resources).")
+_TIMEOUT = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for servers that are still starting.",
+)
+_TOOLS = click.option(
+    "--tools",
+    "show_tools",
+    is_flag=True,
+    help="List each server's tools too (and its prompts, and whether it lists resources).",
+)
 _COLUMNS = ("NAME", "SOURCE", "TRANSPORT", "STATE", "TOOLS", "DETAIL")
 
 
@@ -62,8 +72,13 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
     logging.getLogger("openheim.mcp").setLevel(logging.ERROR)  # the table says what failed, once
     obj = ctx.find_object(dict) or {}
     try:
-        client = (OpenheimClient.builder().config_path(obj.get("config_path")).mcp_config(obj.get("mcp_config"))
-                  .check_model(False).build())
+        client = (
+            OpenheimClient.builder()
+            .config_path(obj.get("config_path"))
+            .mcp_config(obj.get("mcp_config"))
+            .check_model(False)
+            .build()
+        )
     except OpenheimError as e:
         raise _fail(e) from None
     try:
@@ -75,11 +90,15 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
         _done(statuses)
         return
     if not statuses:
-        click.echo("No MCP servers configured. Add [mcp_servers.NAME] to config.toml, pass --mcp-config FILE, "
-                   "or trust a project's .mcp.json with `openheim mcp trust`.")
+        click.echo(
+            "No MCP servers configured. Add [mcp_servers.NAME] to config.toml, pass --mcp-config FILE, "
+            "or trust a project's .mcp.json with `openheim mcp trust`."
+        )
         return
-    rows = [(s.name, s.source, s.transport, s.state, str(s.tool_count), s.error or s.url or s.command or "")
-            for s in statuses]
+    rows = [
+        (s.name, s.source, s.transport, s.state, str(s.tool_count), s.error or s.url or s.command or "")
+        for s in statuses
+    ]
     widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS) - 1)]
     for row in [_COLUMNS, *rows]:
         cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
@@ -146,9 +165,9 @@ def trust(ctx: click.Context, file: str | None) -> None:
     except (OSError, UnicodeDecodeError) as e:
         raise _ConfigProblem(f"cannot read {path}: {e}") from None
     except (ValueError, AttributeError):
-        raise _ConfigProblem(f"{path} is not an {{\"mcpServers\": ...}} JSON file; nothing was trusted") from None
+        raise _ConfigProblem(f'{path} is not an {{"mcpServers": ...}} JSON file; nothing was trusted') from None
     if not isinstance(entries, dict):
-        raise _ConfigProblem(f"{path} has no \"mcpServers\" object; nothing was trusted")
+        raise _ConfigProblem(f'{path} has no "mcpServers" object; nothing was trusted')
     try:
         sha = store.trust(_data_dir(ctx), path)
     except OpenheimError as e:
@@ -158,8 +177,10 @@ def trust(ctx: click.Context, file: str | None) -> None:
         click.echo(f"  {name}: {_describe_entry(entry)}")
         for line in _entry_details(entry):
             click.echo(f"      {line}")
-    click.echo("They start in openheim sessions rooted there; if the file changes, trust it again. The files the "
-               "commands run (scripts, packages they fetch) are not pinned: trust covers this file only.")
+    click.echo(
+        "They start in openheim sessions rooted there; if the file changes, trust it again. The files the "
+        "commands run (scripts, packages they fetch) are not pinned: trust covers this file only."
+    )
 
 
 def _entry_details(entry: object) -> list[str]:
@@ -173,8 +194,10 @@ def _entry_details(entry: object) -> list[str]:
     for table in ("env", "headers"):
         values = entry.get(table)
         if isinstance(values, dict) and values:
-            named = [f"{key} (reads ${{{', '.join(reads[f'{table} {key}'])}}})" if f"{table} {key}" in reads
-                     else str(key) for key in values]
+            named = [
+                f"{key} (reads ${{{', '.join(reads[f'{table} {key}'])}}})" if f"{table} {key}" in reads else str(key)
+                for key in values
+            ]
             lines.append(f"{table}: {', '.join(named)}")
     for place in ("command", "args", "url"):
         if place in reads:
@@ -228,8 +251,9 @@ def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
     server = servers.get(name)
     if server is None:
         known = ", ".join(sorted(servers)) or "none"
-        raise _ConfigProblem(f"no MCP server named '{name}' (configured: {known}); add [mcp_servers.{name}] "
-                             "with its url to config.toml")
+        raise _ConfigProblem(
+            f"no MCP server named '{name}' (configured: {known}); add [mcp_servers.{name}] with its url to config.toml"
+        )
     if not server.url:
         raise _ConfigProblem(f"MCP server '{name}' runs a command (stdio); only HTTP servers sign in")
     return server, data_dir(config)
@@ -237,10 +261,20 @@ def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
 
 @mcp.command()
 @click.argument("name")
-@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="Loopback port that catches the browser's redirect (0: any free one).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds to wait for the redirect.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Loopback port that catches the browser's redirect (0: any free one).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for the redirect.",
+)
 @click.pass_context
 def login(ctx: click.Context, name: str, port: int, timeout: float) -> None:
     """Sign in to the HTTP MCP server NAME with OAuth (works over SSH).

@@ -3,6 +3,7 @@
 The group takes its LongTermMemory from ``ctx.obj["ltm_factory"]()``, so the main CLI decides
 how configuration is resolved.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,13 @@ def _memory_json(m: Memory) -> dict:
 
 
 def _hit_json(h: Hit) -> dict:
-    return {"id": h.id, "content": h.content, "created_at": h.created_at.isoformat(),
-            "score": round(h.score, 6), "score_kind": h.kind}
+    return {
+        "id": h.id,
+        "content": h.content,
+        "created_at": h.created_at.isoformat(),
+        "score": round(h.score, 6),
+        "score_kind": h.kind,
+    }
 
 
 def _preview(text: str) -> str:
@@ -78,7 +84,7 @@ def _preview(text: str) -> str:
     lines = text.strip().splitlines() or [""]
     if len(lines) == 1 and len(lines[0]) <= _PREVIEW:
         return lines[0]
-    return lines[0][:_PREVIEW - 1].rstrip() + "…"
+    return lines[0][: _PREVIEW - 1].rstrip() + "…"
 
 
 def _note_text(text: str, param: str) -> str:
@@ -91,8 +97,10 @@ def _note_text(text: str, param: str) -> str:
     if not text:
         raise click.BadParameter("the note is empty; give the text to store", param_hint=param)
     if len(text) > MAX_NOTE_CHARS:
-        raise click.BadParameter(f"the note is {len(text)} characters; notes hold at most {MAX_NOTE_CHARS}, "
-                                 "so split it into smaller notes", param_hint=param)
+        raise click.BadParameter(
+            f"the note is {len(text)} characters; notes hold at most {MAX_NOTE_CHARS}, so split it into smaller notes",
+            param_hint=param,
+        )
     return text
 
 
@@ -130,8 +138,14 @@ def search_cmd(query: str, top_k: int | None, as_json: bool) -> None:
     ltm = _ltm()
     result = ltm.search_detailed(query, top_k)
     if as_json:
-        _emit({"query": query, "mode": result.mode, "reason": result.reason,
-               "results": [_hit_json(h) for h in result.hits]})
+        _emit(
+            {
+                "query": query,
+                "mode": result.mode,
+                "reason": result.reason,
+                "results": [_hit_json(h) for h in result.hits],
+            }
+        )
         return
     click.echo(f"{result.mode} search: {result.reason}", err=True)
     click.echo(EMPTY_STORE if not result.hits and ltm.count() == 0 else format_hits(result.hits))
@@ -191,9 +205,14 @@ def stats_cmd(as_json: bool) -> None:
         return
     space = f"{s.model} ({s.dimensions} dimensions)" if s.model else "none yet"
     vectors = "available" if s.vectors_available else f"unavailable ({s.vectors_reason})"
-    for label, value in (("Database", s.path), ("Notes", s.memories), ("With vectors", s.embedded),
-                         ("Stored vectors", space), ("Embedding model", s.embedding_model or "none (keyword search)"),
-                         ("Vector search", vectors)):
+    for label, value in (
+        ("Database", s.path),
+        ("Notes", s.memories),
+        ("With vectors", s.embedded),
+        ("Stored vectors", space),
+        ("Embedding model", s.embedding_model or "none (keyword search)"),
+        ("Vector search", vectors),
+    ):
         click.echo(f"{label + ':':<17}{value}")
 
 
@@ -212,8 +231,9 @@ def reembed_cmd(as_json: bool) -> None:
 
         def progress(done: int, total: int) -> None:
             if not bars:  # opened on the first batch, so a failure before it prints no bar
-                bars.append(stack.enter_context(
-                    click.progressbar(length=total, label="Re-embedding notes", file=sys.stderr)))
+                bars.append(
+                    stack.enter_context(click.progressbar(length=total, label="Re-embedding notes", file=sys.stderr))
+                )
             bars[0].update(done - bars[0].pos)
 
         result = ltm.reembed(progress)

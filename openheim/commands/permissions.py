@@ -1,5 +1,6 @@
 """`openheim permissions explain TOOL ARGS_JSON`: which permission rule decides a call, and why;
 `openheim permissions trust/untrust`: whether a project's .openheim/settings.toml allow rules apply."""
+
 from __future__ import annotations
 
 import json
@@ -55,13 +56,28 @@ def describe(verdict: Verdict, policy: str, read_only: bool) -> list[str]:
 @click.argument("args_json")
 @click.option("--allow", "allow", multiple=True, metavar="RULE", help="An allow rule, as with `openheim run`.")
 @click.option("--deny", "deny", multiple=True, metavar="RULE", help="A deny rule, as with `openheim run`.")
-@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
-              help="The --approve policy a call no rule decides falls back to.")
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
-              help="The session directory whose project settings apply (default: the current directory).")
+@click.option(
+    "--approve",
+    type=click.Choice(["all", "reads", "none"]),
+    default="all",
+    show_default=True,
+    help="The --approve policy a call no rule decides falls back to.",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="The session directory whose project settings apply (default: the current directory).",
+)
 @click.pass_context
-def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...], deny: tuple[str, ...],
-            approve: str, cwd: str | None) -> None:
+def explain(
+    ctx: click.Context,
+    tool: str,
+    args_json: str,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    approve: str,
+    cwd: str | None,
+) -> None:
     """Print which rule decides a call of TOOL with ARGS_JSON (a JSON object), and why."""
     from openheim.client import OpenheimClient
     from openheim.errors import InvalidArgument
@@ -69,30 +85,41 @@ def explain(ctx: click.Context, tool: str, args_json: str, allow: tuple[str, ...
     try:
         args = json.loads(args_json)
     except json.JSONDecodeError as e:
-        raise InvalidArgument(f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
-                               "pass an object such as '{\"path\": \"src/a.py\"}'") from None
+        raise InvalidArgument(
+            f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
+            'pass an object such as \'{"path": "src/a.py"}\''
+        ) from None
     if not isinstance(args, dict):
-        raise InvalidArgument("ARGS_JSON must be a JSON object such as '{\"path\": \"src/a.py\"}'")
-    builder = (OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None)
-               .mcp_config(ctx.obj.get("mcp_config") if ctx.obj else None)
-               .permissions(allow, deny, "command line").check_model(False))
+        raise InvalidArgument('ARGS_JSON must be a JSON object such as \'{"path": "src/a.py"}\'')
+    builder = (
+        OpenheimClient.builder()
+        .config_path(ctx.obj.get("config_path") if ctx.obj else None)
+        .mcp_config(ctx.obj.get("mcp_config") if ctx.obj else None)
+        .permissions(allow, deny, "command line")
+        .check_model(False)
+    )
     tool = exposed_tool_name(tool)  # everything-http__echo, mcp__everything-http__echo: as the model sees it
     with builder.build() as client:
         offered, read_only = _offered(client, tool, Path(cwd) if cwd else Path.cwd())
         if tool not in offered and tool not in MAIN_ARGUMENTS:
-            raise InvalidArgument(f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; "
-                                   "MCP tools are named server__tool)")
+            raise InvalidArgument(
+                f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; MCP tools are named server__tool)"
+            )
         verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
         hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, Path(cwd) if cwd else Path.cwd())
     click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
     for hook in hooks:
-        click.echo(f"hook: {hook.describe()} is asked first: it can allow, deny (a deny rule still wins over its "
-                   "allow), ask, or rewrite the arguments")
+        click.echo(
+            f"hook: {hook.describe()} is asked first: it can allow, deny (a deny rule still wins over its "
+            "allow), ask, or rewrite the arguments"
+        )
     for line in describe(verdict, approve, read_only):
         click.echo(line + (" (unless a hook above decides)" if hooks and line.startswith("decision:") else ""))
     if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
-        click.echo(f"note: {tool} is not offered by this configuration"
-                   + (" (allow_shell = false)" if tool == "execute_command" else ""))
+        click.echo(
+            f"note: {tool} is not offered by this configuration"
+            + (" (allow_shell = false)" if tool == "execute_command" else "")
+        )
 
 
 def _offered(client: OpenheimClient, tool: str, cwd: Path) -> tuple[set[str], bool]:
@@ -134,8 +161,11 @@ def _project_files(ctx: click.Context, file: str | None, cwd: str | None) -> tup
 
 @permissions.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
-              help="The session directory whose project settings to trust (default: the current directory).")
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="The session directory whose project settings to trust (default: the current directory).",
+)
 @click.pass_context
 def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     """Let a project's .openheim/settings.toml allow tool calls (default: every one that applies here).
@@ -161,8 +191,11 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
 
 @permissions.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
-              help="The session directory whose project settings to untrust (default: the current directory).")
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="The session directory whose project settings to untrust (default: the current directory).",
+)
 @click.pass_context
 def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     """Stop a project's .openheim/settings.toml from allowing tool calls (its deny rules still apply)."""
@@ -173,6 +206,8 @@ def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     for path in files:
         done = untrust_file(data_dir, path)
         click.echo(f"{real_path(path)} {'is no longer trusted' if done else 'was not trusted'}.")
+
+
 def _pre_tool_hooks(ctx: click.Context, data_dir: Path, tool: str, args: dict, cwd: Path) -> list:
     """The pre_tool hooks (the user's and the trusted project files') that would be asked about this call."""
     import os

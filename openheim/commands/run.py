@@ -1,4 +1,5 @@
 """Headless `openheim run`: one prompt, the reply streamed to stdout, an exit code that means something."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,13 @@ def event_json(event: StreamEvent) -> dict:
     return data
 
 
-def result_json(result: AgentResult, handle: SessionHandle, structured: bool = False, streamed: str = "",
-                denied: list[dict] | None = None) -> dict:
+def result_json(
+    result: AgentResult,
+    handle: SessionHandle,
+    structured: bool = False,
+    streamed: str = "",
+    denied: list[dict] | None = None,
+) -> dict:
     """The run's result object; ``structured``: the run had an output schema (the key is always there).
 
     A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
@@ -73,9 +79,16 @@ def result_json(result: AgentResult, handle: SessionHandle, structured: bool = F
     cfg = handle.config
     cut = _cut_short(result)
     text = result.final_response or (streamed if cut is not None else "")
-    out: dict[str, object] = {"text": text, "stop_reason": result.stop_reason.value,
-           "iterations": result.iterations_used, "usage": result.usage.to_dict(), "session_id": handle.id,
-           "model": cfg.model, "provider": cfg.provider_name, "denied": list(denied or [])}
+    out: dict[str, object] = {
+        "text": text,
+        "stop_reason": result.stop_reason.value,
+        "iterations": result.iterations_used,
+        "usage": result.usage.to_dict(),
+        "session_id": handle.id,
+        "model": cfg.model,
+        "provider": cfg.provider_name,
+        "denied": list(denied or []),
+    }
     if result.budget is not None:
         out["budget"] = result.budget.to_dict()
     if structured:
@@ -184,8 +197,9 @@ class Printer:
             if isinstance(inner, events.UsageReport):
                 return
             if isinstance(inner, events.ToolCall):
-                self.err.write(f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} "
-                               f"{_preview(inner.arguments)}\n")
+                self.err.write(
+                    f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} {_preview(inner.arguments)}\n"
+                )
             else:
                 mark = "✗" if inner.is_error else "→"
                 self.err.write(f"    {mark} {_preview(inner.result)}\n")
@@ -244,8 +258,11 @@ class Printer:
             if not self.ends_with_newline:
                 self.out.write("\n")
         else:
-            obj = {**self._result_json(result, handle), "exit_code": code,
-                   "error": {"message": str(Interrupted(signum)), "kind": "interrupted"}}
+            obj = {
+                **self._result_json(result, handle),
+                "exit_code": code,
+                "error": {"message": str(Interrupted(signum)), "kind": "interrupted"},
+            }
             if self.output == "stream-json":
                 obj = {"type": "result", "schema_version": SCHEMA_VERSION, **obj}
             self.out.write(_dumps(obj) + "\n")
@@ -281,8 +298,10 @@ def compaction_line(event: events.Compaction) -> str:
     """One line saying a compaction happened (or why it could not)."""
     if event.error is not None:
         return f"the conversation was not compacted: {event.error}"
-    return (f"conversation compacted: {event.keep_from} earlier messages summarised by {event.model or 'the model'}"
-            f" ({len(event.summary)} characters); the full record stays in the session log")
+    return (
+        f"conversation compacted: {event.keep_from} earlier messages summarised by {event.model or 'the model'}"
+        f" ({len(event.summary)} characters); the full record stays in the session log"
+    )
 
 
 def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> SessionHandle:
@@ -311,8 +330,7 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
     try:
         handle = open_session(client, opts, cwd)
         handle.permission_gate(PolicyGate(opts.approve, handle.tool_capabilities))
-        printer.known = {"session_id": handle.id, "model": handle.config.model,
-                         "provider": handle.config.provider_name}
+        printer.known = {"session_id": handle.id, "model": handle.config.model, "provider": handle.config.provider_name}
         signals = _SignalGuard(handle)
         try:
             prompt: str | list[ContentBlock] = [TextBlock(opts.prompt), *opts.images] if opts.images else opts.prompt
@@ -411,49 +429,131 @@ class RunCommand(click.Command):
 @click.option("-m", "--model", help="Model name (looked up across providers).")
 @click.option("-p", "--provider", help="Provider name from config.toml.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Agent loop iteration cap.")
-@click.option("--max-tokens-total", type=click.IntRange(min=1), metavar="N",
-              help="Token budget of the turn: input + output over every model call (exit 6 when reached).")
-@click.option("--timeout", "turn_timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).")
-@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), metavar="USD",
-              help="Dollar budget of the turn, subagents included, at the model's [prices] entry (exit 6).")
-@click.option("-i", "--image", "images", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="Send this image (PNG, JPEG, GIF or WebP, up to 5 MB) with the prompt (repeatable).")
-@click.option("--output-schema", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
-                   "(exit 7 when it still does not match after one repair round).")
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, resolve_path=True),
-              help="Session working directory (default: the current directory).")
-@click.option("-o", "--output", type=click.Choice(["text", "json", "stream-json"]), default="text",
-              show_default=True, help="Output format.")
-@click.option("--approve", type=click.Choice(["all", "reads", "none"]), default="all", show_default=True,
-              help="Which tool calls run: all, only read-only ones, or none.")
+@click.option(
+    "--max-tokens-total",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Token budget of the turn: input + output over every model call (exit 6 when reached).",
+)
+@click.option(
+    "--timeout",
+    "turn_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Time budget of the turn, wall clock; the running stream and tools are cancelled (exit 6).",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Dollar budget of the turn, subagents included, at the model's [prices] entry (exit 6).",
+)
+@click.option(
+    "-i",
+    "--image",
+    "images",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Send this image (PNG, JPEG, GIF or WebP, up to 5 MB) with the prompt (repeatable).",
+)
+@click.option(
+    "--output-schema",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A JSON Schema the final answer must match: printed as JSON, 'structured' in --output json "
+    "(exit 7 when it still does not match after one repair round).",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="Session working directory (default: the current directory).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "stream-json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--approve",
+    type=click.Choice(["all", "reads", "none"]),
+    default="all",
+    show_default=True,
+    help="Which tool calls run: all, only read-only ones, or none.",
+)
 @click.option("-s", "--session", "session_id", help="Resume this session id.")
 @click.option("-c", "--continue", "resume_latest", is_flag=True, help="Resume the latest session in this directory.")
-@click.option("--fork", is_flag=True, help="With --session/--continue: run on a new copy of that session (its "
-              "history copied, its checkpoints shared); the original stays as it was.")
+@click.option(
+    "--fork",
+    is_flag=True,
+    help="With --session/--continue: run on a new copy of that session (its "
+    "history copied, its checkpoints shared); the original stays as it was.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show tool activity and notices on stderr.")
 # record and replay (docs/pipelines.md)
-@click.option("--record", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write every provider exchange to FILE (JSON Lines, secrets removed).")
-@click.option("--replay", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.")
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write every provider exchange to FILE (JSON Lines, secrets removed).",
+)
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Serve the provider exchanges recorded in FILE: no network; a request that differs exits 2.",
+)
 # permission rules (docs/pipelines.md)
-@click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
-              help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).")
-@click.option("--deny", "deny_rules", multiple=True, metavar="RULE",
-              help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).")
-@click.option("--fail-on-deny", is_flag=True,
-              help="Exit 8 when a tool call was denied (by --approve or a rule), even if the model finished.")
+@click.option(
+    "--allow",
+    "allow_rules",
+    multiple=True,
+    metavar="RULE",
+    help="Let matching tool calls run, e.g. 'write_file(src/**)' (repeatable).",
+)
+@click.option(
+    "--deny",
+    "deny_rules",
+    multiple=True,
+    metavar="RULE",
+    help="Refuse matching tool calls, e.g. 'execute_command(rm *)' (repeatable; wins over --allow).",
+)
+@click.option(
+    "--fail-on-deny",
+    is_flag=True,
+    help="Exit 8 when a tool call was denied (by --approve or a rule), even if the model finished.",
+)
 @sandbox_options
 @click.pass_context
-def run_command(ctx: click.Context, prompt: str | None, model: str | None, provider: str | None,
-        max_iterations: int | None, max_tokens_total: int | None, turn_timeout: float | None,
-        max_cost: float | None, images: tuple[str, ...], output_schema: str | None, cwd: str | None,
-        output: str, approve: str, session_id: str | None,
-        resume_latest: bool, verbose: bool, record: str | None = None, replay: str | None = None,
-        allow_rules: tuple[str, ...] = (), deny_rules: tuple[str, ...] = (), fail_on_deny: bool = False,
-        sandbox_mode: str | None = None, sandbox_required: bool | None = None, fork: bool = False) -> None:
+def run_command(
+    ctx: click.Context,
+    prompt: str | None,
+    model: str | None,
+    provider: str | None,
+    max_iterations: int | None,
+    max_tokens_total: int | None,
+    turn_timeout: float | None,
+    max_cost: float | None,
+    images: tuple[str, ...],
+    output_schema: str | None,
+    cwd: str | None,
+    output: str,
+    approve: str,
+    session_id: str | None,
+    resume_latest: bool,
+    verbose: bool,
+    record: str | None = None,
+    replay: str | None = None,
+    allow_rules: tuple[str, ...] = (),
+    deny_rules: tuple[str, ...] = (),
+    fail_on_deny: bool = False,
+    sandbox_mode: str | None = None,
+    sandbox_required: bool | None = None,
+    fork: bool = False,
+) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     from openheim.client import OpenheimClient
 
@@ -467,18 +567,39 @@ def run_command(ctx: click.Context, prompt: str | None, model: str | None, provi
         schema = _output_schema(output_schema)
         blocks = _images(images)
         text = _prompt_text(prompt)
-        client = (OpenheimClient.builder().config_path(ctx.obj.get("config_path"))
-                  .mcp_config(ctx.obj.get("mcp_config")).provider(provider).model(model)
-                  .max_iterations(max_iterations).max_tokens_total(max_tokens_total).max_cost(max_cost)
-                  .turn_timeout_secs(turn_timeout).record(record).replay(replay)
-                  .permissions(allow_rules, deny_rules, "command line")
-                  .sandbox(*chosen(ctx, sandbox_mode, sandbox_required)).build())
+        client = (
+            OpenheimClient.builder()
+            .config_path(ctx.obj.get("config_path"))
+            .mcp_config(ctx.obj.get("mcp_config"))
+            .provider(provider)
+            .model(model)
+            .max_iterations(max_iterations)
+            .max_tokens_total(max_tokens_total)
+            .max_cost(max_cost)
+            .turn_timeout_secs(turn_timeout)
+            .record(record)
+            .replay(replay)
+            .permissions(allow_rules, deny_rules, "command line")
+            .sandbox(*chosen(ctx, sandbox_mode, sandbox_required))
+            .build()
+        )
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
         print_failure(output, e)
         raise
     collect_from_now_on()
-    opts = RunOptions(text, output, verbose, approve, Path(cwd) if cwd else None, session_id, resume_latest,
-                      output_schema=schema, fail_on_deny=fail_on_deny, images=blocks, fork=fork)
+    opts = RunOptions(
+        text,
+        output,
+        verbose,
+        approve,
+        Path(cwd) if cwd else None,
+        session_id,
+        resume_latest,
+        output_schema=schema,
+        fail_on_deny=fail_on_deny,
+        images=blocks,
+        fork=fork,
+    )
     try:
         code = run_prompt(client, opts)
     finally:  # the answer is out: MCP servers stop on their own time, not the user's

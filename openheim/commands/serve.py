@@ -1,4 +1,5 @@
 """`openheim serve`: the command that starts the server of openheim/serve and stops it on a signal."""
+
 from __future__ import annotations
 
 import os
@@ -54,11 +55,16 @@ def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path |
         where, auth = server.url, "token required"
     click.echo(f"openheim serve: listening on {where} ({auth}); work dir {server.root}; Ctrl-C stops", err=True)
     if options.token is None:
-        click.echo("openheim serve: warning: --no-token lets every user and program on this machine run the agent "
-                   "and read and write the work dir; drop --no-token to require a token", err=True)
+        click.echo(
+            "openheim serve: warning: --no-token lets every user and program on this machine run the agent "
+            "and read and write the work dir; drop --no-token to require a token",
+            err=True,
+        )
     if options.token and not is_loopback(options.host):
-        click.echo("openheim serve: note: plain HTTP; put a TLS proxy in front before exposing it beyond a "
-                   "trusted network", err=True)
+        click.echo(
+            "openheim serve: note: plain HTTP; put a TLS proxy in front before exposing it beyond a trusted network",
+            err=True,
+        )
     sys.stderr.flush()
     while not stop.wait(1.0):
         pass
@@ -70,19 +76,37 @@ def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path |
 
 
 @click.command("serve")
-@click.option("--host", help=f"Address to bind (default: [serve] host, else {DEFAULT_HOST}). "
-                             "Any non-loopback address needs a token.")
-@click.option("--port", type=click.IntRange(0, 65535), help=f"Port (default: [serve] port, else {DEFAULT_PORT}; "
-                                                            "0 picks a free one).")
-@click.option("--token", help="Require this token on every request (better: the variable named by "
-                              "[serve] token_env, OPENHEIM_SERVE_TOKEN by default). Without one, a token is "
-                              "generated and written to the data dir.")
-@click.option("--no-token", is_flag=True, help="Loopback only: serve without a token, so every local user and "
-                                               "program may connect.")
+@click.option(
+    "--host",
+    help=f"Address to bind (default: [serve] host, else {DEFAULT_HOST}). Any non-loopback address needs a token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    help=f"Port (default: [serve] port, else {DEFAULT_PORT}; 0 picks a free one).",
+)
+@click.option(
+    "--token",
+    help="Require this token on every request (better: the variable named by "
+    "[serve] token_env, OPENHEIM_SERVE_TOKEN by default). Without one, a token is "
+    "generated and written to the data dir.",
+)
+@click.option(
+    "--no-token",
+    is_flag=True,
+    help="Loopback only: serve without a token, so every local user and program may connect.",
+)
 @sandbox_options
 @click.pass_context
-def serve_command(ctx: click.Context, host: str | None, port: int | None, token: str | None, no_token: bool,
-                  sandbox_mode: str | None = None, sandbox_required: bool | None = None) -> None:
+def serve_command(
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    token: str | None,
+    no_token: bool,
+    sandbox_mode: str | None = None,
+    sandbox_required: bool | None = None,
+) -> None:
     """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
     from openheim.client import OpenheimClient
     from openheim.config.load import load_config

@@ -1,4 +1,5 @@
 """`openheim sessions list|show|delete`: stored conversations from the command line."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None, show_all: 
     for m in metas:
         title = (m.title or "(untitled)").replace("\n", " ")[:60]
         failed = "  (failed: no reply)" if m.failed else ""
-        click.echo(f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]"
-                   f"{failed}")
+        click.echo(
+            f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]{failed}"
+        )
 
 
 @sessions.command("show")
@@ -73,8 +75,15 @@ def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bo
         _show_changes(history.dir.parent, conv.id, as_json)
         return
     if as_json:
-        click.echo(_dumps({"meta": conv.meta.to_dict(), "messages": [m.to_dict() for m in conv.messages],
-                           "compactions": [c.to_dict() for c in conv.compactions]}))
+        click.echo(
+            _dumps(
+                {
+                    "meta": conv.meta.to_dict(),
+                    "messages": [m.to_dict() for m in conv.messages],
+                    "compactions": [c.to_dict() for c in conv.compactions],
+                }
+            )
+        )
         return
     click.echo(render_with_compactions(conv.messages, conv.compactions))
 
@@ -102,11 +111,13 @@ def render_with_compactions(messages: list[Message], compactions: list) -> str:
     parts: list[str] = []
     start = 0
     for record in sorted(compactions, key=lambda c: c.at):
-        parts.append(render_transcript(messages[start:record.at]))
+        parts.append(render_transcript(messages[start : record.at]))
         start = max(start, record.at)
         how = "by hand" if record.manual else "automatically"
-        parts.append(f"── compacted {how}: messages 1-{record.keep_from} summarised by {record.model or 'the model'}; "
-                     f"from here the model sees this summary instead ──\n{record.summary}\n── end of summary ──")
+        parts.append(
+            f"── compacted {how}: messages 1-{record.keep_from} summarised by {record.model or 'the model'}; "
+            f"from here the model sees this summary instead ──\n{record.summary}\n── end of summary ──"
+        )
     parts.append(render_transcript(messages[start:]))
     return "\n".join(p for p in parts if p)
 
@@ -144,8 +155,10 @@ def compact_session(ctx: click.Context, session_id: str) -> None:
     if outcome.record is None:
         raise OpenheimError(f"the session was not compacted: {outcome.error}; its history is unchanged")
     usage = outcome.usage.total if outcome.usage is not None else 0
-    click.echo(f"compacted {session_id}: {outcome.record.keep_from} messages summarised "
-               f"({len(outcome.record.summary)} characters, {usage} tokens for the summary call)")
+    click.echo(
+        f"compacted {session_id}: {outcome.record.keep_from} messages summarised "
+        f"({len(outcome.record.summary)} characters, {usage} tokens for the summary call)"
+    )
 
 
 @sessions.command("delete")

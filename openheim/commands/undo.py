@@ -1,4 +1,5 @@
 """`openheim undo`: restore the files a session's last turns changed (from openheim's own checkpoints)."""
+
 from __future__ import annotations
 
 import os
@@ -9,10 +10,19 @@ import click
 
 
 @click.command("undo")
-@click.option("-s", "--session", "session_id", help="The session (default: the latest one started in this directory, "
-              "as --continue picks it).")
-@click.option("--turns", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many of the session's last file-changing turns to undo.")
+@click.option(
+    "-s",
+    "--session",
+    "session_id",
+    help="The session (default: the latest one started in this directory, as --continue picks it).",
+)
+@click.option(
+    "--turns",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many of the session's last file-changing turns to undo.",
+)
 @click.option("-y", "--yes", is_flag=True, help="Restore without asking.")
 @click.option("--force", is_flag=True, help="Also overwrite files changed since those turns.")
 @click.pass_context
@@ -36,8 +46,10 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
             click.echo(line)
         if plan.conflicts and not force:
             names = ", ".join(i.path for i in plan.conflicts)
-            raise InvalidArgument(f"not undone: {len(plan.conflicts)} file(s) changed since that turn ({names}); "
-                                  "re-run with --force to overwrite them")
+            raise InvalidArgument(
+                f"not undone: {len(plan.conflicts)} file(s) changed since that turn ({names}); "
+                "re-run with --force to overwrite them"
+            )
         if not yes:
             if not sys.stdin.isatty():
                 raise InvalidArgument("not undone: add --yes to restore these files without being asked")
@@ -45,5 +57,7 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
                 click.echo("nothing changed")
                 return
         result = client.undo(plan, force)
-    click.echo(f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
-               + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else ""))
+    click.echo(
+        f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
+        + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else "")
+    )

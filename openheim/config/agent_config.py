@@ -1,4 +1,5 @@
 """AgentConfig: the resolved runtime settings of one provider + model."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -31,11 +32,26 @@ class AgentConfig(FrozenRecord):
     price: Price | None = None  # [prices."provider/model"]: what its tokens cost
     max_cost: float | None = None  # US dollars one turn may spend (subagents included)
 
-    def __init__(self, provider_name: str, kind: str, api_base: str, api_key: str, model: str, max_iterations: int = 10,
-                 max_parallel_tools: int = 8, timeout_secs: int = 120, max_tokens: int | None = None,
-                 context_window: int | None = None, thinking: bool = False, max_tokens_total: int | None = None,
-                 turn_timeout_secs: float | None = None, record: str | None = None, replay: str | None = None,
-                 price: Price | None = None, max_cost: float | None = None) -> None:
+    def __init__(
+        self,
+        provider_name: str,
+        kind: str,
+        api_base: str,
+        api_key: str,
+        model: str,
+        max_iterations: int = 10,
+        max_parallel_tools: int = 8,
+        timeout_secs: int = 120,
+        max_tokens: int | None = None,
+        context_window: int | None = None,
+        thinking: bool = False,
+        max_tokens_total: int | None = None,
+        turn_timeout_secs: float | None = None,
+        record: str | None = None,
+        replay: str | None = None,
+        price: Price | None = None,
+        max_cost: float | None = None,
+    ) -> None:
         set_field(self, "provider_name", provider_name)
         set_field(self, "kind", kind)
         set_field(self, "api_base", api_base)
@@ -59,10 +75,12 @@ class AgentConfig(FrozenRecord):
 
     def __repr__(self) -> str:  # never show the key
         key = "<redacted>" if self.api_key else ""
-        return (f"AgentConfig(provider_name={self.provider_name!r}, kind={self.kind!r}, "
-                f"api_base={scrub_url(self.api_base)!r}, api_key={key!r}, model={self.model!r}, "
-                f"max_iterations={self.max_iterations}, timeout_secs={self.timeout_secs}, "
-                f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking}, "
-                f"max_tokens_total={self.max_tokens_total}, turn_timeout_secs={self.turn_timeout_secs})")
+        return (
+            f"AgentConfig(provider_name={self.provider_name!r}, kind={self.kind!r}, "
+            f"api_base={scrub_url(self.api_base)!r}, api_key={key!r}, model={self.model!r}, "
+            f"max_iterations={self.max_iterations}, timeout_secs={self.timeout_secs}, "
+            f"max_tokens={self.max_tokens}, context_window={self.context_window}, thinking={self.thinking}, "
+            f"max_tokens_total={self.max_tokens_total}, turn_timeout_secs={self.turn_timeout_secs})"
+        )
 
     __str__ = __repr__

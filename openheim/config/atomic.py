@@ -1,4 +1,5 @@
 """Replacing a small file atomically: readers see the old content or the new, never a half-written file."""
+
 from __future__ import annotations
 
 import os

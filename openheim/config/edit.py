@@ -1,4 +1,5 @@
 """Small in-place edits of config.toml that keep the user's comments and layout (line-based, not a TOML rewrite)."""
+
 from __future__ import annotations
 
 import re

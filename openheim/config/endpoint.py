@@ -1,5 +1,6 @@
 """A provider's ``api_base`` joined with an endpoint path, so that a query it carries (``?key=…``,
 ``?api-version=…``) stays a query instead of swallowing the path."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit

@@ -4,6 +4,7 @@ A hook is the user's own command, run at a fixed point of a session: ``session_s
 ``pre_tool``, ``post_tool`` or ``stop``. ``matcher`` (tool events only) is a permission rule
 (``execute_command(git push *)``, ``write_file``, ``mcp:*``): the hook runs for the calls it names.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,13 @@ from openheim.records import Record
 EVENTS = ("session_start", "user_prompt", "pre_tool", "post_tool", "stop")
 TOOL_EVENTS = ("pre_tool", "post_tool")
 # The event names a hook reads in ``hook_event_name``: the widely used names, so existing scripts port.
-EVENT_NAMES = {"session_start": "SessionStart", "user_prompt": "UserPromptSubmit", "pre_tool": "PreToolUse",
-               "post_tool": "PostToolUse", "stop": "Stop"}
+EVENT_NAMES = {
+    "session_start": "SessionStart",
+    "user_prompt": "UserPromptSubmit",
+    "pre_tool": "PreToolUse",
+    "post_tool": "PostToolUse",
+    "stop": "Stop",
+}
 DEFAULT_TIMEOUT = 30.0
 ALLOW, DENY, ASK = "allow", "deny", "ask"  # what a pre_tool hook may decide
 _KEYS = {"event", "matcher", "command", "timeout_secs"}
@@ -32,8 +38,14 @@ class HookSpec(Record):
     timeout_secs: float = DEFAULT_TIMEOUT
     source: str = ""
 
-    def __init__(self, event: str, command: str, matcher: Rule | None = None, timeout_secs: float = DEFAULT_TIMEOUT,
-                 source: str = "") -> None:
+    def __init__(
+        self,
+        event: str,
+        command: str,
+        matcher: Rule | None = None,
+        timeout_secs: float = DEFAULT_TIMEOUT,
+        source: str = "",
+    ) -> None:
         self.event = event
         self.command = command
         self.matcher = matcher
@@ -86,7 +98,13 @@ def hook_matches(hook: HookSpec, tool: str, args: object, root: str | None = Non
     return hook.matcher is None or rule_names(hook.matcher, tool, args, root, cwd)
 
 
-def hooks_for(hooks: tuple[HookSpec, ...], event: str, tool: str | None = None, args: object = None,
-              root: str | None = None, cwd: str | None = None) -> list[HookSpec]:
+def hooks_for(
+    hooks: tuple[HookSpec, ...],
+    event: str,
+    tool: str | None = None,
+    args: object = None,
+    root: str | None = None,
+    cwd: str | None = None,
+) -> list[HookSpec]:
     """The hooks that run for ``event`` (and, for tool events, this call), in configured order."""
     return [h for h in hooks if h.event == event and (tool is None or hook_matches(h, tool, args, root, cwd))]

@@ -1,4 +1,5 @@
 """`openheim init`: write the starter config.toml and system.md."""
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,11 @@ def write_initial_files(config: str | Path | None, force: bool = False) -> tuple
             _write_atomic(system_file, DEFAULT_IDENTITY + "\n")
         if config_file.exists():
             if not force:
-                raise ConfigError(f"config file already exists at {config_file}; keep it, or run "
-                                  f"`openheim init --force` to replace it (a .bak copy is kept). "
-                                  f"system.md is at {system_file}")
+                raise ConfigError(
+                    f"config file already exists at {config_file}; keep it, or run "
+                    f"`openheim init --force` to replace it (a .bak copy is kept). "
+                    f"system.md is at {system_file}"
+                )
             shutil.copy2(config_file, config_file.with_name(config_file.name + ".bak"))
         _write_atomic(config_file, CONFIG_TEMPLATE)
     except OSError as e:

@@ -1,4 +1,5 @@
 """Where the config and data live, and loading config.toml."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,10 @@ def data_dir(config: Config | None, override: str | Path | None = None) -> Path:
     else:
         path = default_home()
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"the data directory {path} is a file, not a directory; point data_dir in config.toml "
-                          "(or OPENHEIM_HOME) at a directory")
+        raise ConfigError(
+            f"the data directory {path} is a file, not a directory; point data_dir in config.toml "
+            "(or OPENHEIM_HOME) at a directory"
+        )
     return path
 
 
@@ -52,13 +55,16 @@ def load_config(path: str | Path | None = None) -> Config:
     from openheim.config.regular_file import read_regular
 
     try:  # capped, and only a regular file: /dev/zero or a FIFO must not eat memory or hang the start
-        raw = read_regular(p, MAX_CONFIG_BYTES, f"config file {p}",
-                           "point --config (or OPENHEIM_CONFIG) at your config.toml")
+        raw = read_regular(
+            p, MAX_CONFIG_BYTES, f"config file {p}", "point --config (or OPENHEIM_CONFIG) at your config.toml"
+        )
     except FileNotFoundError:
         raise ConfigError(f"Config file not found at {p}. Run `openheim init` to create one.") from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB; "
-                          "point --config (or OPENHEIM_CONFIG) at your config.toml")
+        raise ConfigError(
+            f"config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB; "
+            "point --config (or OPENHEIM_CONFIG) at your config.toml"
+        )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

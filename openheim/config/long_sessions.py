@@ -1,4 +1,5 @@
 """The ``[compaction]`` and ``[checkpoints]`` tables, and the context windows providers' models have by default."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,13 @@ class CompactionConfig(Record):
     compaction_model: str | None = None  # "provider/model" (or a model of the session's provider); None: same model
     keep_recent: float = 0.15  # share of the window the recent turns kept verbatim may take
 
-    def __init__(self, enabled: bool = True, compact_at: float = 0.8, compaction_model: str | None = None,
-                 keep_recent: float = 0.15) -> None:
+    def __init__(
+        self,
+        enabled: bool = True,
+        compact_at: float = 0.8,
+        compaction_model: str | None = None,
+        keep_recent: float = 0.15,
+    ) -> None:
         self.enabled = enabled
         self.compact_at = compact_at
         self.compaction_model = compaction_model
@@ -44,8 +50,14 @@ class CheckpointConfig(Record):
     max_age_days: float = 30.0  # session records older than this are pruned
     max_store_mb: int = 2048  # then the oldest sessions go until the store is this small
 
-    def __init__(self, enabled: bool = True, max_file_bytes: int = 10 * MIB, max_files: int = 100_000,
-                 max_age_days: float = 30.0, max_store_mb: int = 2048) -> None:
+    def __init__(
+        self,
+        enabled: bool = True,
+        max_file_bytes: int = 10 * MIB,
+        max_files: int = 100_000,
+        max_age_days: float = 30.0,
+        max_store_mb: int = 2048,
+    ) -> None:
         self.enabled = enabled
         self.max_file_bytes = max_file_bytes
         self.max_files = max_files

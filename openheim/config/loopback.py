@@ -1,4 +1,5 @@
 """The one answer to "does this host name stay on this machine?" (pure)."""
+
 from __future__ import annotations
 
 import ipaddress

@@ -10,6 +10,7 @@
 ``${VAR}`` and ``${VAR:-default}`` in command, args, env, url and headers are read from the environment.
 Other keys are ignored.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,10 @@ def expand_vars(text: str, name: str, env: dict[str, str] | None = None) -> str:
             return m.group(2)
         if value is not None:
             return value
-        raise ConfigError(f"MCP server '{name}' uses ${{{m.group(1)}}}, which is not set; set it or give a "
-                          f"default as ${{{m.group(1)}:-value}}")
+        raise ConfigError(
+            f"MCP server '{name}' uses ${{{m.group(1)}}}, which is not set; set it or give a "
+            f"default as ${{{m.group(1)}:-value}}"
+        )
 
     return _VAR.sub(one, text)
 
@@ -122,7 +125,7 @@ def parse_mcp_json(text: str, where: str) -> tuple[dict[str, McpServerConfig], l
         raise ConfigError(f"{where} is not valid JSON: {e}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
-        raise ConfigError(f"{where} has no \"mcpServers\" object")
+        raise ConfigError(f'{where} has no "mcpServers" object')
     found: dict[str, McpServerConfig] = {}
     problems: list[str] = []
     for name, entry in servers.items():

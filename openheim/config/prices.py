@@ -3,6 +3,7 @@
 Pure data and arithmetic: no prices are shipped, since they change and differ per account; a model
 without a table has no cost (None), never a guessed one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ class Usage(Protocol):
     cache_read_tokens: int
     cache_creation_tokens: int
 
+
 PER = 1_000_000  # prices are per million tokens
 _KEYS = ("input", "output", "cache_read", "cache_write")
 
@@ -33,8 +35,9 @@ class Price(FrozenRecord):
     cache_read: float | None = None
     cache_write: float | None = None
 
-    def __init__(self, input: float, output: float, cache_read: float | None = None,
-                 cache_write: float | None = None) -> None:
+    def __init__(
+        self, input: float, output: float, cache_read: float | None = None, cache_write: float | None = None
+    ) -> None:
         set_field(self, "input", input)
         set_field(self, "output", output)
         set_field(self, "cache_read", cache_read)
@@ -44,8 +47,12 @@ class Price(FrozenRecord):
         """What ``usage`` costs in dollars (fresh input, output, cache reads and cache writes)."""
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
-        return (usage.input_tokens * self.input + usage.output_tokens * self.output
-                + usage.cache_read_tokens * read + usage.cache_creation_tokens * write) / PER
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * read
+            + usage.cache_creation_tokens * write
+        ) / PER
 
 
 def _number(table: dict, key: str, where: str, required: bool) -> float | None:
@@ -55,8 +62,9 @@ def _number(table: dict, key: str, where: str, required: bool) -> float | None:
             raise ConfigError(f"'{where}.{key}' is missing; give the price in US dollars per million tokens")
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"'{where}.{key}' must be a number of US dollars per million tokens (0 or more), "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"'{where}.{key}' must be a number of US dollars per million tokens (0 or more), got {value!r}"
+        )
     return float(value)
 
 
@@ -68,12 +76,16 @@ def parse_prices(d: dict) -> dict[str, Price]:
         if not isinstance(table, dict):
             raise ConfigError(f"[{where}] must be a table with input and output prices")
         if "/" not in name:
-            raise ConfigError(f"[{where}] must be named \"provider/model\" (a provider from [providers] and its model)")
+            raise ConfigError(f'[{where}] must be named "provider/model" (a provider from [providers] and its model)')
         unknown = sorted(set(table) - set(_KEYS))
         if unknown:
             raise ConfigError(f"[{where}] has an unknown key '{unknown[0]}' (known: {', '.join(_KEYS)})")
-        prices[name] = Price(_number(table, "input", where, True) or 0.0, _number(table, "output", where, True) or 0.0,
-                             _number(table, "cache_read", where, False), _number(table, "cache_write", where, False))
+        prices[name] = Price(
+            _number(table, "input", where, True) or 0.0,
+            _number(table, "output", where, True) or 0.0,
+            _number(table, "cache_read", where, False),
+            _number(table, "cache_write", where, False),
+        )
     return prices
 
 

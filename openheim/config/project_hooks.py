@@ -4,6 +4,7 @@ A repository is code from strangers and a hook runs commands as the user, so a p
 run only once ``openheim permissions trust FILE`` recorded the file as it is now; until then they are
 ignored with one warning per file (and content).
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,12 @@ def load_project_hooks(root: Path, cwd: Path | None, data_dir: Path | None) -> t
         if found.trust != TRUSTED:
             if (str(found.path), found.sha256) not in _warned:
                 _warned.add((str(found.path), found.sha256))
-                log.warning("%s has hooks that do not run until you trust it: run `openheim permissions trust "
-                            "%s` (hooks run commands as you)", found.path, found.path)
+                log.warning(
+                    "%s has hooks that do not run until you trust it: run `openheim permissions trust "
+                    "%s` (hooks run commands as you)",
+                    found.path,
+                    found.path,
+                )
             continue
         try:
             hooks += parse_hooks(found.data["hooks"], str(found.path))

@@ -6,6 +6,7 @@ allow rules apply only once the user trusted it (``openheim permissions trust``,
 in ``{data_dir}/settings-trust.json``; a changed file needs trusting again); its deny rules, which can only
 refuse, always apply. "Allow always" in ACP appends to the innermost one (and keeps it trusted when it was).
 """
+
 from __future__ import annotations
 
 import logging
@@ -167,8 +168,9 @@ def save_allow_rule(root: Path, cwd: Path | None, rule: str, data_dir: Path | No
     table = data.get("permissions")
     # The user's own choice: the file stays (or becomes) trusted unless it held allow rules nobody trusted.
     store = data_dir / TRUST_FILE if data_dir is not None else None
-    keep = store is not None and (not _has_allow_rules(table)
-                                  or trust.check(store, path, trust.digest(raw)) == trust.TRUSTED)
+    keep = store is not None and (
+        not _has_allow_rules(table) or trust.check(store, path, trust.digest(raw)) == trust.TRUSTED
+    )
     if table is None:  # append a new table as text, so the file's comments stay
         edited = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "")
         edited += tomli_w.dumps({"permissions": {"allow": [rule]}})
@@ -199,8 +201,9 @@ def _with_table(text: str, name: str, table: dict) -> str | None:
     lines = text.splitlines(keepends=True)
     header = re.compile(rf"^\s*\[\s*{re.escape(name)}\s*\]\s*(#.*)?$")
     starts = [i for i, line in enumerate(lines) if header.match(line)]
-    if len(starts) != 1 or any(line.lstrip().startswith("[") and not line.lstrip().startswith(("[\"", "['"))
-                               for line in lines[starts[0] + 1:]):
+    if len(starts) != 1 or any(
+        line.lstrip().startswith("[") and not line.lstrip().startswith(('["', "['")) for line in lines[starts[0] + 1 :]
+    ):
         return None
     head = "".join(lines[: starts[0]])
     edited = head + tomli_w.dumps({name: table})

@@ -7,6 +7,7 @@ grant itself anything. Writing them is never approved by a rule that allows ever
 ``.openheim`` or ``.mcp.json`` and matches it). Pure functions: the permission gates and the serve
 file channel share them.
 """
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
@@ -49,13 +50,20 @@ def naming_rule(rules: RuleSet, tool: str, relative: str) -> Rule | None:
     and the pattern spells out the protected name (so ``write_file`` or ``write_file(**)`` do not count)."""
     name = protected_name(relative)
     for rule in rules.allow:
-        if (name and rule.pattern is not None and name in rule.pattern and tool_matches(rule, tool)
-                and pattern_matches(rule.pattern, relative, tool)):
+        if (
+            name
+            and rule.pattern is not None
+            and name in rule.pattern
+            and tool_matches(rule, tool)
+            and pattern_matches(rule.pattern, relative, tool)
+        ):
             return rule
     return None
 
 
 def refusal(relative: str) -> str:
     """The tool result the model reads when a protected write was not approved by a person."""
-    return (f"Permission denied: {relative} is the project's openheim configuration; changing it needs a "
-            "person's approval (or a user allow rule naming the path), which no mode, rule or --approve all gives.")
+    return (
+        f"Permission denied: {relative} is the project's openheim configuration; changing it needs a "
+        "person's approval (or a user allow rule naming the path), which no mode, rule or --approve all gives."
+    )

@@ -1,5 +1,6 @@
 """The provider kinds openheim speaks: one table used by config validation, the client factory,
 programmatic mode and long-term memory's embeddings."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,16 @@ class ProviderKind(Record):
     embeddings: str | None  # the embeddings API it speaks ("openai", "gemini"), or None
     thinking: bool = False  # extended thinking on unless the config says otherwise
 
-    def __init__(self, name: str, client: str, api_base: str | None, default_model: str | None, key_env: str | None,
-                 embeddings: str | None, thinking: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: str,
+        api_base: str | None,
+        default_model: str | None,
+        key_env: str | None,
+        embeddings: str | None,
+        thinking: bool = False,
+    ) -> None:
         self.name = name
         self.client = client
         self.api_base = api_base
@@ -34,16 +43,32 @@ class ProviderKind(Record):
 _OPENAI_CLIENT = "openheim.core.llm.openai:OpenAIClient"
 REPLAY = "replay"
 
-KINDS: dict[str, ProviderKind] = {k.name: k for k in (
-    ProviderKind("openai", _OPENAI_CLIENT, "https://api.openai.com/v1", "gpt-4o", "OPENAI_API_KEY", "openai"),
-    ProviderKind("anthropic", "openheim.core.llm.anthropic:AnthropicClient", "https://api.anthropic.com/v1",
-                 "claude-sonnet-4-6", "ANTHROPIC_API_KEY", None, thinking=True),
-    ProviderKind("gemini", "openheim.core.llm.gemini:GeminiClient",
-                 "https://generativelanguage.googleapis.com/v1beta", "gemini-3.8-flash", "GEMINI_API_KEY", "gemini"),
-    ProviderKind("openai_compatible", _OPENAI_CLIENT, None, None, None, "openai"),
-    # serves a recording back (``recording = "path"``); it speaks the wire of the kind it was recorded from
-    ProviderKind(REPLAY, "", None, None, None, None),
-)}
+KINDS: dict[str, ProviderKind] = {
+    k.name: k
+    for k in (
+        ProviderKind("openai", _OPENAI_CLIENT, "https://api.openai.com/v1", "gpt-4o", "OPENAI_API_KEY", "openai"),
+        ProviderKind(
+            "anthropic",
+            "openheim.core.llm.anthropic:AnthropicClient",
+            "https://api.anthropic.com/v1",
+            "claude-sonnet-4-6",
+            "ANTHROPIC_API_KEY",
+            None,
+            thinking=True,
+        ),
+        ProviderKind(
+            "gemini",
+            "openheim.core.llm.gemini:GeminiClient",
+            "https://generativelanguage.googleapis.com/v1beta",
+            "gemini-3.8-flash",
+            "GEMINI_API_KEY",
+            "gemini",
+        ),
+        ProviderKind("openai_compatible", _OPENAI_CLIENT, None, None, None, "openai"),
+        # serves a recording back (``recording = "path"``); it speaks the wire of the kind it was recorded from
+        ProviderKind(REPLAY, "", None, None, None, None),
+    )
+}
 COMPATIBLE = "openai_compatible"
 
 

@@ -11,6 +11,7 @@ speaks). Every further line is one provider exchange, written as soon as it ends
 Secrets never reach the file: key headers are left out and known secrets are redacted. A run that
 crashed leaves a readable prefix; a torn last line (no newline, not JSON) is dropped on reading.
 """
+
 from __future__ import annotations
 
 import base64
@@ -92,13 +93,18 @@ def read_recording(path: str | Path) -> Recording:
     if not isinstance(header, dict) or MARK not in header:
         raise ConfigError(f"{p} is not an openheim recording (its first line has no {MARK!r}); {rerecord}")
     if header[MARK] != VERSION:
-        raise ConfigError(f"recording {p} has format version {header[MARK]!r}; this openheim reads version "
-                          f"{VERSION}; {rerecord}")
+        raise ConfigError(
+            f"recording {p} has format version {header[MARK]!r}; this openheim reads version {VERSION}; {rerecord}"
+        )
     for n, value in enumerate(values[1:], 2):
-        if not isinstance(value, dict) or not isinstance(value.get("request"), dict) \
-                or not isinstance(value["request"].get("body"), dict):
-            raise ConfigError(f"line {n} of recording {p} is not an exchange (it needs request.body); "
-                              f"fix the line or {rerecord}")
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("request"), dict)
+            or not isinstance(value["request"].get("body"), dict)
+        ):
+            raise ConfigError(
+                f"line {n} of recording {p} is not an exchange (it needs request.body); fix the line or {rerecord}"
+            )
     return Recording(p, header, values[1:], truncated)
 
 
@@ -107,5 +113,7 @@ def _line(path: Path, n: int, line: bytes) -> Any:
         return json.loads(line)
     except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8
         why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-        raise ConfigError(f"line {n} of recording {path} is not valid JSON ({why}); fix the line or "
-                          f"record it again with openheim run --record {path}") from None
+        raise ConfigError(
+            f"line {n} of recording {path} is not valid JSON ({why}); fix the line or "
+            f"record it again with openheim run --record {path}"
+        ) from None

@@ -1,5 +1,6 @@
 """Reading a settings file safely: only a regular file (a FIFO or device never blocks or floods a start),
 and at most a cap of bytes."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Provider/model resolution and provider validation, producing an AgentConfig."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,10 @@ def resolve_api_key(p: ProviderConfig) -> str:
         if value:
             return value
         if p.api_key is None:
-            raise ConfigError(f"Provider '{p.name}' needs an API key: set the {p.env_var} environment variable "
-                              f"(or api_key in config.toml)")
+            raise ConfigError(
+                f"Provider '{p.name}' needs an API key: set the {p.env_var} environment variable "
+                f"(or api_key in config.toml)"
+            )
     return p.api_key or ""
 
 
@@ -49,18 +52,23 @@ def validate_provider(p: ProviderConfig, api_key: str) -> None:
     try:
         urlsplit(base).port  # noqa: B018  (an unclosed [IPv6 or a bad port raises)
     except ValueError as e:
-        raise ConfigError(f"Provider '{p.name}' api_base '{shown_url(base)}' is not a valid URL ({e}); write it like "
-                          "https://api.example.com/v1") from None
+        raise ConfigError(
+            f"Provider '{p.name}' api_base '{shown_url(base)}' is not a valid URL ({e}); write it like "
+            "https://api.example.com/v1"
+        ) from None
     if "@" in urlsplit(base).netloc and p.name not in _warned_userinfo:
         _warned_userinfo.add(p.name)
-        log.warning("provider '%s': the user name and password in api_base are never sent; put the key in "
-                    "api_key or env_var", p.name)
+        log.warning(
+            "provider '%s': the user name and password in api_base are never sent; put the key in api_key or env_var",
+            p.name,
+        )
     if base.startswith("http://") and api_key and not is_loopback(urlsplit(base).hostname or ""):
-        raise ConfigError(f"Provider '{p.name}' uses http:// but has an API key configured; credentials must "
-                          "not be sent over an unencrypted connection (use https://, or a loopback address)")
+        raise ConfigError(
+            f"Provider '{p.name}' uses http:// but has an API key configured; credentials must "
+            "not be sent over an unencrypted connection (use https://, or a loopback address)"
+        )
     if p.models and p.default_model not in p.models:
-        raise ConfigError(f"Provider '{p.name}' default_model '{p.default_model}' is not listed in models: "
-                          f"{p.models}")
+        raise ConfigError(f"Provider '{p.name}' default_model '{p.default_model}' is not listed in models: {p.models}")
 
 
 def _provider(config: Config, name: str) -> ProviderConfig:
@@ -76,13 +84,25 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
         return _replay_config(config, p, model)
     key = "" if config.replay else resolve_api_key(p)  # a replay sends nothing: no key needed
     validate_provider(p, key)
-    return AgentConfig(provider_name=p.name, kind=p.kind, api_base=p.api_base.rstrip("/"), api_key=key,
-                       model=model, max_iterations=config.max_iterations,
-                       max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
-                       max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
-                       max_tokens=p.max_tokens, context_window=context_window_of(p, model), thinking=p.thinking,
-                       record=config.record, replay=config.replay,
-                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
+    return AgentConfig(
+        provider_name=p.name,
+        kind=p.kind,
+        api_base=p.api_base.rstrip("/"),
+        api_key=key,
+        model=model,
+        max_iterations=config.max_iterations,
+        max_tokens_total=config.max_tokens_total,
+        turn_timeout_secs=config.turn_timeout_secs,
+        max_parallel_tools=config.max_parallel_tools,
+        timeout_secs=p.timeout_secs,
+        max_tokens=p.max_tokens,
+        context_window=context_window_of(p, model),
+        thinking=p.thinking,
+        record=config.record,
+        replay=config.replay,
+        price=config.prices.get(f"{p.name}/{model}"),
+        max_cost=config.max_cost,
+    )
 
 
 def context_window_of(p: ProviderConfig, model: str) -> int | None:
@@ -103,14 +123,25 @@ def _replay_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig
     if kind.name == REPLAY:
         raise ConfigError(f"recording {recording} names kind 'replay'; record it from a real provider")
     max_tokens = header.get("max_tokens")
-    return AgentConfig(provider_name=p.name, kind=kind.name, api_base=p.api_base.rstrip("/"), api_key="",
-                       model=model or str(header.get("model") or ""), max_iterations=config.max_iterations,
-                       max_tokens_total=config.max_tokens_total, turn_timeout_secs=config.turn_timeout_secs,
-                       max_parallel_tools=config.max_parallel_tools, timeout_secs=p.timeout_secs,
-                       max_tokens=p.max_tokens or (max_tokens if isinstance(max_tokens, int) else None),
-                       context_window=p.context_window, thinking=bool(header.get("thinking")),
-                       record=config.record, replay=recording,
-                       price=config.prices.get(f"{p.name}/{model}"), max_cost=config.max_cost)
+    return AgentConfig(
+        provider_name=p.name,
+        kind=kind.name,
+        api_base=p.api_base.rstrip("/"),
+        api_key="",
+        model=model or str(header.get("model") or ""),
+        max_iterations=config.max_iterations,
+        max_tokens_total=config.max_tokens_total,
+        turn_timeout_secs=config.turn_timeout_secs,
+        max_parallel_tools=config.max_parallel_tools,
+        timeout_secs=p.timeout_secs,
+        max_tokens=p.max_tokens or (max_tokens if isinstance(max_tokens, int) else None),
+        context_window=p.context_window,
+        thinking=bool(header.get("thinking")),
+        record=config.record,
+        replay=recording,
+        price=config.prices.get(f"{p.name}/{model}"),
+        max_cost=config.max_cost,
+    )
 
 
 def resolve(config: Config, model: str | None = None) -> AgentConfig:
@@ -126,8 +157,10 @@ def resolve(config: Config, model: str | None = None) -> AgentConfig:
         return agent_config(config, config.providers[open_[0]], model)
     if open_:
         names = ", ".join(open_)
-        raise ConfigError(f"Model '{model}' is listed by no provider, and several accept any model ({names}); "
-                          f"pick one with --provider, e.g. --provider {open_[0]}")
+        raise ConfigError(
+            f"Model '{model}' is listed by no provider, and several accept any model ({names}); "
+            f"pick one with --provider, e.g. --provider {open_[0]}"
+        )
     raise ConfigError(f"Model '{model}' not found in any provider. Check the [providers] section in your config file.")
 
 

@@ -10,6 +10,7 @@ command only if it covers every part, a deny matches if it matches any part (als
 the command inside ``sh -c``, ``eval`` and ``xargs``). This decides when to ask; the kernel sandbox is the
 boundary (docs/security.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,17 @@ PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "sea
 # The argument a rule's pattern is matched against, per built-in tool; other tools (MCP, custom) are
 # matched on their arguments as compact JSON with sorted keys.
 MAIN_ARGUMENTS = {
-    "read_file": "path", "write_file": "path", "edit_file": "path", "list_dir": "path", "search": "path",
-    "execute_command": "command", "web_fetch": "url",
-    "remember": "content", "search_memory": "query", "edit_memory": "id", "forget": "id",
+    "read_file": "path",
+    "write_file": "path",
+    "edit_file": "path",
+    "list_dir": "path",
+    "search": "path",
+    "execute_command": "command",
+    "web_fetch": "url",
+    "remember": "content",
+    "search_memory": "query",
+    "edit_memory": "id",
+    "forget": "id",
     "delegate_task": "agent",
 }
 _DEFAULT_PATH = {"list_dir": ".", "search": "."}
@@ -66,12 +75,14 @@ def parse_rule(text: object, source: str = "") -> Rule:
     if "(" in raw:
         if not raw.endswith(")"):
             raise RuleError(f"permission rule '{text}' must end with ')' (form: tool or tool(pattern))")
-        name, pattern = raw[: raw.index("(")], raw[raw.index("(") + 1: -1]
+        name, pattern = raw[: raw.index("(")], raw[raw.index("(") + 1 : -1]
         if not pattern.strip():
             raise RuleError(f"permission rule '{text}' has an empty pattern; write just '{name}' for every call")
     if not re.match(_NAME, name):
-        raise RuleError(f"permission rule '{text}' does not start with a tool name (letters, digits, _ - *; "
-                        "MCP tools as mcp__server__tool)")
+        raise RuleError(
+            f"permission rule '{text}' does not start with a tool name (letters, digits, _ - *; "
+            "MCP tools as mcp__server__tool)"
+        )
     return Rule(raw, exposed_tool_name(name), pattern, source)
 
 
@@ -178,12 +189,12 @@ def split_command(line: str) -> list[ShellPart] | None:
             current.append(c)
             quote = "" if c == "'" else quote
         elif c == "\\" and i + 1 < n:
-            current.append(line[i: i + 2])
+            current.append(line[i : i + 2])
             i += 1
         elif c == "`" and nested and nested[-1][0] == "`" and quote == "":
             cut()
             quote = nested.pop()[1]
-        elif c == "`" or (c == "$" and line[i + 1: i + 2] == "("):
+        elif c == "`" or (c == "$" and line[i + 1 : i + 2] == "("):
             cut()
             nested.append((c if c == "`" else "$(", quote))
             quote = ""
@@ -200,9 +211,9 @@ def split_command(line: str) -> list[ShellPart] | None:
         elif c == "#" and (i == 0 or line[i - 1] in _COMMENT_AFTER):
             while i + 1 < n and line[i + 1] != "\n":
                 i += 1
-        elif c == "&" and (line[i - 1: i] in ("<", ">") or line[i + 1: i + 2] == ">"):
+        elif c == "&" and (line[i - 1 : i] in ("<", ">") or line[i + 1 : i + 2] == ">"):
             current.append(c)
-            redirects = redirects or line[i + 1: i + 2] == ">"
+            redirects = redirects or line[i + 1 : i + 2] == ">"
         elif c in ";&|\n()":
             cut()
         else:
@@ -232,7 +243,7 @@ def shell_words(text: str) -> list[str]:
         elif quote == '"':
             if c == '"':
                 quote = ""
-            elif c == "\\" and text[i + 1: i + 2] in ('"', "\\", "$", "`"):
+            elif c == "\\" and text[i + 1 : i + 2] in ('"', "\\", "$", "`"):
                 word.append(text[i + 1])
                 i += 1
             else:
@@ -450,12 +461,21 @@ def read_denied(rules: RuleSet, relative: str) -> Rule | None:
     """The deny rule with a path pattern that forbids reading ``relative`` (root-relative) with read_file:
     tools returning file content some other way (search) honour it too. A rule on every read_file call
     (no pattern) is not a path deny and is left to the gate."""
-    return next((r for r in rules.deny if r.pattern is not None and tool_matches(r, "read_file")
-                 and pattern_matches(r.pattern, relative, "read_file")), None)
+    return next(
+        (
+            r
+            for r in rules.deny
+            if r.pattern is not None
+            and tool_matches(r, "read_file")
+            and pattern_matches(r.pattern, relative, "read_file")
+        ),
+        None,
+    )
 
 
-def decide(tool: str, args: object, user: RuleSet, project: RuleSet = NO_RULES,
-           root: str | None = None, cwd: str | None = None) -> Verdict:
+def decide(
+    tool: str, args: object, user: RuleSet, project: RuleSet = NO_RULES, root: str | None = None, cwd: str | None = None
+) -> Verdict:
     """Deny (user's or project's) wins; then the user's allows; then the project's allows (with the
     user's, every part covered: ``project_allow``); else ``fall_through`` to the front end's fallback."""
     parts = _subjects(tool, args, root, cwd)
@@ -467,8 +487,12 @@ def decide(tool: str, args: object, user: RuleSet, project: RuleSet = NO_RULES,
             why = f"deny rule '{rule}' ({rule.source}) matches " + (f"'{hit}'" if hit else f"every {tool} call")
             return Verdict(DENY, rule, why, shown)
     if tool == SHELL_TOOL and parts is None and whole is not None:
-        return Verdict(FALL_THROUGH, None, "the command cannot be parsed (unbalanced quotes, or a newline inside "
-                       "quotes), so no rule allows it", shown)
+        return Verdict(
+            FALL_THROUGH,
+            None,
+            "the command cannot be parsed (unbalanced quotes, or a newline inside quotes), so no rule allows it",
+            shown,
+        )
     verdict = _allowed(tool, parts, user.allow, ALLOW)
     if verdict.outcome == ALLOW:
         return verdict
@@ -488,8 +512,12 @@ def _allowed(tool: str, parts: list[ShellPart] | None, rules: tuple[Rule, ...], 
     if bare is not None:
         return Verdict(outcome, bare, f"allow rule '{bare}' ({bare.source}) covers every {tool} call", shown)
     if not parts:
-        return Verdict(FALL_THROUGH, None, f"the call has no {MAIN_ARGUMENTS.get(tool, 'argument')} an allow "
-                       "pattern can match", shown)
+        return Verdict(
+            FALL_THROUGH,
+            None,
+            f"the call has no {MAIN_ARGUMENTS.get(tool, 'argument')} an allow pattern can match",
+            shown,
+        )
     deciding: Rule | None = None
     for part in parts:
         rule = next((r for r in applicable if _covers(r, tool, part)), None)

@@ -1,4 +1,5 @@
 """The config file's shape: dataclasses parsed from the TOML dict with clear validation messages."""
+
 from __future__ import annotations
 
 import logging
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket layer
 REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never contacted
 
+
 @dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides the key
 class ProviderConfig(Record):
     """One ``[providers.NAME]`` table."""
@@ -42,10 +44,22 @@ class ProviderConfig(Record):
     recording: str | None = None  # kind "replay": the recording it serves
     context_windows: dict[str, int] = field(default_factory=dict)  # per model, over context_window
 
-    def __init__(self, name: str, api_base: str, default_model: str, models: list[str], kind: str,
-                 env_var: str | None = None, api_key: str | None = None, timeout_secs: int = 120,
-                 max_tokens: int | None = None, context_window: int | None = None, thinking: bool = False,
-                 recording: str | None = None, context_windows: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        api_base: str,
+        default_model: str,
+        models: list[str],
+        kind: str,
+        env_var: str | None = None,
+        api_key: str | None = None,
+        timeout_secs: int = 120,
+        max_tokens: int | None = None,
+        context_window: int | None = None,
+        thinking: bool = False,
+        recording: str | None = None,
+        context_windows: dict[str, int] | None = None,
+    ) -> None:
         self.name = name
         self.api_base = api_base
         self.default_model = default_model
@@ -62,11 +76,11 @@ class ProviderConfig(Record):
 
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
-        return (f"ProviderConfig(name={self.name!r}, kind={self.kind!r}, api_base={scrub_url(self.api_base)!r}, "
-                f"default_model={self.default_model!r}, models={self.models!r}, env_var={self.env_var!r}, "
-                f"api_key={key!r}, timeout_secs={self.timeout_secs})")
-
-
+        return (
+            f"ProviderConfig(name={self.name!r}, kind={self.kind!r}, api_base={scrub_url(self.api_base)!r}, "
+            f"default_model={self.default_model!r}, models={self.models!r}, env_var={self.env_var!r}, "
+            f"api_key={key!r}, timeout_secs={self.timeout_secs})"
+        )
 
 
 @dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides env and header values
@@ -85,10 +99,20 @@ class McpServerConfig(Record):
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
     sse: bool = False  # with url: the older HTTP+SSE transport instead of streamable HTTP
 
-    def __init__(self, name: str, command: str | None = None, args: list[str] | None = None,
-                 env: dict[str, str] | None = None, url: str | None = None, headers: dict[str, str] | None = None,
-                 tool_timeout_secs: int = 600, sandbox: str = "off", source: str = "config", cwd: Path | None = None,
-                 sse: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: str | None = None,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        tool_timeout_secs: int = 600,
+        sandbox: str = "off",
+        source: str = "config",
+        cwd: Path | None = None,
+        sse: bool = False,
+    ) -> None:
         self.name = name
         self.command = command
         self.args = [] if args is None else args
@@ -106,10 +130,12 @@ class McpServerConfig(Record):
         return ("sse" if self.sse else "http") if self.url else "stdio" if self.command else "unknown"
 
     def __repr__(self) -> str:
-        return (f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
-                f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
-                f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs}, "
-                f"source={self.source!r})")
+        return (
+            f"McpServerConfig(name={self.name!r}, command={self.command!r}, args=<{len(self.args)} redacted>, "
+            f"env={sorted(self.env)!r}, url={scrub_url(self.url) if self.url else None!r}, "
+            f"headers={sorted(self.headers)!r}, tool_timeout_secs={self.tool_timeout_secs}, "
+            f"source={self.source!r})"
+        )
 
 
 SANDBOX_MODES = ("read-only", "workspace-write", "off")
@@ -124,8 +150,13 @@ class SandboxConfig(Record):
     writable_roots: list[str] = field(default_factory=list)  # extra absolute directories (workspace-write)
     required: bool = False  # refuse commands when the kernel cannot enforce the mode
 
-    def __init__(self, mode: str = "workspace-write", network: bool = False, writable_roots: list[str] | None = None,
-                 required: bool = False) -> None:
+    def __init__(
+        self,
+        mode: str = "workspace-write",
+        network: bool = False,
+        writable_roots: list[str] | None = None,
+        required: bool = False,
+    ) -> None:
         self.mode = mode
         self.network = network
         self.writable_roots = [] if writable_roots is None else writable_roots
@@ -141,8 +172,13 @@ class MemoryConfig(Record):
     db_path: Path | None = None
     top_k: int = 5
 
-    def __init__(self, embedding_provider: str | None = None, embedding_model: str | None = None,
-                 db_path: Path | None = None, top_k: int = 5) -> None:
+    def __init__(
+        self,
+        embedding_provider: str | None = None,
+        embedding_model: str | None = None,
+        db_path: Path | None = None,
+        top_k: int = 5,
+    ) -> None:
         self.embedding_provider = embedding_provider
         self.embedding_model = embedding_model
         self.db_path = db_path
@@ -161,9 +197,16 @@ class ServeConfig(Record):
     max_message_bytes: int = 8 * 1024 * 1024  # an ACP frame larger than this is refused unparsed
     max_file_bytes: int = 16 * 1024 * 1024  # the largest file the fs channel reads or writes
 
-    def __init__(self, host: str | None = None, port: int | None = None, token_env: str = "OPENHEIM_SERVE_TOKEN",
-                 cors_origins: list[str] | None = None, allow_client_mcp_commands: bool = False,
-                 max_message_bytes: int = 8 * 1024 * 1024, max_file_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        host: str | None = None,
+        port: int | None = None,
+        token_env: str = "OPENHEIM_SERVE_TOKEN",
+        cors_origins: list[str] | None = None,
+        allow_client_mcp_commands: bool = False,
+        max_message_bytes: int = 8 * 1024 * 1024,
+        max_file_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
         self.host = host
         self.port = port
         self.token_env = token_env
@@ -207,18 +250,37 @@ class Config(Record):
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
 
-    def __init__(self, default_provider: str, providers: dict[str, ProviderConfig], max_iterations: int = 10,
-                 max_tokens_total: int | None = None, turn_timeout_secs: float | None = None,
-                 max_parallel_tools: int = 8, max_parallel_subagents: int = 4, default_skills: list[str] | None = None,
-                 work_dir: Path | None = None, allow_shell: bool = False, data_dir: Path | None = None,
-                 theme_color: str | None = None, mcp_servers: dict[str, McpServerConfig] | None = None,
-                 mcp_startup_timeout_secs: int = 10, mcp_max_message_mib: int = 8,
-                 mcp_project_key_vars: dict[str, list[str]] | None = None, memory: MemoryConfig | None = None,
-                 serve: ServeConfig | None = None, permissions: RuleSet | None = None,
-                 compaction: CompactionConfig | None = None, checkpoints: CheckpointConfig | None = None,
-                 sandbox: SandboxConfig | None = None, prices: dict[str, Price] | None = None,
-                 max_cost: float | None = None, hooks: tuple[HookSpec, ...] = (), path: Path | None = None,
-                 record: str | None = None, replay: str | None = None) -> None:
+    def __init__(
+        self,
+        default_provider: str,
+        providers: dict[str, ProviderConfig],
+        max_iterations: int = 10,
+        max_tokens_total: int | None = None,
+        turn_timeout_secs: float | None = None,
+        max_parallel_tools: int = 8,
+        max_parallel_subagents: int = 4,
+        default_skills: list[str] | None = None,
+        work_dir: Path | None = None,
+        allow_shell: bool = False,
+        data_dir: Path | None = None,
+        theme_color: str | None = None,
+        mcp_servers: dict[str, McpServerConfig] | None = None,
+        mcp_startup_timeout_secs: int = 10,
+        mcp_max_message_mib: int = 8,
+        mcp_project_key_vars: dict[str, list[str]] | None = None,
+        memory: MemoryConfig | None = None,
+        serve: ServeConfig | None = None,
+        permissions: RuleSet | None = None,
+        compaction: CompactionConfig | None = None,
+        checkpoints: CheckpointConfig | None = None,
+        sandbox: SandboxConfig | None = None,
+        prices: dict[str, Price] | None = None,
+        max_cost: float | None = None,
+        hooks: tuple[HookSpec, ...] = (),
+        path: Path | None = None,
+        record: str | None = None,
+        replay: str | None = None,
+    ) -> None:
         self.default_provider = default_provider
         self.providers = providers
         self.max_iterations = max_iterations
@@ -273,8 +335,9 @@ def _int(value: int | None) -> int:
     return value
 
 
-def _get_int(d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1,
-             maximum: int | None = None) -> int | None:
+def _get_int(
+    d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1, maximum: int | None = None
+) -> int | None:
     value = d.get(key)
     if value is None:
         return default
@@ -332,8 +395,20 @@ def _warn_unknown(d: dict, known: set[str], section: str) -> None:
 
 # --- sections ---------------------------------------------------------------
 
-_PROVIDER_KEYS = {"kind", "api_base", "default_model", "models", "env_var", "api_key", "timeout_secs",
-                  "max_tokens", "context_window", "thinking", "recording", "context_windows"}
+_PROVIDER_KEYS = {
+    "kind",
+    "api_base",
+    "default_model",
+    "models",
+    "env_var",
+    "api_key",
+    "timeout_secs",
+    "max_tokens",
+    "context_window",
+    "thinking",
+    "recording",
+    "context_windows",
+}
 
 
 def parse_provider(name: str, d: dict) -> ProviderConfig:
@@ -344,11 +419,10 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     kind = provider_kind(_get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
     replay = kind.name == REPLAY
     if replay and not _get_str(d, "recording", section):
-        raise ConfigError(f"[{section}] has kind = \"replay\" but no 'recording'; "
-                          f"set recording = \"path/to/file.jsonl\"")
+        raise ConfigError(f'[{section}] has kind = "replay" but no \'recording\'; set recording = "path/to/file.jsonl"')
     thinking = d.get("thinking", "adaptive" if kind.thinking else "off")
     if thinking not in ("adaptive", "off"):
-        raise ConfigError(f"'{section}.thinking' must be \"adaptive\" or \"off\", got {thinking!r}")
+        raise ConfigError(f'\'{section}.thinking\' must be "adaptive" or "off", got {thinking!r}')
     return ProviderConfig(
         name=name,
         api_base=_get_str(d, "api_base", section, required=not replay) or (REPLAY_BASE if replay else ""),
@@ -381,8 +455,9 @@ _MCP_KEYS = {"command", "args", "env", "url", "headers", "tool_timeout_secs", "t
 
 
 def _key_vars(value: object) -> dict[str, list[str]]:
-    if not isinstance(value, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
-                                              for v in value.values()):
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values()
+    ):
         raise ConfigError("'mcp_project_key_vars' must be a table of server name = [\"VAR\", ...]")
     return {str(k): list(v) for k, v in value.items()}
 
@@ -407,8 +482,10 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
     )
     transport = _get_str(d, "transport", section)
     if transport not in (None, "http", "sse"):
-        raise ConfigError(f"MCP server '{name}' has transport '{transport}'; use \"http\" (streamable HTTP) or "
-                          "\"sse\" (the older HTTP+SSE), or leave it out")
+        raise ConfigError(
+            f"MCP server '{name}' has transport '{transport}'; use \"http\" (streamable HTTP) or "
+            '"sse" (the older HTTP+SSE), or leave it out'
+        )
     server.sse = transport == "sse"
     if not server.command and not server.url:
         raise ConfigError(f"MCP server '{name}' must have either 'command' (stdio) or 'url' (HTTP)")
@@ -433,8 +510,10 @@ def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
     except ValueError:
         raise ConfigError(f"MCP server '{name}' has an invalid url") from None
     if url.startswith("http://") and has_headers and not is_loopback(host):
-        raise ConfigError(f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
-                          "unencrypted connection (use https://, or a loopback address)")
+        raise ConfigError(
+            f"MCP server '{name}' uses http:// with headers; credentials must not be sent over an "
+            "unencrypted connection (use https://, or a loopback address)"
+        )
 
 
 def parse_memory(d: dict) -> MemoryConfig:
@@ -455,8 +534,19 @@ def parse_memory(d: dict) -> MemoryConfig:
 def parse_serve(d: dict) -> ServeConfig:
     from urllib.parse import urlsplit
 
-    _warn_unknown(d, {"host", "port", "token_env", "cors_origins", "allow_client_mcp_commands", "max_message_bytes",
-                      "max_file_bytes"}, "serve")
+    _warn_unknown(
+        d,
+        {
+            "host",
+            "port",
+            "token_env",
+            "cors_origins",
+            "allow_client_mcp_commands",
+            "max_message_bytes",
+            "max_file_bytes",
+        },
+        "serve",
+    )
     port = _get_int(d, "port", "serve", minimum=0)
     if port is not None and port > 65535:
         raise ConfigError(f"'serve.port' must be at most 65535, got {port}")
@@ -465,13 +555,22 @@ def parse_serve(d: dict) -> ServeConfig:
     for origin in origins:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
-            raise ConfigError(f"'serve.cors_origins' entry '{origin}' must be an origin like https://example.com "
-                              "(scheme, host and optional port; no path, no wildcard)")
-    sizes = {key: _get_int(d, key, "serve", minimum=1024, maximum=1 << 30)
-             for key in ("max_message_bytes", "max_file_bytes")}
+            raise ConfigError(
+                f"'serve.cors_origins' entry '{origin}' must be an origin like https://example.com "
+                "(scheme, host and optional port; no path, no wildcard)"
+            )
+    sizes = {
+        key: _get_int(d, key, "serve", minimum=1024, maximum=1 << 30) for key in ("max_message_bytes", "max_file_bytes")
+    }
     allow_commands = _get_bool(d, "allow_client_mcp_commands", "serve")
-    return ServeConfig(_get_str(d, "host", "serve"), port, token_env, [o.rstrip("/") for o in origins],
-                       allow_commands, **{k: v for k, v in sizes.items() if v is not None})
+    return ServeConfig(
+        _get_str(d, "host", "serve"),
+        port,
+        token_env,
+        [o.rstrip("/") for o in origins],
+        allow_commands,
+        **{k: v for k, v in sizes.items() if v is not None},
+    )
 
 
 def sandbox_mode(value: str, where: str) -> str:
@@ -486,9 +585,12 @@ def parse_sandbox(d: dict) -> SandboxConfig:
     for root in roots:
         if not Path(root).expanduser().is_absolute():
             raise ConfigError(f"'sandbox.writable_roots' entry '{root}' must be an absolute directory")
-    return SandboxConfig(sandbox_mode(_get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
-                         _get_bool(d, "network", "sandbox"), [str(Path(r).expanduser()) for r in roots],
-                         _get_bool(d, "required", "sandbox"))
+    return SandboxConfig(
+        sandbox_mode(_get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
+        _get_bool(d, "network", "sandbox"),
+        [str(Path(r).expanduser()) for r in roots],
+        _get_bool(d, "required", "sandbox"),
+    )
 
 
 def parse_permissions(d: dict, source: str) -> RuleSet:
@@ -511,11 +613,34 @@ def parse_budgets(d: dict) -> float | None:
     return float(value)
 
 
-_TOP_KEYS = {"default_provider", "max_iterations", "default_skills", "work_dir", "allow_shell", "data_dir",
-             "tui", "providers", "mcp_servers", "mcp_startup_timeout_secs", "mcp_max_message_mib",
-             "mcp_project_key_vars", "memory", "theme_color",
-             "max_parallel_tools", "max_parallel_subagents", "serve", "max_tokens_total", "turn_timeout_secs",
-             "permissions", "sandbox", "prices", "budgets", "hooks", "compaction", "checkpoints"}
+_TOP_KEYS = {
+    "default_provider",
+    "max_iterations",
+    "default_skills",
+    "work_dir",
+    "allow_shell",
+    "data_dir",
+    "tui",
+    "providers",
+    "mcp_servers",
+    "mcp_startup_timeout_secs",
+    "mcp_max_message_mib",
+    "mcp_project_key_vars",
+    "memory",
+    "theme_color",
+    "max_parallel_tools",
+    "max_parallel_subagents",
+    "serve",
+    "max_tokens_total",
+    "turn_timeout_secs",
+    "permissions",
+    "sandbox",
+    "prices",
+    "budgets",
+    "hooks",
+    "compaction",
+    "checkpoints",
+}
 
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
@@ -558,4 +683,3 @@ def parse_config(d: dict, path: Path | None = None) -> Config:
         hooks=parse_hooks(d.get("hooks"), str(path) if path else "config"),
         path=path,
     )
-

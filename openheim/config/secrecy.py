@@ -5,6 +5,7 @@ user name and password, query values such as ``?key=...``). Every message and lo
 ``redact``, which removes the secret values this process has been told about (``remember_secrets``)
 and, in any URL-like text, user info and query values.
 """
+
 from __future__ import annotations
 
 import logging

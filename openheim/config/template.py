@@ -1,9 +1,10 @@
 """What `openheim init` writes: the config template and the default identity."""
+
 from __future__ import annotations
 
 DEFAULT_IDENTITY = "You are Openheim, a multipurpose, multiprovider LLM agent."
 
-CONFIG_TEMPLATE = '''\
+CONFIG_TEMPLATE = """\
 # openheim configuration. Docs: README.md ("Configuration").
 # Keys are read from the environment variable named by env_var (or api_key, which is less safe).
 
@@ -109,4 +110,4 @@ env_var = "GEMINI_API_KEY"
 # port = 1217
 # token_env = "OPENHEIM_SERVE_TOKEN" # the variable holding the token
 # cors_origins = []                  # e.g. ["https://app.example.com"]
-'''
+"""

@@ -5,6 +5,7 @@ both are used only after the user recorded them (``openheim mcp trust``, ``openh
 any change to a file needs trusting again. Each kind has its own store in the data dir, as
 ``{"files": {path: {"sha256": ..., "trusted_at": ...}}}``.
 """
+
 from __future__ import annotations
 
 import hashlib

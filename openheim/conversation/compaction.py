@@ -4,6 +4,7 @@ plus the recent turns, word for word. The log keeps every message; the compactio
 resumed session starts from the compacted state. When the summary call fails, the agent loop falls back to
 fitting (the oldest messages are left out), so a turn never dead-ends here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,8 @@ OnEvent = Callable[[events.StreamEvent], None]
 
 SUMMARY_SYSTEM = (
     "You are compacting a long conversation between a user and a coding agent so that the agent can continue "
-    "the work with only your summary and the latest messages. Write a summary that the agent can act on.")
+    "the work with only your summary and the latest messages. Write a summary that the agent can act on."
+)
 
 SUMMARY_PROMPT = """Summarise the conversation above for the agent that will continue it. Use these sections:
 
@@ -72,7 +74,7 @@ def view(messages: Sequence[Message], latest: CompactionRecord | None) -> list[M
     if latest is None:
         return list(messages)
     note = SUMMARY_HEADER + latest.summary
-    kept = list(messages[latest.keep_from:])
+    kept = list(messages[latest.keep_from :])
     if kept and kept[0].role == "user":
         return [Message("user", [TextBlock(note + "\n\n"), *kept[0].content]), *kept[1:]]
     return [Message.user(note), *kept]
@@ -93,7 +95,7 @@ def choose_keep_from(messages: Sequence[Message], after: int, keep_bytes: int, k
     if not points:
         return None
     sizes = [message_bytes(m) for m in messages]
-    tail = sum(sizes[points[0]:])
+    tail = sum(sizes[points[0] :])
     previous = points[0]
     for point in points:
         tail -= sum(sizes[previous:point])
@@ -121,7 +123,7 @@ def transcript_for_summary(messages: Sequence[Message], previous: str | None, ma
     encoded = text.encode("utf-8")
     if len(encoded) <= max_bytes:
         return text
-    tail = encoded[len(encoded) - max_bytes:].decode("utf-8", "ignore")
+    tail = encoded[len(encoded) - max_bytes :].decode("utf-8", "ignore")
     return "[the oldest part of the conversation is omitted]\n" + tail
 
 
@@ -132,8 +134,14 @@ def _cut(text: str) -> str:
 class Compactor:
     """Compaction for one session's turn: decides when, asks for the summary, builds what the model sees."""
 
-    def __init__(self, settings: CompactionConfig, window: int | None, summarizer: Callable[[], LlmClient], model: str,
-                 latest: CompactionRecord | None = None) -> None:
+    def __init__(
+        self,
+        settings: CompactionConfig,
+        window: int | None,
+        summarizer: Callable[[], LlmClient],
+        model: str,
+        latest: CompactionRecord | None = None,
+    ) -> None:
         self.settings, self.window = settings, window
         self.summarizer, self.model = summarizer, model  # the client is made only when a summary is needed
         self.latest = latest
@@ -142,8 +150,15 @@ class Compactor:
     def view(self, history: Sequence[Message]) -> list[Message]:
         return view(history, self.latest)
 
-    def request(self, history: list[Message], system: Message | None, tools: Sequence[Tool], bytes_per_token: float,
-                cancel: CancelToken, on_event: OnEvent) -> tuple[list[Message], Usage | None]:
+    def request(
+        self,
+        history: list[Message],
+        system: Message | None,
+        tools: Sequence[Tool],
+        bytes_per_token: float,
+        cancel: CancelToken,
+        on_event: OnEvent,
+    ) -> tuple[list[Message], Usage | None]:
         """What to send for ``history``, compacting first when it would pass the threshold; the summary call's usage
         (None when there was none)."""
         current = self.view(history)
@@ -156,14 +171,21 @@ class Compactor:
         outcome = self.compact(history, bytes_per_token, cancel, on_event, fixed=fixed)
         return self.view(history), outcome.usage
 
-    def compact(self, history: list[Message], bytes_per_token: float, cancel: CancelToken, on_event: OnEvent,
-                fixed: int = 0, manual: bool = False) -> CompactionOutcome:
+    def compact(
+        self,
+        history: list[Message],
+        bytes_per_token: float,
+        cancel: CancelToken,
+        on_event: OnEvent,
+        fixed: int = 0,
+        manual: bool = False,
+    ) -> CompactionOutcome:
         """Summarise everything before the recent turns; emits a Compaction event either way."""
         window = self.window or 0
         after = self.latest.keep_from if self.latest is not None else 0
         keep_bytes = max(0, int(window * self.settings.keep_recent * bytes_per_token) - fixed) if window else 0
         keep_from = choose_keep_from(history, after, keep_bytes, keep_last=not manual)
-        summarised = sum(message_bytes(m) for m in history[after:keep_from or after])
+        summarised = sum(message_bytes(m) for m in history[after : keep_from or after])
         if keep_from is None or (not manual and summarised < window * MIN_SUMMARISED_SHARE * bytes_per_token):
             reason = "nothing worth summarising yet: the conversation is mostly its latest exchange"
             if manual:
@@ -171,8 +193,7 @@ class Compactor:
             self.failed = True  # this turn goes on with fitting, quietly
             return CompactionOutcome(None, None, reason)
         max_input = int(window * SUMMARY_INPUT_SHARE * bytes_per_token) if window else 400_000
-        text = transcript_for_summary(history[after:keep_from], self.latest.summary if self.latest else None,
-                                      max_input)
+        text = transcript_for_summary(history[after:keep_from], self.latest.summary if self.latest else None, max_input)
         request = [Message.system(SUMMARY_SYSTEM), Message.user(f"{text}\n\n---\n\n{SUMMARY_PROMPT}")]
         try:
             choice = self.summarizer().stream(request, [], lambda chunk: None, cancel)
@@ -190,8 +211,7 @@ class Compactor:
         on_event(events.Compaction(record.at, keep_from, summary, self.model, choice.usage, manual))
         return CompactionOutcome(record, choice.usage)
 
-    def _failed(self, on_event: OnEvent, reason: str, manual: bool,
-                usage: Usage | None = None) -> CompactionOutcome:
+    def _failed(self, on_event: OnEvent, reason: str, manual: bool, usage: Usage | None = None) -> CompactionOutcome:
         self.failed = True
         log.info("compaction did not happen: %s", reason)
         on_event(events.Compaction(0, 0, "", self.model, usage, manual, reason))

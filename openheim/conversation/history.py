@@ -8,6 +8,7 @@ A crash can tear at most the last line of the log, which then lacks its newline;
 with a warning and the next append cuts it off before writing. A complete line that cannot be read (written by
 a newer version, or damaged) is never dropped or cut: the conversation does not load until it is dealt with.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,10 +102,21 @@ class ConversationMeta(Record):
     failed: bool = False  # its last turn failed before the model ever replied: lists hide it (--all shows it)
     cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
-    def __init__(self, id: str, created_at: str | None = None, updated_at: str = "", model: str | None = None,
-                 provider: str | None = None, title: str | None = None, skills: list[str] | None = None,
-                 cwd: str | None = None, context_usage: Usage | None = None, mode: str = "code", failed: bool = False,
-                 cost: float | None = None) -> None:
+    def __init__(
+        self,
+        id: str,
+        created_at: str | None = None,
+        updated_at: str = "",
+        model: str | None = None,
+        provider: str | None = None,
+        title: str | None = None,
+        skills: list[str] | None = None,
+        cwd: str | None = None,
+        context_usage: Usage | None = None,
+        mode: str = "code",
+        failed: bool = False,
+        cost: float | None = None,
+    ) -> None:
         self.id = id
         self.created_at = now_rfc3339() if created_at is None else created_at
         self.updated_at = updated_at or self.created_at
@@ -151,11 +163,20 @@ class ConversationMeta(Record):
         if not isinstance(skills, list) or not all(isinstance(s, str) for s in skills):
             raise ValueError("'skills' must be a list of strings")
         created = d.get("created_at") or now_rfc3339()
-        return cls(id=d["id"], created_at=created, updated_at=d.get("updated_at") or created,
-                   model=d.get("model"), provider=d.get("provider"), title=d.get("title"),
-                   skills=list(skills), cwd=d.get("cwd"),
-                   context_usage=Usage.from_dict(d.get("context_usage")), mode=d.get("mode") or "code",
-                   failed=d.get("failed") is True, cost=_cost(d.get("cost")))
+        return cls(
+            id=d["id"],
+            created_at=created,
+            updated_at=d.get("updated_at") or created,
+            model=d.get("model"),
+            provider=d.get("provider"),
+            title=d.get("title"),
+            skills=list(skills),
+            cwd=d.get("cwd"),
+            context_usage=Usage.from_dict(d.get("context_usage")),
+            mode=d.get("mode") or "code",
+            failed=d.get("failed") is True,
+            cost=_cost(d.get("cost")),
+        )
 
 
 def _cost(value: object) -> float | None:
@@ -176,9 +197,15 @@ class Conversation(DataclassRepr):
     log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
     compactions: list[CompactionRecord] = field(default_factory=list)  # in log order
 
-    def __init__(self, meta: ConversationMeta, messages: list[Message] | None = None, persisted: int = 0,
-                 log_size: int = 0, log_needs_newline: bool = False,
-                 compactions: list[CompactionRecord] | None = None) -> None:
+    def __init__(
+        self,
+        meta: ConversationMeta,
+        messages: list[Message] | None = None,
+        persisted: int = 0,
+        log_size: int = 0,
+        log_needs_newline: bool = False,
+        compactions: list[CompactionRecord] | None = None,
+    ) -> None:
         self.meta = meta
         self.messages = [] if messages is None else messages
         self.persisted = persisted
@@ -223,33 +250,44 @@ class HistoryManager:
             pass
         prefix = text.strip().lower() if isinstance(text, str) else ""
         if not re.fullmatch(r"[0-9a-f][0-9a-f-]*", prefix):
-            raise InvalidArgument(f"invalid session id format: {text!r} (a session id, or the start of one; "
-                                  "`openheim sessions list` shows them)")
+            raise InvalidArgument(
+                f"invalid session id format: {text!r} (a session id, or the start of one; "
+                "`openheim sessions list` shows them)"
+            )
         if len(prefix) < MIN_PREFIX:
             raise InvalidArgument(f"session id prefix '{prefix}' is too short: give at least {MIN_PREFIX} characters")
         matches = [m for m in self.list(include_failed=True) if m.id.startswith(prefix)]
         if not matches:
             raise NotFound(f"no session id starts with '{prefix}' (`openheim sessions list --all` shows them)")
         if len(matches) > 1:
-            shown = ", ".join(f"{m.id[:13]}… ({' '.join((m.title or 'untitled').split())[:30]})"
-                              for m in matches[:5])
+            shown = ", ".join(f"{m.id[:13]}… ({' '.join((m.title or 'untitled').split())[:30]})" for m in matches[:5])
             more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-            raise InvalidArgument(f"session id prefix '{prefix}' is ambiguous: it matches {shown}{more}; "
-                                  "give more characters")
+            raise InvalidArgument(
+                f"session id prefix '{prefix}' is ambiguous: it matches {shown}{more}; give more characters"
+            )
         return matches[0].id
 
     def exists(self, conversation_id: str) -> bool:
         """Whether the conversation's metadata file exists."""
         return self.meta_path(conversation_id).is_file()
 
-    def create(self, id: str | None = None, *, model: str | None = None, provider: str | None = None,
-               skills: Iterable[str] = (), cwd: str | None = None, mode: str = "code") -> Conversation:
+    def create(
+        self,
+        id: str | None = None,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        skills: Iterable[str] = (),
+        cwd: str | None = None,
+        mode: str = "code",
+    ) -> Conversation:
         """Start a conversation (a new uuid4 unless ``id`` is given) and save its metadata at once."""
         conversation_id = validate_id(id) if id is not None else str(uuid.uuid4())
         if self.exists(conversation_id):
             raise InvalidArgument(f"conversation {conversation_id} already exists; load it instead")
-        meta = ConversationMeta(id=conversation_id, model=model, provider=provider,
-                                skills=_dedupe(skills), cwd=cwd, mode=mode)
+        meta = ConversationMeta(
+            id=conversation_id, model=model, provider=provider, skills=_dedupe(skills), cwd=cwd, mode=mode
+        )
         conv = Conversation(meta)
         log_path = self.log_path(conversation_id)
         _make_dir(self.dir)
@@ -282,8 +320,14 @@ class HistoryManager:
         read = self._read_log(self.log_path(conversation_id))
         if meta.title is None:
             meta.title = title_from(read.messages)
-        return Conversation(meta, read.messages, persisted=len(read.messages), log_size=read.size,
-                            log_needs_newline=read.needs_newline, compactions=read.compactions)
+        return Conversation(
+            meta,
+            read.messages,
+            persisted=len(read.messages),
+            log_size=read.size,
+            log_needs_newline=read.needs_newline,
+            compactions=read.compactions,
+        )
 
     def list(self, cwd: str | None = None, include_failed: bool = False) -> list[ConversationMeta]:
         """Every readable conversation's metadata (only those whose cwd is exactly ``cwd`` when given),
@@ -393,12 +437,13 @@ class HistoryManager:
         path = self.log_path(conv.id)
         read = self._read_log(path)
         if read.skipped:
-            raise ParseError(f"line {read.skipped[0]} of {path} is not a message this version can read, and "
-                             "rewriting the log would lose it: upgrade openheim or repair that line (the log was "
-                             "left untouched)")
+            raise ParseError(
+                f"line {read.skipped[0]} of {path} is not a message this version can read, and "
+                "rewriting the log would lose it: upgrade openheim or repair that line (the log was "
+                "left untouched)"
+            )
         on_disk = read.messages
-        if len(on_disk) > len(conv.messages) or any(
-                a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
+        if len(on_disk) > len(conv.messages) or any(a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
         body = b"".join(line + b"\n" for line in self._log_lines(conv))
         _atomic_write(path, body)
@@ -435,8 +480,7 @@ class HistoryManager:
         try:
             meta = _parse_meta(data)
         except ValueError as e:
-            raise ParseError(f"conversation metadata {path} is unreadable ({e}); "
-                             f"restore or delete the file") from None
+            raise ParseError(f"conversation metadata {path} is unreadable ({e}); restore or delete the file") from None
         meta.id = conversation_id
         return meta
 

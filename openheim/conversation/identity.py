@@ -1,4 +1,5 @@
 """The agent identity: ``{data_dir}/system.md``, read on every turn, with a built-in default."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,5 +18,6 @@ def load_identity(data_dir: Path | str) -> str:
     except FileNotFoundError:
         return DEFAULT_IDENTITY
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"could not read the identity file {path}: {e}; "
-                          f"fix it or delete it to use the default identity") from None
+        raise ConfigError(
+            f"could not read the identity file {path}: {e}; fix it or delete it to use the default identity"
+        ) from None

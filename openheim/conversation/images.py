@@ -4,6 +4,7 @@ A log line holds ``{"type": "image", "mime_type": ..., "sha256": ...}`` instead 
 tool result's ``images``), so an image costs its bytes once, however often the log is rewritten, and a log
 stays small to read.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,8 +60,9 @@ def line(message: Message, directory: Path) -> bytes:
             blocks.append({**b.to_dict(), "images": [_reference(i, directory) for i in b.images]})
         else:
             blocks.append(b.to_dict())
-    return json.dumps({"role": message.role, "content": blocks}, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8")
+    return json.dumps({"role": message.role, "content": blocks}, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
 
 
 def _reference(block: ImageBlock, directory: Path) -> dict:
@@ -93,8 +95,11 @@ def _loaded(reference: dict, directory: Path) -> dict:
     data = _read(directory, sha) if isinstance(sha, str) and re.match(_SHA, sha) else None
     if data is None:
         return {"type": "text", "text": f"[an image that is no longer stored ({str(sha)[:12]})]"}
-    return {"type": "image", "mime_type": reference.get("mime_type") or "image/png",
-            "data": base64.b64encode(data).decode("ascii")}
+    return {
+        "type": "image",
+        "mime_type": reference.get("mime_type") or "image/png",
+        "data": base64.b64encode(data).decode("ascii"),
+    }
 
 
 def _read(directory: Path, sha: str) -> bytes | None:

@@ -4,6 +4,7 @@ Each directory on the way contributes its ``AGENTS.md``, or its ``CLAUDE.md`` wh
 outermost first. Blank files are skipped, unreadable ones skipped with a warning, and each file is capped at
 64 KiB so one huge file cannot fill the context window. Subagents do not get these.
 """
+
 from __future__ import annotations
 
 import logging

@@ -10,6 +10,7 @@ decides and replaces it, so two processes can never both take over the same dead
 the guard is released by the kernel if its holder dies). Releasing deletes the file only if it still names us.
 The lease is held for one prompt turn; loading and listing never take it.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,7 +86,7 @@ def _proc_stat(pid: int) -> list[str] | None:
     except OSError:
         return None
     close = raw.rfind(")")
-    return raw[close + 2:].split() if close >= 0 else None
+    return raw[close + 2 :].split() if close >= 0 else None
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -104,8 +105,18 @@ class LeaseRecord(Record):
         self.process_start = process_start
 
     def to_json(self) -> str:
-        return json.dumps({"pid": self.pid, "hostname": self.hostname, "acquired_at": self.acquired_at,
-                           "process_start": self.process_start}, indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "pid": self.pid,
+                    "hostname": self.hostname,
+                    "acquired_at": self.acquired_at,
+                    "process_start": self.process_start,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
     @classmethod
     def parse(cls, data: bytes) -> LeaseRecord | None:
@@ -132,9 +143,15 @@ class LeasePolicy:
     corrupt_grace: float = CORRUPT_GRACE_SECS
     is_alive: Callable[[int, int | None], bool | None] = pid_alive
 
-    def __init__(self, pid: int | None = None, host: str | None = None, clock: Callable[[], float] = time.time,
-                 stale_after: float = STALE_AFTER_SECS, corrupt_grace: float = CORRUPT_GRACE_SECS,
-                 is_alive: Callable[[int, int | None], bool | None] = pid_alive) -> None:
+    def __init__(
+        self,
+        pid: int | None = None,
+        host: str | None = None,
+        clock: Callable[[], float] = time.time,
+        stale_after: float = STALE_AFTER_SECS,
+        corrupt_grace: float = CORRUPT_GRACE_SECS,
+        is_alive: Callable[[int, int | None], bool | None] = pid_alive,
+    ) -> None:
         self.pid = os.getpid() if pid is None else pid
         self.host = hostname() if host is None else host
         self.clock = clock

@@ -1,4 +1,5 @@
 """Lines of a conversation log that are not messages: the compaction events."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,16 @@ class CompactionRecord(DataclassRepr):
     manual: bool = False
     created: float = field(default_factory=time.time)
 
-    def __init__(self, at: int, keep_from: int, summary: str, model: str | None = None, usage: Usage | None = None,
-                 manual: bool = False, created: float | None = None) -> None:
+    def __init__(
+        self,
+        at: int,
+        keep_from: int,
+        summary: str,
+        model: str | None = None,
+        usage: Usage | None = None,
+        manual: bool = False,
+        created: float | None = None,
+    ) -> None:
         self.at = at
         self.keep_from = keep_from
         self.summary = summary
@@ -38,8 +47,13 @@ class CompactionRecord(DataclassRepr):
         self.created = time.time() if created is None else created
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"event": COMPACTION, "at": self.at, "keep_from": self.keep_from,
-                             "summary": self.summary, "created": self.created}
+        d: dict[str, Any] = {
+            "event": COMPACTION,
+            "at": self.at,
+            "keep_from": self.keep_from,
+            "summary": self.summary,
+            "created": self.created,
+        }
         if self.model:
             d["model"] = self.model
         if self.usage is not None:
@@ -56,8 +70,15 @@ class CompactionRecord(DataclassRepr):
         at, keep_from, summary = d.get("at"), d.get("keep_from"), d.get("summary")
         if not isinstance(at, int) or not isinstance(keep_from, int) or not isinstance(summary, str):
             raise ValueError("a compaction event needs integer 'at' and 'keep_from' and a string 'summary'")
-        return cls(at, keep_from, summary, d.get("model"), Usage.from_dict(d.get("usage")), bool(d.get("manual")),
-                   float(d.get("created") or 0))
+        return cls(
+            at,
+            keep_from,
+            summary,
+            d.get("model"),
+            Usage.from_dict(d.get("usage")),
+            bool(d.get("manual")),
+            float(d.get("created") or 0),
+        )
 
 
 def is_log_event(doc: object) -> bool:

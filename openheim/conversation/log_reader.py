@@ -1,5 +1,6 @@
 """Reading a conversation's message log: one ``json.loads`` over every line when all is well, line by line
 (naming the bad line, dropping a torn last one) when not."""
+
 from __future__ import annotations
 
 import gc
@@ -28,8 +29,15 @@ class LogRead:
     compactions: list[CompactionRecord] = field(default_factory=list)
     skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
 
-    def __init__(self, messages: list[Message], size: int, needs_newline: bool, torn: bool,
-                 compactions: list[CompactionRecord] | None = None, skipped: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        messages: list[Message],
+        size: int,
+        needs_newline: bool,
+        torn: bool,
+        compactions: list[CompactionRecord] | None = None,
+        skipped: tuple[int, ...] = (),
+    ) -> None:
         self.messages = messages
         self.size = size
         self.needs_newline = needs_newline
@@ -48,10 +56,11 @@ def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> Lo
         last -= 1
     inline = _image_inliner(images) if images is not None and b'"sha256"' in data else None
     with _gc_paused():
-        parsed = _parse_all_at_once(lines[:last + 1], inline)
+        parsed = _parse_all_at_once(lines[: last + 1], inline)
         if parsed is None:
-            return _parse_line_by_line(data, lines[:last + 1], where, may_be_torn=last == len(lines) - 1,
-                                       inline=inline)
+            return _parse_line_by_line(
+                data, lines[: last + 1], where, may_be_torn=last == len(lines) - 1, inline=inline
+            )
     return LogRead(parsed[0], *_good_end(data, lines, last), torn=False, compactions=parsed[1])
 
 
@@ -61,8 +70,9 @@ def _image_inliner(directory: Path) -> Callable[[Any], Any]:
     return lambda doc: images.inline(doc, directory)
 
 
-def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None = None
-                       ) -> tuple[list[Message], list[CompactionRecord]] | None:
+def _parse_all_at_once(
+    lines: list[bytes], inline: Callable[[Any], Any] | None = None
+) -> tuple[list[Message], list[CompactionRecord]] | None:
     """The fast path: one json.loads over all lines; None when anything is off (then go line by line)."""
     present = [raw for raw in lines if raw.strip()]
     try:
@@ -85,8 +95,9 @@ def _parse_all_at_once(lines: list[bytes], inline: Callable[[Any], Any] | None =
         return None
 
 
-def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn: bool,
-                        inline: Callable[[Any], Any] | None = None) -> LogRead:
+def _parse_line_by_line(
+    data: bytes, lines: list[bytes], where: str, may_be_torn: bool, inline: Callable[[Any], Any] | None = None
+) -> LogRead:
     """The slow path that names the bad line, or drops it when it is a torn last line."""
     messages: list[Message] = []
     compactions: list[CompactionRecord] = []
@@ -104,23 +115,28 @@ def _parse_line_by_line(data: bytes, lines: list[bytes], where: str, may_be_torn
         except (ValueError, TypeError, AttributeError, RecursionError) as e:
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
             if index != last or not may_be_torn:
-                log.warning("skipping line %d of %s: not a message this version can read (%s); it was written by "
-                            "a newer openheim or is damaged (the line is left in the file)", index + 1, where, why)
+                log.warning(
+                    "skipping line %d of %s: not a message this version can read (%s); it was written by "
+                    "a newer openheim or is damaged (the line is left in the file)",
+                    index + 1,
+                    where,
+                    why,
+                )
                 skipped.append(index + 1)
                 continue
             log.warning("dropping a torn last line of %s: %s", where, why)
-            return LogRead(messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped),
-                            compactions=compactions)
-    return LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped),
-                    compactions=compactions)
+            return LogRead(
+                messages, *_good_end(data, lines, index - 1), torn=True, skipped=tuple(skipped), compactions=compactions
+            )
+    return LogRead(messages, *_good_end(data, lines, last), torn=False, skipped=tuple(skipped), compactions=compactions)
 
 
 def _good_end(data: bytes, lines: list[bytes], last: int) -> tuple[int, bool]:
     """Byte offset just past line ``last`` (with its newline when present), and whether that newline is missing."""
     if last < 0:
         return 0, False
-    end = min(sum(len(raw) + 1 for raw in lines[:last + 1]), len(data))
-    return end, data[end - 1:end] != b"\n"
+    end = min(sum(len(raw) + 1 for raw in lines[: last + 1]), len(data))
+    return end, data[end - 1 : end] != b"\n"
 
 
 @contextmanager

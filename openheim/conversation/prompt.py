@@ -12,6 +12,7 @@ Sections, in this fixed order, joined by ``\\n\\n---\\n\\n``:
 
 No system message at all is built when the identity is blank and there are no instructions and no skills.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -47,8 +48,13 @@ class PromptBuilder:
     instructions: list[Instruction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. skills that failed to load
 
-    def __init__(self, identity: str = "", skills: list[Skill] | None = None,
-                 instructions: list[Instruction] | None = None, warnings: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        identity: str = "",
+        skills: list[Skill] | None = None,
+        instructions: list[Instruction] | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
         self.identity = identity
         self.skills = [] if skills is None else skills
         self.instructions = [] if instructions is None else instructions

@@ -4,6 +4,7 @@ Two layouts: ``skills/{name}.md`` (checked first) and ``skills/{name}/SKILL.md``
 frontmatter between ``---`` lines; only simple ``key: value`` lines are read (``description`` is kept) and the
 body after it is the skill's content. A skill's name is its file stem or directory name.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,7 +57,7 @@ def split_frontmatter(text: str) -> tuple[dict[str, str], str]:
             fields = _parse_fields(lines[1:index])
             if not fields:
                 break  # a Markdown rule, not frontmatter
-            return fields, "".join(lines[index + 1:]).lstrip("\r\n")
+            return fields, "".join(lines[index + 1 :]).lstrip("\r\n")
     return {}, text
 
 

@@ -1,4 +1,5 @@
 """ConversationStore: the history, skills and identity of one data directory, and per-turn prompt preparation."""
+
 from __future__ import annotations
 
 import logging
@@ -18,14 +19,21 @@ log = logging.getLogger(__name__)
 class ConversationStore:
     """``{data_dir}/history``, ``{data_dir}/skills`` and ``{data_dir}/system.md`` behind one object."""
 
-    def __init__(self, data_dir: Path | str, history_dir: Path | str | None = None,
-                 skills_dir: Path | str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path | str, history_dir: Path | str | None = None, skills_dir: Path | str | None = None
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.history = HistoryManager(Path(history_dir) if history_dir else self.data_dir / "history")
         self.skills = SkillsManager(Path(skills_dir) if skills_dir else self.data_dir / "skills")
 
-    def prepare(self, conversation: Conversation, sandbox_root: Path | str, cwd: Path | str | None = None,
-                extra_skills: Iterable[str] = (), include_instructions: bool = True) -> PromptBuilder:
+    def prepare(
+        self,
+        conversation: Conversation,
+        sandbox_root: Path | str,
+        cwd: Path | str | None = None,
+        extra_skills: Iterable[str] = (),
+        include_instructions: bool = True,
+    ) -> PromptBuilder:
         """The prompt for one turn: system.md, the conversation's skills plus ``extra_skills``, AGENTS.md files.
 
         A skill that no longer loads is skipped with a warning (kept in ``builder.warnings``); an

@@ -1,4 +1,5 @@
 """The agent loop: fit → build → stream → run tools → repeat, until the model stops."""
+
 from __future__ import annotations
 
 import logging
@@ -45,8 +46,15 @@ TOKEN_BUDGET_SKIP = "Not run: the turn's token budget ({limit} tokens) was reach
 class Compacting(Protocol):
     """Replaces old history with a summary when a request would grow too big (conversation/compaction.py)."""
 
-    def request(self, history: list[Message], system: Message | None, tools: Sequence[Tool], bytes_per_token: float,
-                cancel: CancelToken, on_event: OnEvent) -> tuple[list[Message], Usage | None]: ...
+    def request(
+        self,
+        history: list[Message],
+        system: Message | None,
+        tools: Sequence[Tool],
+        bytes_per_token: float,
+        cancel: CancelToken,
+        on_event: OnEvent,
+    ) -> tuple[list[Message], Usage | None]: ...
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -61,9 +69,16 @@ class _TurnState:
     compactor: Compacting | None = None
     spend: Spend | None = None  # the turn's dollar meter (shared with its subagents)
 
-    def __init__(self, usage: Usage | None = None, last_usage: Usage | None = None, streamed: list[str] | None = None,
-                 last_dropped: int = 0, repaired: bool = False, compactor: Compacting | None = None,
-                 spend: Spend | None = None) -> None:
+    def __init__(
+        self,
+        usage: Usage | None = None,
+        last_usage: Usage | None = None,
+        streamed: list[str] | None = None,
+        last_dropped: int = 0,
+        repaired: bool = False,
+        compactor: Compacting | None = None,
+        spend: Spend | None = None,
+    ) -> None:
         self.usage = Usage() if usage is None else usage
         self.last_usage = last_usage
         self.streamed = [] if streamed is None else streamed
@@ -73,10 +88,18 @@ class _TurnState:
         self.spend = spend
 
 
-def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: list[Message],
-             ctx: TurnContext, on_event: OnEvent, system: Message | None = None,
-             fitter: ContextFitter | None = None, output: OutputSchema | None = None,
-             compactor: Compacting | None = None) -> AgentResult:
+def run_turn(
+    llm: LlmClient,
+    executor: ToolExecutor,
+    cfg: AgentConfig,
+    history: list[Message],
+    ctx: TurnContext,
+    on_event: OnEvent,
+    system: Message | None = None,
+    fitter: ContextFitter | None = None,
+    output: OutputSchema | None = None,
+    compactor: Compacting | None = None,
+) -> AgentResult:
     """Run one user turn to a stop reason; appends every new message to ``history``. With ``output``, the
     final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT). With
     ``compactor``, old history may be replaced by a summary before a request (the summary call counts in usage)."""
@@ -116,13 +139,21 @@ def run_turn(llm: LlmClient, executor: ToolExecutor, cfg: AgentConfig, history: 
         over = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
         if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
             for call in calls:  # the reply's calls get a result, so the history has no dangling call
-                _append(history, Message.tool_result(call.id, call.name,
-                                                     TOKEN_BUDGET_SKIP.format(limit=over.limit), True), on_event)
+                _append(
+                    history,
+                    Message.tool_result(call.id, call.name, TOKEN_BUDGET_SKIP.format(limit=over.limit), True),
+                    on_event,
+                )
             return _finish(on_event, state, None, iteration, StopReason.BUDGET, over)
         if calls:
-            finished = run_tool_calls(executor, calls, ctx, on_event,
-                                      cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
-                                      max_parallel=cfg.max_parallel_tools)
+            finished = run_tool_calls(
+                executor,
+                calls,
+                ctx,
+                on_event,
+                cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
+                max_parallel=cfg.max_parallel_tools,
+            )
             for message in finished.messages:
                 _append(history, message, on_event)
             if finished.cancelled:
@@ -178,14 +209,24 @@ def _with_instructions(system: Message | None, output: OutputSchema) -> Message:
     return Message.system(f"{base}\n\n{output.instructions()}" if base else output.instructions())
 
 
-def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], system: Message | None,
-                tools: list, ctx: TurnContext, on_event: OnEvent, state: _TurnState, extra: dict) -> Choice:
+def _call_model(
+    llm: LlmClient,
+    fitter: ContextFitter,
+    history: list[Message],
+    system: Message | None,
+    tools: list,
+    ctx: TurnContext,
+    on_event: OnEvent,
+    state: _TurnState,
+    extra: dict,
+) -> Choice:
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
     state.streamed = []
     if state.compactor is not None:
-        seen, summary_usage = state.compactor.request(history, system, tools, fitter.bytes_per_token, ctx.cancel,
-                                                      on_event)
+        seen, summary_usage = state.compactor.request(
+            history, system, tools, fitter.bytes_per_token, ctx.cancel, on_event
+        )
         if summary_usage is not None:
             state.usage = state.usage + summary_usage
             ctx.usage.add(summary_usage)  # the turn's token budget and reported usage include the summary call
@@ -219,8 +260,7 @@ def _call_model(llm: LlmClient, fitter: ContextFitter, history: list[Message], s
         return choice
 
 
-def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | None,
-                      on_event: OnEvent) -> str | None:
+def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | None, on_event: OnEvent) -> str | None:
     """A reply cut off by a cancel (the user, a signal, a time budget) or a broken stream: what had been
     streamed joins the conversation, marked as interrupted, so it is shown on reload and the model sees what
     it had said. ``reason``: the cancel token's (None: the user) or the failure's."""
@@ -228,8 +268,7 @@ def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | N
     if not partial.strip():
         return None
     why = _interruption(reason)
-    _append(history, Message("assistant", [TextBlock(partial), TextBlock(INTERRUPTED_MARK.format(why=why))]),
-            on_event)
+    _append(history, Message("assistant", [TextBlock(partial), TextBlock(INTERRUPTED_MARK.format(why=why))]), on_event)
     return partial
 
 
@@ -251,13 +290,19 @@ def _append(history: list[Message], message: Message, on_event: OnEvent) -> None
     on_event(events.MessageAppended(message))
 
 
-def _finish(on_event: OnEvent, state: _TurnState, text: str | None, iterations: int,
-            reason: StopReason, budget: Budget | None = None, structured: object = None,
-            output_error: str | None = None) -> AgentResult:
+def _finish(
+    on_event: OnEvent,
+    state: _TurnState,
+    text: str | None,
+    iterations: int,
+    reason: StopReason,
+    budget: Budget | None = None,
+    structured: object = None,
+    output_error: str | None = None,
+) -> AgentResult:
     on_event(events.Finished(text, iterations))
     cost = state.spend.turn if state.spend is not None and state.spend.priced else None
-    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget, structured, output_error,
-                       cost)
+    return AgentResult(text, iterations, reason, state.usage, state.last_usage, budget, structured, output_error, cost)
 
 
 def repair_missing_results(history: list[Message]) -> list[Message]:
@@ -285,4 +330,3 @@ def repair_missing_results(history: list[Message]) -> list[Message]:
             i += 1
         out.extend(Message.tool_result(c.id, c.name, NO_RESULT, True) for c in calls if c.id not in answered)
     return out
-

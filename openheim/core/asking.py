@@ -1,4 +1,5 @@
 """The interactive front ends' permission gate: a question is an event of the turn, answered by the front end."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

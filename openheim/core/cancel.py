@@ -1,4 +1,5 @@
 """The cancel token every blocking step of a turn watches."""
+
 from __future__ import annotations
 
 import threading

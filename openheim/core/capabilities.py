@@ -1,4 +1,5 @@
 """What the runtime may assume about a tool (plain data every layer shares)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

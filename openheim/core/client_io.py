@@ -1,4 +1,5 @@
 """Optional delegation of file I/O and shell commands to a client (an editor) that offered to do them."""
+
 from __future__ import annotations
 
 from openheim.core.turn_context import ClientIo

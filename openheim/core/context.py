@@ -7,6 +7,7 @@ size, at most twice per model call. Cuts happen only just before a user message 
 after the latest user message), so a tool call is never separated from its result and the turn in progress is
 always whole. The first kept user message opens with ``[N earlier messages omitted to fit the context window]``.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,11 +53,14 @@ def message_bytes(message: Message) -> int:
         if type(b) is TextBlock:
             size += _text_bytes(b.text)
         elif type(b) is ToolResultBlock:
-            size += (_text_bytes(b.tool_call_id) + _text_bytes(b.tool_name) + _text_bytes(b.content)
-                     + IMAGE_BYTES * len(b.images))
+            size += (
+                _text_bytes(b.tool_call_id)
+                + _text_bytes(b.tool_name)
+                + _text_bytes(b.content)
+                + IMAGE_BYTES * len(b.images)
+            )
         elif type(b) is ToolUseBlock:
-            size += (_text_bytes(b.id) + _text_bytes(b.name) + _text_bytes(b.arguments)
-                     + _text_bytes(b.signature))
+            size += _text_bytes(b.id) + _text_bytes(b.name) + _text_bytes(b.arguments) + _text_bytes(b.signature)
         elif type(b) is ThinkingBlock:
             size += _text_bytes(b.thinking) + _text_bytes(b.signature)
         elif type(b) is RedactedThinkingBlock:
@@ -160,5 +164,7 @@ class ContextFitter:
 
 def turn_too_large(detail: str) -> ContextOverflow:
     """The error for a turn that does not fit even with every earlier message left out."""
-    return ContextOverflow(f"the current turn alone does not fit in the model's context window ({detail}); "
-                           f"start a new session or send a shorter request")
+    return ContextOverflow(
+        f"the current turn alone does not fit in the model's context window ({detail}); "
+        f"start a new session or send a shorter request"
+    )

@@ -1,5 +1,6 @@
 """Text from a model, a tool or a file, made safe to print on a terminal: control characters (ESC, C1,
 DEL; so no OSC 52 clipboard write, title change, screen clear or DCS) are dropped, as the chat does."""
+
 from __future__ import annotations
 
 import re

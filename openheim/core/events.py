@@ -6,6 +6,7 @@ Events compare by identity: nothing compares them. Their ``__init__`` is written
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -188,8 +189,16 @@ class Compaction(_Event):
     manual: bool = False
     error: str | None = None
 
-    def __init__(self, at: int, keep_from: int, summary: str, model: str | None = None, usage: Usage | None = None,
-                 manual: bool = False, error: str | None = None) -> None:
+    def __init__(
+        self,
+        at: int,
+        keep_from: int,
+        summary: str,
+        model: str | None = None,
+        usage: Usage | None = None,
+        manual: bool = False,
+        error: str | None = None,
+    ) -> None:
         set_field(self, "at", at)
         set_field(self, "keep_from", keep_from)
         set_field(self, "summary", summary)
@@ -224,8 +233,9 @@ class ToolDenied(_Event):
     rule: str | None = None
     mode: str | None = None
 
-    def __init__(self, id: str, tool_name: str, by: str, reason: str, rule: str | None = None,
-                 mode: str | None = None) -> None:
+    def __init__(
+        self, id: str, tool_name: str, by: str, reason: str, rule: str | None = None, mode: str | None = None
+    ) -> None:
         set_field(self, "id", id)
         set_field(self, "tool_name", tool_name)
         set_field(self, "by", by)
@@ -273,9 +283,23 @@ class Notice(_Event):
         set_field(self, "level", level)
 
 
-StreamEvent = (IterationStart | ToolCall | ToolResult | LlmResponse | ThinkingContent | UsageReport
-               | ContextTrimmed | Finished | MessageAppended | SubagentEvent | PermissionAsked | Compaction
-               | PlanUpdate | ToolDenied | Notice)
+StreamEvent = (
+    IterationStart
+    | ToolCall
+    | ToolResult
+    | LlmResponse
+    | ThinkingContent
+    | UsageReport
+    | ContextTrimmed
+    | Finished
+    | MessageAppended
+    | SubagentEvent
+    | PermissionAsked
+    | Compaction
+    | PlanUpdate
+    | ToolDenied
+    | Notice
+)
 EVENT_TYPES: tuple[type[_Event], ...] = get_args(StreamEvent)
 KINDS: tuple[str, ...] = tuple(t.kind for t in EVENT_TYPES)
 

@@ -1,4 +1,5 @@
 """``@tool``: a plain Python function as a tool, its JSON schema derived from type hints and docstring."""
+
 from __future__ import annotations
 
 import enum
@@ -35,8 +36,9 @@ def json_schema(hint: Any) -> dict:
         schema = json_schema(members[0]) if len(members) == 1 else {"anyOf": [json_schema(a) for a in members]}
         if len(members) < len(args):  # Optional: null is allowed too
             kind = schema.get("type")
-            schema = ({**schema, "type": [kind, "null"]} if isinstance(kind, str)
-                      else {"anyOf": [schema, {"type": "null"}]})
+            schema = (
+                {**schema, "type": [kind, "null"]} if isinstance(kind, str) else {"anyOf": [schema, {"type": "null"}]}
+            )
         return schema
     if origin in (list, tuple, set, frozenset) or hint in (list, tuple, set, frozenset):
         item = args[0] if args else Any
@@ -84,8 +86,13 @@ def _wants_context(param: inspect.Parameter, hint: Any) -> bool:
 class FunctionTool(BaseTool):
     """A ToolHandler around a function: arguments checked against its signature, its result as text."""
 
-    def __init__(self, func: Callable[..., Any], name: str | None = None, description: str | None = None,
-                 capabilities: ToolCapabilities | None = None) -> None:
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        capabilities: ToolCapabilities | None = None,
+    ) -> None:
         self.func = func
         self.name = name or func.__name__
         doc, param_docs = parse_docstring(func.__doc__)
@@ -117,8 +124,10 @@ class FunctionTool(BaseTool):
     def execute(self, args: dict, ctx: TurnContext) -> str:
         unknown = sorted(set(args) - set(self._params))
         if unknown:
-            raise ToolExecutionError(f"failed to parse arguments: unknown field `{unknown[0]}`; "
-                                     f"expected one of: {', '.join(self._params) or '(none)'}")
+            raise ToolExecutionError(
+                f"failed to parse arguments: unknown field `{unknown[0]}`; "
+                f"expected one of: {', '.join(self._params) or '(none)'}"
+            )
         missing = [n for n in self.parameters["required"] if n not in args]
         if missing:
             raise ToolExecutionError(f"failed to parse arguments: missing field `{missing[0]}`")
@@ -155,8 +164,9 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
 
 
 def _bad(name: str, value: Any, expected: str) -> ToolExecutionError:
-    return ToolExecutionError(f"failed to parse arguments: invalid type: {describe_json(value)}, expected {expected} "
-                              f"(field `{name}`)")
+    return ToolExecutionError(
+        f"failed to parse arguments: invalid type: {describe_json(value)}, expected {expected} (field `{name}`)"
+    )
 
 
 def _as_text(result: Any) -> str:
@@ -171,17 +181,35 @@ def _as_text(result: Any) -> str:
 
 
 @overload
-def tool(func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-         read_only: bool = False, kind: str = "other") -> FunctionTool: ...
+def tool(
+    func: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    kind: str = "other",
+) -> FunctionTool: ...
 
 
 @overload
-def tool(func: None = None, *, name: str | None = None, description: str | None = None,
-         read_only: bool = False, kind: str = "other") -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    func: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    kind: str = "other",
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
-def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
-         read_only: bool = False, kind: str = "other") -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    kind: str = "other",
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: ``@tool`` or ``@tool(read_only=True, kind="read")``.
 
     The JSON schema comes from the type hints, the description from the docstring (its ``Args:``

@@ -7,6 +7,7 @@ optional JSON (``decision``, ``reason``, ``hookSpecificOutput.permissionDecision
 a crash, a timeout) is one warning line and decides nothing, except that a failed ``pre_tool`` hook
 refuses the call (fail closed). Hooks run as the user, outside the sandbox, without the provider keys.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,29 +83,40 @@ def _from_json(data: dict) -> HookAnswer:
     updated = specific.get("updatedInput")
     context = specific.get("additionalContext")
     blocked = legacy == "block" or decision == DENY
-    return HookAnswer(blocked=blocked, reason=str(reason), decision=decision,
-                      context=context if isinstance(context, str) else "",
-                      updated_input=updated if isinstance(updated, dict) else None)
+    return HookAnswer(
+        blocked=blocked,
+        reason=str(reason),
+        decision=decision,
+        context=context if isinstance(context, str) else "",
+        updated_input=updated if isinstance(updated, dict) else None,
+    )
 
 
 def _read_capped(data: bytes | None) -> str:
     return (data or b"")[:OUTPUT_CAP].decode("utf-8", "replace")
 
 
-def run_hook(hook: HookSpec, payload: dict, cwd: Path, env: dict[str, str],
-             cancel: CancelToken | None = None) -> tuple[int, str, str] | str:
+def run_hook(
+    hook: HookSpec, payload: dict, cwd: Path, env: dict[str, str], cancel: CancelToken | None = None
+) -> tuple[int, str, str] | str:
     """Run one hook's command with ``payload`` on stdin: (exit code, stdout, stderr), or why it failed."""
     import subprocess
 
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", hook.command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, cwd=str(cwd), env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", hook.command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+        )
     except OSError as e:
         return f"could not start: {e.strerror or e}"
     stop = cancel.on_cancel(lambda: _kill(proc)) if cancel is not None else (lambda: None)
     try:
-        out, err = proc.communicate(json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-                                    timeout=hook.timeout_secs)
+        out, err = proc.communicate(json.dumps(payload, ensure_ascii=False).encode("utf-8"), timeout=hook.timeout_secs)
     except subprocess.TimeoutExpired:
         _kill(proc)
         proc.communicate()
@@ -142,13 +154,19 @@ class HookRunner:
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in self.secret_env_vars}
-        env.update(OPENHEIM_PROJECT_DIR=str(self.root), CLAUDE_PROJECT_DIR=str(self.root),
-                   OPENHEIM_SESSION_ID=self.session_id)
+        env.update(
+            OPENHEIM_PROJECT_DIR=str(self.root), CLAUDE_PROJECT_DIR=str(self.root), OPENHEIM_SESSION_ID=self.session_id
+        )
         return env
 
     def _ask(self, hook: HookSpec, event: str, extra: dict[str, Any], cancel: CancelToken | None) -> HookAnswer:
-        payload = {"hook_event_name": EVENT_NAMES[event], "session_id": self.session_id, "cwd": str(self.cwd),
-                   "openheim_event": event, **extra}
+        payload = {
+            "hook_event_name": EVENT_NAMES[event],
+            "session_id": self.session_id,
+            "cwd": str(self.cwd),
+            "openheim_event": event,
+            **extra,
+        }
         ran = run_hook(hook, payload, self.cwd, self._env(), cancel)
         if isinstance(ran, str):
             answer = HookAnswer(failed=ran)
@@ -161,8 +179,9 @@ class HookRunner:
 
     def session_start(self, source: str, cancel: CancelToken | None = None) -> str:
         """Run the session_start hooks; the context they add (joined), for the model."""
-        answers = [self._ask(h, "session_start", {"source": source}, cancel)
-                   for h in hooks_for(self.hooks, "session_start")]
+        answers = [
+            self._ask(h, "session_start", {"source": source}, cancel) for h in hooks_for(self.hooks, "session_start")
+        ]
         return "\n\n".join(a.context for a in answers if a.context and not a.failed)
 
     def user_prompt(self, prompt: str, cancel: CancelToken | None = None) -> tuple[str | None, str]:
@@ -185,12 +204,19 @@ class HookRunner:
         reason, decider = "", ""
         rewritten: dict | None = None
         for hook in hooks_for(self.hooks, "pre_tool", call.name, args, str(self.root), str(self.cwd)):
-            answer = self._ask(hook, "pre_tool", {"tool_name": call.name, "tool_input": rewritten or args,
-                                                  "tool_use_id": call.id}, cancel)
+            answer = self._ask(
+                hook,
+                "pre_tool",
+                {"tool_name": call.name, "tool_input": rewritten or args, "tool_use_id": call.id},
+                cancel,
+            )
             if answer.failed:
-                return PreToolAnswer(DENY, f"Refused: the pre_tool hook `{hook.command}` failed "
-                                           f"({answer.failed}), and a failed pre_tool hook refuses the call.",
-                                     hook=hook.describe())
+                return PreToolAnswer(
+                    DENY,
+                    f"Refused: the pre_tool hook `{hook.command}` failed "
+                    f"({answer.failed}), and a failed pre_tool hook refuses the call.",
+                    hook=hook.describe(),
+                )
             if answer.blocked:
                 why = answer.reason or "no reason given"
                 return PreToolAnswer(DENY, f"Blocked by hook: {why}", hook=hook.describe())
@@ -201,14 +227,23 @@ class HookRunner:
         arguments = json.dumps(rewritten, ensure_ascii=False) if rewritten is not None else None
         return PreToolAnswer(decision, reason, arguments, decider)
 
-    def post_tool(self, call: ToolUseBlock, args: dict, result: str, is_error: bool,
-                  cancel: CancelToken | None = None) -> str:
+    def post_tool(
+        self, call: ToolUseBlock, args: dict, result: str, is_error: bool, cancel: CancelToken | None = None
+    ) -> str:
         """Run the post_tool hooks that match the call; the notes they add to its result (fail open)."""
         notes: list[str] = []
         for hook in hooks_for(self.hooks, "post_tool", call.name, args, str(self.root), str(self.cwd)):
-            answer = self._ask(hook, "post_tool", {"tool_name": call.name, "tool_input": args, "tool_use_id": call.id,
-                                                   "tool_response": {"content": result, "is_error": is_error}},
-                               cancel)
+            answer = self._ask(
+                hook,
+                "post_tool",
+                {
+                    "tool_name": call.name,
+                    "tool_input": args,
+                    "tool_use_id": call.id,
+                    "tool_response": {"content": result, "is_error": is_error},
+                },
+                cancel,
+            )
             note = answer.reason if answer.blocked else answer.context
             if note and not answer.failed:
                 notes.append(note.strip())
@@ -220,8 +255,12 @@ class HookRunner:
         with it. Otherwise they only observe (None)."""
         reason: str | None = None
         for hook in hooks_for(self.hooks, "stop"):
-            answer = self._ask(hook, "stop", {"stop_reason": stop_reason, "stop_hook_active": active,
-                                              "last_assistant_message": final_text or ""}, None)
+            answer = self._ask(
+                hook,
+                "stop",
+                {"stop_reason": stop_reason, "stop_hook_active": active, "last_assistant_message": final_text or ""},
+                None,
+            )
             if reason is None and answer.blocked and not answer.failed and not active and stop_reason == "end_turn":
                 reason = answer.reason or f"{hook.describe()} asked to go on"
         return reason

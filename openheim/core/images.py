@@ -3,6 +3,7 @@
 PNG, JPEG, GIF and WebP are what every provider wire accepts; anything else is refused with a line
 that says so, as is an image over ``MAX_IMAGE_BYTES`` (providers refuse larger ones anyway).
 """
+
 from __future__ import annotations
 
 import base64
@@ -39,8 +40,10 @@ def image_block(data: bytes, name: str = "image") -> ImageBlock:
     if mime is None:
         raise InvalidArgument(f"{name} is not a PNG, JPEG, GIF or WebP image; convert it to one of those")
     if len(data) > MAX_IMAGE_BYTES:
-        raise InvalidArgument(f"{name} is {megabytes(len(data))}, over the {megabytes(MAX_IMAGE_BYTES)} limit "
-                              "for an image; scale it down and try again")
+        raise InvalidArgument(
+            f"{name} is {megabytes(len(data))}, over the {megabytes(MAX_IMAGE_BYTES)} limit "
+            "for an image; scale it down and try again"
+        )
     return ImageBlock(base64.b64encode(data).decode("ascii"), mime)
 
 
@@ -53,8 +56,10 @@ def load_image(path: str | Path) -> ImageBlock:
             with open(p, "rb") as f:
                 head = f.read(12)
             if sniff(head) is not None:
-                raise InvalidArgument(f"image {path} is {megabytes(size)}, over the {megabytes(MAX_IMAGE_BYTES)} "
-                                      "limit; scale it down and try again")
+                raise InvalidArgument(
+                    f"image {path} is {megabytes(size)}, over the {megabytes(MAX_IMAGE_BYTES)} "
+                    "limit; scale it down and try again"
+                )
         data = p.read_bytes()
     except IsADirectoryError:
         raise InvalidArgument(f"image {path} is a directory; give an image file") from None

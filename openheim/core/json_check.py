@@ -6,6 +6,7 @@ minLength, maxLength, pattern, anyOf, oneOf, allOf, not, and local ``$ref`` (``#
 ``#/definitions/X``). Annotations (title, description, format, default, ...) are accepted and not checked.
 Any other keyword is refused when the schema is checked, so nothing is silently left unvalidated.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,15 +15,46 @@ from collections.abc import Callable
 from typing import Any
 
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples", "format",
-                          "readOnly", "writeOnly", "deprecated", "propertyOrdering", "$defs", "definitions"})
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "format",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "propertyOrdering",
+        "$defs",
+        "definitions",
+    }
+)
 _SCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 _SCHEMAS = ("items", "not", "additionalProperties")
 _COUNTS = ("minItems", "maxItems", "minProperties", "maxProperties", "minLength", "maxLength")
 _NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_KNOWN = frozenset({*_ANNOTATIONS, *_SCHEMA_MAPS, *_SCHEMA_LISTS, *_SCHEMAS, *_COUNTS, *_NUMBERS,
-                    "type", "enum", "const", "required", "uniqueItems", "pattern", "$ref"})
+_KNOWN = frozenset(
+    {
+        *_ANNOTATIONS,
+        *_SCHEMA_MAPS,
+        *_SCHEMA_LISTS,
+        *_SCHEMAS,
+        *_COUNTS,
+        *_NUMBERS,
+        "type",
+        "enum",
+        "const",
+        "required",
+        "uniqueItems",
+        "pattern",
+        "$ref",
+    }
+)
 MAX_DEPTH = 64
 
 
@@ -133,8 +165,15 @@ class _Validator:
             error = self.check(value, self._resolve(schema["$ref"]), path, depth + 1)
             if error:
                 return error
-        for step in (self._type, self._values, self._number, self._string, self._array, self._object,
-                     self._combinators):
+        for step in (
+            self._type,
+            self._values,
+            self._number,
+            self._string,
+            self._array,
+            self._object,
+            self._combinators,
+        ):
             error = step(value, schema, path, depth)
             if error:
                 return error
@@ -169,9 +208,11 @@ class _Validator:
         if type_name(value) not in ("integer", "number"):
             return None
         checks: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-            ("minimum", lambda lim: value >= lim, "at least"), ("maximum", lambda lim: value <= lim, "at most"),
+            ("minimum", lambda lim: value >= lim, "at least"),
+            ("maximum", lambda lim: value <= lim, "at most"),
             ("exclusiveMinimum", lambda lim: value > lim, "more than"),
-            ("exclusiveMaximum", lambda lim: value < lim, "less than"))
+            ("exclusiveMaximum", lambda lim: value < lim, "less than"),
+        )
         for key, ok, words in checks:
             if key in schema and not ok(schema[key]):
                 return f"at {path}: must be {words} {schema[key]}, got {value}"

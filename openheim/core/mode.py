@@ -1,4 +1,5 @@
 """Session modes: ``code`` exposes every tool, ``architect`` only the read-only ones."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -24,7 +25,6 @@ class AgentMode(str, Enum):
             return cls(value)
         except ValueError:
             raise InvalidArgument(f"unknown session mode: {value}") from None
-
 
 
 def tools_for_mode(executor: ToolExecutor, mode: AgentMode | str) -> ToolExecutor:

@@ -2,6 +2,7 @@
 
 The JSON shapes (``to_dict``/``from_dict``) are the on-disk history format.
 """
+
 from __future__ import annotations
 
 import json
@@ -116,8 +117,14 @@ class ToolResultBlock(Record):
     images: list[ImageBlock] = field(default_factory=list)
     type: str = field(default="tool_result", init=False, repr=False)
 
-    def __init__(self, tool_call_id: str, tool_name: str, content: str, is_error: bool = False,
-                 images: list[ImageBlock] | None = None) -> None:
+    def __init__(
+        self,
+        tool_call_id: str,
+        tool_name: str,
+        content: str,
+        is_error: bool = False,
+        images: list[ImageBlock] | None = None,
+    ) -> None:
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
         self.content = content
@@ -126,8 +133,12 @@ class ToolResultBlock(Record):
         self.type = "tool_result"
 
     def to_dict(self) -> dict:
-        d: dict[str, object] = {"type": "tool_result", "tool_call_id": self.tool_call_id,
-             "tool_name": self.tool_name, "content": self.content}
+        d: dict[str, object] = {
+            "type": "tool_result",
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "content": self.content,
+        }
         if self.is_error:
             d["is_error"] = True
         if self.images:
@@ -223,8 +234,14 @@ class Message(Record):
         return cls("assistant", [TextBlock(text)] if text else [])
 
     @classmethod
-    def tool_result(cls, tool_call_id: str, tool_name: str, content: str, is_error: bool = False,
-                    images: list[ImageBlock] | None = None) -> Message:
+    def tool_result(
+        cls,
+        tool_call_id: str,
+        tool_name: str,
+        content: str,
+        is_error: bool = False,
+        images: list[ImageBlock] | None = None,
+    ) -> Message:
         return cls("tool", [ToolResultBlock(tool_call_id, tool_name, content, is_error, list(images or []))])
 
     def text(self) -> str | None:
@@ -289,8 +306,10 @@ class Tool(Record):
         self.parameters = parameters
 
     def to_dict(self) -> dict:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 class FinishReason(str, Enum):
@@ -311,8 +330,9 @@ class Usage(Record):
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
 
-    def __init__(self, input_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0,
-                 cache_read_tokens: int = 0) -> None:
+    def __init__(
+        self, input_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0, cache_read_tokens: int = 0
+    ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.cache_creation_tokens = cache_creation_tokens
@@ -328,20 +348,31 @@ class Usage(Record):
         return self.input_tokens + self.cache_creation_tokens + self.cache_read_tokens
 
     def to_dict(self) -> dict:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_creation_tokens": self.cache_creation_tokens, "cache_read_tokens": self.cache_read_tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+        }
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Usage | None:
         if not d:
             return None
-        return cls(**{k: int(d.get(k) or 0) for k in
-                      ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")})
+        return cls(
+            **{
+                k: int(d.get(k) or 0)
+                for k in ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+            }
+        )
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.cache_creation_tokens + other.cache_creation_tokens,
-                     self.cache_read_tokens + other.cache_read_tokens)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_tokens + other.cache_creation_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+        )
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -353,8 +384,13 @@ class Choice(Record):
     finish_detail: str | None = None  # the raw provider reason when finish_reason is OTHER
     usage: Usage | None = None
 
-    def __init__(self, message: Message, finish_reason: FinishReason | None = None, finish_detail: str | None = None,
-                 usage: Usage | None = None) -> None:
+    def __init__(
+        self,
+        message: Message,
+        finish_reason: FinishReason | None = None,
+        finish_detail: str | None = None,
+        usage: Usage | None = None,
+    ) -> None:
         self.message = message
         self.finish_reason = finish_reason
         self.finish_detail = finish_detail
@@ -411,13 +447,19 @@ class Budget(FrozenRecord):
     @property
     def notice(self) -> str:
         if self.kind == "cost":
-            return (f"stopped at the turn's cost budget: ${self.used:.4f} spent of ${self.limit:g} "
-                    "(--max-cost / [budgets] max_cost)")
+            return (
+                f"stopped at the turn's cost budget: ${self.used:.4f} spent of ${self.limit:g} "
+                "(--max-cost / [budgets] max_cost)"
+            )
         if self.kind == "time":
-            return (f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
-                    "(--timeout / turn_timeout_secs)")
-        return (f"stopped at the turn's token budget: {int(self.used)} tokens used of {int(self.limit)} "
-                "(--max-tokens-total / max_tokens_total)")
+            return (
+                f"stopped at the turn's time budget: {self.used:.1f}s elapsed of {self.limit:g}s "
+                "(--timeout / turn_timeout_secs)"
+            )
+        return (
+            f"stopped at the turn's token budget: {int(self.used)} tokens used of {int(self.limit)} "
+            "(--max-tokens-total / max_tokens_total)"
+        )
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -434,9 +476,18 @@ class AgentResult(Record):
     output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
     cost: float | None = None  # US dollars the turn spent, subagents included (None: the model has no price)
 
-    def __init__(self, final_response: str | None, iterations_used: int, stop_reason: StopReason,
-                 usage: Usage | None = None, context_usage: Usage | None = None, budget: Budget | None = None,
-                 structured: Any = None, output_error: str | None = None, cost: float | None = None) -> None:
+    def __init__(
+        self,
+        final_response: str | None,
+        iterations_used: int,
+        stop_reason: StopReason,
+        usage: Usage | None = None,
+        context_usage: Usage | None = None,
+        budget: Budget | None = None,
+        structured: Any = None,
+        output_error: str | None = None,
+        cost: float | None = None,
+    ) -> None:
         self.final_response = final_response
         self.iterations_used = iterations_used
         self.stop_reason = stop_reason

@@ -5,6 +5,7 @@ Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``),
 RulesGate (permission rules from config, flags and the project, in front of them) and ProtectedWritesGate
 (writes to the project's own configuration need a person, in front of everything).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,14 @@ class PermissionRequest(FrozenRecord):
     subagent: str | None = None  # the delegated agent asking, when it is not the session's own
     parent_tool_call_id: str | None = None  # the delegate_task call it runs in
 
-    def __init__(self, tool_call_id: str, tool_name: str, arguments: str, subagent: str | None = None,
-                 parent_tool_call_id: str | None = None) -> None:
+    def __init__(
+        self,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: str,
+        subagent: str | None = None,
+        parent_tool_call_id: str | None = None,
+    ) -> None:
         set_field(self, "tool_call_id", tool_call_id)
         set_field(self, "tool_name", tool_name)
         set_field(self, "arguments", arguments)
@@ -128,8 +135,10 @@ def check_gate(gate: object) -> PermissionGate:
     """``gate`` if it has every PermissionGate member, else a TypeError naming what is missing."""
     missing = [m for m in ("request", "gates_read_only", "denial_message") if not hasattr(gate, m)]
     if missing:
-        raise TypeError(f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
-                        "subclass openheim.PermissionGate")
+        raise TypeError(
+            f"{type(gate).__name__} is not a PermissionGate: it lacks {', '.join(missing)}; "
+            "subclass openheim.PermissionGate"
+        )
     return gate  # type: ignore[return-value]
 
 
@@ -235,15 +244,24 @@ class Question:
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of a PermissionAsked event (the request, not the answer channel)."""
         r = self.request
-        return {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "arguments": r.arguments,
-                "subagent": r.subagent, "parent_tool_call_id": r.parent_tool_call_id}
+        return {
+            "tool_call_id": r.tool_call_id,
+            "tool_name": r.tool_name,
+            "arguments": r.arguments,
+            "subagent": r.subagent,
+            "parent_tool_call_id": r.parent_tool_call_id,
+        }
 
 
 class RememberingGate(PermissionGate):
     """Wraps a gate with the session's remembered *Always decisions (shared with subagents)."""
 
-    def __init__(self, inner: PermissionGate, approvals: dict[str, Decision] | None = None,
-                 capabilities: CapabilitiesLookup | None = None) -> None:
+    def __init__(
+        self,
+        inner: PermissionGate,
+        approvals: dict[str, Decision] | None = None,
+        capabilities: CapabilitiesLookup | None = None,
+    ) -> None:
         self.inner = inner
         self.approvals = approvals if approvals is not None else {}
         self._capabilities = capabilities
@@ -301,8 +319,9 @@ class SubagentGate(PermissionGate):
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
         from dataclasses import replace
 
-        return self.inner.request(replace(req, subagent=self.subagent, parent_tool_call_id=self.parent_tool_call_id),
-                                  cancel)
+        return self.inner.request(
+            replace(req, subagent=self.subagent, parent_tool_call_id=self.parent_tool_call_id), cancel
+        )
 
 
 def rule_denied_message(verdict: Verdict) -> str:
@@ -315,8 +334,16 @@ class RulesGate(PermissionGate):
     the project's allow rules allow unless the fallback refuses everything (``--approve none``), and the
     rest goes to ``inner`` (read-only calls only when ``inner`` gates them)."""
 
-    def __init__(self, inner: PermissionGate, user: RuleSet, project: RuleSet, root: str | None, cwd: str | None,
-                 capabilities: CapabilitiesLookup, project_allows: bool = True) -> None:
+    def __init__(
+        self,
+        inner: PermissionGate,
+        user: RuleSet,
+        project: RuleSet,
+        root: str | None,
+        cwd: str | None,
+        capabilities: CapabilitiesLookup,
+        project_allows: bool = True,
+    ) -> None:
         self.inner, self.user, self.project = inner, user, project
         self.root, self.cwd = root, cwd
         self._capabilities = capabilities
@@ -382,8 +409,9 @@ class ProtectedWritesGate(PermissionGate):
     naming the path, else put to ``person`` afresh (no remembered *Always, no mode, no rule allowing
     every write, no ``--approve all``) and refused when no person can be asked. Other calls go to ``inner``."""
 
-    def __init__(self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet, root: str,
-                 cwd: str) -> None:
+    def __init__(
+        self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet, root: str, cwd: str
+    ) -> None:
         self.inner, self.user, self.project, self.root, self.cwd = inner, user, project, root, cwd
         self.person = person if person is not None and getattr(person, "asks_a_person", False) else None
 
@@ -408,8 +436,10 @@ class ProtectedWritesGate(PermissionGate):
         relative = self._protected(req)
         if relative is None:
             return self.inner.request(req, cancel)
-        if decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root,
-                  self.cwd).outcome == DENY:
+        if (
+            decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd).outcome
+            == DENY
+        ):
             return Decision.REJECT_ONCE
         if naming_rule(self.user, req.tool_name, relative) is not None:
             return Decision.ALLOW_ONCE

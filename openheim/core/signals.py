@@ -5,6 +5,7 @@ runs and gets the old handlers back when it ends; a forked tool child puts the d
 ``restore_defaults``. What a signal means (kill the tools' process groups, cancel the turn, exit with
 128+signal) is the front end's callback: ``exit_code`` names the convention.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -34,8 +35,9 @@ class SignalRoute:
     bytecodes, so it should only flag, cancel or raise.
     """
 
-    def __init__(self, on_signal: OnSignal, signals: tuple[int, ...] = STOP_SIGNALS,
-                 keep_custom_sigint: bool = False) -> None:
+    def __init__(
+        self, on_signal: OnSignal, signals: tuple[int, ...] = STOP_SIGNALS, keep_custom_sigint: bool = False
+    ) -> None:
         self._old: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL/SIG_IGN or None
         for sig in signals:
             if keep_custom_sigint and sig == signal.SIGINT and signal.getsignal(sig) != signal.default_int_handler:
@@ -52,8 +54,7 @@ class SignalRoute:
     def __enter__(self) -> SignalRoute:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         self.restore()
 
 

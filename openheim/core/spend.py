@@ -1,4 +1,5 @@
 """What a turn spends in US dollars: one meter shared by the turn and the subagents it starts."""
+
 from __future__ import annotations
 
 import threading

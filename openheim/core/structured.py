@@ -1,4 +1,5 @@
 """Structured output: the JSON Schema a turn's final answer must match, how it is asked for, how it is checked."""
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,11 @@ class OutputSchema:
 
     def instructions(self) -> str:
         """What the system prompt says on wires with no native structured-output mode."""
-        return ("When you give your final answer, reply with only a JSON value that is valid against the "
-                "following JSON Schema: no prose, no Markdown code fence. Use tools first if you need them.\n"
-                f"JSON Schema:\n{json.dumps(self.schema, ensure_ascii=False)}")
+        return (
+            "When you give your final answer, reply with only a JSON value that is valid against the "
+            "following JSON Schema: no prose, no Markdown code fence. Use tools first if you need them.\n"
+            f"JSON Schema:\n{json.dumps(self.schema, ensure_ascii=False)}"
+        )
 
     def check(self, text: str) -> tuple[Any, str | None]:
         """(the parsed answer, None), or (None, a one-line reason it is not valid)."""
@@ -62,8 +65,10 @@ class OutputSchema:
     @staticmethod
     def repair_prompt(error: str) -> str:
         """The follow-up user message of the one repair round."""
-        return (f"Your answer was rejected: {error}. Reply again with only the corrected JSON, valid against the "
-                "output schema, and nothing else.")
+        return (
+            f"Your answer was rejected: {error}. Reply again with only the corrected JSON, valid against the "
+            "output schema, and nothing else."
+        )
 
 
 def load_output_schema(path: str | Path) -> OutputSchema:
@@ -73,13 +78,15 @@ def load_output_schema(path: str | Path) -> OutputSchema:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise InvalidArgument(f"cannot read the output schema {p}: {reason}; "
-                              f"pass a readable JSON Schema file") from None
+        raise InvalidArgument(
+            f"cannot read the output schema {p}: {reason}; pass a readable JSON Schema file"
+        ) from None
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InvalidArgument(f"the output schema {p} is not valid JSON ({e.msg} at line {e.lineno} column "
-                              f"{e.colno}); fix the file") from None
+        raise InvalidArgument(
+            f"the output schema {p} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); fix the file"
+        ) from None
     try:
         return OutputSchema.from_dict(schema, p.stem)
     except InvalidArgument as e:
@@ -101,8 +108,12 @@ def strict_compatible(schema: Any, root: bool = True) -> bool:
             return False
         if set(schema.get("required", [])) != set(props or {}):
             return False
-    subs = [*(props or {}).values(), *(schema.get("$defs") or {}).values(),
-            *(schema.get("definitions") or {}).values(), *schema.get("anyOf", [])]
+    subs = [
+        *(props or {}).values(),
+        *(schema.get("$defs") or {}).values(),
+        *(schema.get("definitions") or {}).values(),
+        *schema.get("anyOf", []),
+    ]
     if isinstance(schema.get("items"), dict):
         subs.append(schema["items"])
     return all(strict_compatible(s, root=False) for s in subs)

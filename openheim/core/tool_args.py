@@ -1,4 +1,5 @@
 """Typed decoding of a tool's JSON arguments, with serde-like messages the model can act on."""
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,9 @@ def optional_int(args: dict, name: str, minimum: int | None = None, digits: bool
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid_type(name, value, "an integer")
     if minimum is not None and value < minimum:
-        raise ParseError(f"{_PREFIX}invalid value: integer `{value}`, expected an integer of at least "
-                         f"{minimum} (field `{name}`)")
+        raise ParseError(
+            f"{_PREFIX}invalid value: integer `{value}`, expected an integer of at least {minimum} (field `{name}`)"
+        )
     return value
 
 

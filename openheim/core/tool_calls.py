@@ -1,4 +1,5 @@
 """Running one reply's tool calls: argument check, permission, concurrent execution, capping."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,10 @@ RESULT_CAP = 128 * 1024
 MAX_PARALLEL = 8  # tool calls of one reply that run at once (config: max_parallel_tools)
 CANCELLED_BY_USER = "Cancelled by user."
 BAD_ARGUMENTS = "Error: the arguments are not a valid JSON object, so the call was not run."
-CUT_OFF_ADVICE = (" The reply hit the output token limit (max_tokens) while writing them; retry with smaller "
-                  "arguments, splitting the work across several calls.")
+CUT_OFF_ADVICE = (
+    " The reply hit the output token limit (max_tokens) while writing them; retry with smaller "
+    "arguments, splitting the work across several calls."
+)
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -71,8 +74,9 @@ def arguments_usable(arguments: str) -> bool:
     return parse_arguments(arguments) is not None
 
 
-def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext,
-               hook_decision: str | None = None) -> ToolOutcome | None:
+def _permitted(
+    executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, hook_decision: str | None = None
+) -> ToolOutcome | None:
     """None when the call may run, else the denial outcome. A pre_tool hook's "allow" skips the gate (a deny
     rule still refuses); its "ask" puts even a read-only call to the gate."""
     gate = ctx.gate
@@ -97,12 +101,14 @@ def _permitted(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext,
 def _report_denial(call: ToolUseBlock, ctx: TurnContext, reason: str, source: dict[str, str]) -> None:
     """A ToolDenied event for the front end: who refused the call and what the model was told."""
     if ctx.emit is not None:
-        ctx.emit(ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"),
-                            source.get("mode")))
+        ctx.emit(
+            ToolDenied(call.id, call.name, source.get("by", "user"), reason, source.get("rule"), source.get("mode"))
+        )
 
 
-def _with_hooks(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext) -> tuple[ToolUseBlock, str | None,
-                                                                                        ToolOutcome | None]:
+def _with_hooks(
+    executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext
+) -> tuple[ToolUseBlock, str | None, ToolOutcome | None]:
     """The pre_tool hooks' say: (the call as it runs, their decision, a refusal outcome or None)."""
     hooks = ctx.hooks
     if hooks is None or not hooks.has("pre_tool") or call.name not in executor.names():
@@ -149,8 +155,14 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
     return _post_note(call, outcome, ctx)
 
 
-def _start_workers(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext, cut_off: bool,
-                   max_parallel: int, done: queue.Queue[tuple[int, ToolOutcome]]) -> None:
+def _start_workers(
+    executor: ToolExecutor,
+    calls: list[ToolUseBlock],
+    ctx: TurnContext,
+    cut_off: bool,
+    max_parallel: int,
+    done: queue.Queue[tuple[int, ToolOutcome]],
+) -> None:
     """At most ``max_parallel`` threads take the calls in order; none is started once the turn is cancelled."""
     pending = iter(enumerate(calls))
     lock = threading.Lock()
@@ -168,9 +180,14 @@ def _start_workers(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
         threading.Thread(target=work, name="tool", daemon=True).start()
 
 
-def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext,
-                   on_event: Callable[[StreamEvent], None], cut_off: bool = False,
-                   max_parallel: int = MAX_PARALLEL) -> FinishedCalls:
+def run_tool_calls(
+    executor: ToolExecutor,
+    calls: list[ToolUseBlock],
+    ctx: TurnContext,
+    on_event: Callable[[StreamEvent], None],
+    cut_off: bool = False,
+    max_parallel: int = MAX_PARALLEL,
+) -> FinishedCalls:
     """Run calls concurrently, at most ``max_parallel`` at once and the rest queued in call order;
     events in completion order, result messages in call order."""
     where = ViewContext(ctx.effective_cwd, ctx.client_io, ctx.cancel, root=ctx.work_dir)
@@ -199,6 +216,8 @@ def run_tool_calls(executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnC
         if index not in outcomes:
             outcomes[index] = ToolOutcome(ctx.cancel.reason or CANCELLED_BY_USER, True)
             on_event(ToolResult(call.id, call.name, outcomes[index].content, True))
-    messages = [Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error, outcomes[i].images)
-                for i, c in enumerate(calls)]
+    messages = [
+        Message.tool_result(c.id, c.name, outcomes[i].content, outcomes[i].is_error, outcomes[i].images)
+        for i, c in enumerate(calls)
+    ]
     return FinishedCalls(messages, cancelled)

@@ -5,6 +5,7 @@ executor passes it through unchanged) and the tool-call runner moves its images 
 Each image is held to the limits of images from the user (``core.images``); one that fails becomes a note in
 the text instead, and the note of one that passes says it is attached.
 """
+
 from __future__ import annotations
 
 import base64

@@ -1,5 +1,6 @@
 """How a tool call is shown (plain data every layer shares), loaded with the first call to show: a prompt
 that calls no tool never needs it. What may be assumed about a tool is in core.capabilities."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The tool contract the agent loop runs on: handlers, executors, capabilities and how a call is shown."""
+
 from __future__ import annotations
 
 import logging
@@ -17,9 +18,22 @@ if TYPE_CHECKING:
     from openheim.core.tool_view import TITLE_CHARS, DiffPreview, Location, ToolView, short
     from openheim.core.turn_context import CancelToken, ClientIo, TurnContext
 
-__all__ = ["DEFAULT_CAPABILITIES", "TITLE_CHARS", "BaseTool", "DiffPreview", "Location", "ToolCapabilities",
-           "ToolExecutor", "ToolHandler", "ToolRegistry", "ToolView", "ViewContext", "decode_arguments",
-           "parse_arguments", "short"]
+__all__ = [
+    "DEFAULT_CAPABILITIES",
+    "TITLE_CHARS",
+    "BaseTool",
+    "DiffPreview",
+    "Location",
+    "ToolCapabilities",
+    "ToolExecutor",
+    "ToolHandler",
+    "ToolRegistry",
+    "ToolView",
+    "ViewContext",
+    "decode_arguments",
+    "parse_arguments",
+    "short",
+]
 
 log = logging.getLogger(__name__)
 _VIEWS = frozenset({"TITLE_CHARS", "DiffPreview", "Location", "ToolView", "short"})
@@ -44,8 +58,14 @@ class ViewContext(FrozenRecord):
     with_diff: bool = True  # reading the old text for a diff preview costs I/O; history replays skip it
     root: Path | None = None  # the sandbox root (default: cwd); a preview never reads outside it
 
-    def __init__(self, cwd: Path, client_io: ClientIo | None = None, cancel: CancelToken | None = None,
-                 with_diff: bool = True, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        client_io: ClientIo | None = None,
+        cancel: CancelToken | None = None,
+        with_diff: bool = True,
+        root: Path | None = None,
+    ) -> None:
         set_field(self, "cwd", cwd)
         set_field(self, "client_io", client_io)
         set_field(self, "cancel", cancel)
@@ -98,8 +118,10 @@ def check_handler(handler: object) -> ToolHandler:
     """``handler`` if it has every ToolHandler member, else a TypeError naming what is missing."""
     missing = [m for m in _HANDLER_MEMBERS if not hasattr(handler, m)]
     if missing:
-        raise TypeError(f"{type(handler).__name__} is not a ToolHandler: it lacks {', '.join(missing)}; "
-                        "subclass openheim.BaseTool or use the @openheim.tool decorator")
+        raise TypeError(
+            f"{type(handler).__name__} is not a ToolHandler: it lacks {', '.join(missing)}; "
+            "subclass openheim.BaseTool or use the @openheim.tool decorator"
+        )
     return cast("ToolHandler", handler)  # every member is there (checked above)
 
 
@@ -245,8 +267,9 @@ class LayeredExecutor:
 
     def definitions(self) -> list[Tool]:
         owners, names = self._owners()
-        found = {t.name: t for layer in reversed(self.layers) for t in layer.definitions()
-                 if owners.get(t.name) is layer}
+        found = {
+            t.name: t for layer in reversed(self.layers) for t in layer.definitions() if owners.get(t.name) is layer
+        }
         return [found[n] for n in names if n in found]
 
     def capabilities(self, name: str) -> ToolCapabilities:

@@ -1,4 +1,5 @@
 """What a tool call can see of its turn: the per-turn tool context and the client I/O it may delegate to."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -35,13 +36,13 @@ class ClientIo(Protocol):
     @property
     def can_run_commands(self) -> bool: ...
 
-    def read_text_file(self, path: Path, line: int | None, limit: int | None,
-                       cancel: CancelToken | None) -> str: ...
+    def read_text_file(self, path: Path, line: int | None, limit: int | None, cancel: CancelToken | None) -> str: ...
 
     def write_text_file(self, path: Path, content: str, cancel: CancelToken | None) -> None: ...
 
-    def run_command(self, command: str, ctx: TurnContext, timeout: float, cap: int,
-                    argv: list[str] | None = None) -> str:
+    def run_command(
+        self, command: str, ctx: TurnContext, timeout: float, cap: int, argv: list[str] | None = None
+    ) -> str:
         """Run ``command`` in the client's terminal; the result text, or a ToolExecutionError.
 
         ``argv``: the program and arguments to run instead of ``sh -c command`` (the sandbox helper)."""
@@ -85,11 +86,22 @@ class TurnContext(DataclassRepr):
     spend: Spend = field(default_factory=Spend)  # the dollars the turn spends, shared with its subagents
     hooks: HookRunner | None = None  # the user's pre_tool / post_tool hooks
 
-    def __init__(self, cancel: CancelToken | None = None, work_dir: Path | None = None, cwd: Path | None = None,
-                 gate: PermissionGate | None = None, client_io: ClientIo | None = None, session_id: str | None = None,
-                 tool_call_id: str | None = None, secret_env_vars: frozenset[str] = frozenset(),
-                 emit: Callable[[StreamEvent], None] | None = None, sync: Callable[[], None] | None = None,
-                 usage: TurnUsage | None = None, spend: Spend | None = None, hooks: HookRunner | None = None) -> None:
+    def __init__(
+        self,
+        cancel: CancelToken | None = None,
+        work_dir: Path | None = None,
+        cwd: Path | None = None,
+        gate: PermissionGate | None = None,
+        client_io: ClientIo | None = None,
+        session_id: str | None = None,
+        tool_call_id: str | None = None,
+        secret_env_vars: frozenset[str] = frozenset(),
+        emit: Callable[[StreamEvent], None] | None = None,
+        sync: Callable[[], None] | None = None,
+        usage: TurnUsage | None = None,
+        spend: Spend | None = None,
+        hooks: HookRunner | None = None,
+    ) -> None:
         self.cancel = CancelToken() if cancel is None else cancel
         self.work_dir = Path.cwd() if work_dir is None else work_dir
         self.cwd = cwd

@@ -7,6 +7,7 @@ The SDK is imported on a thread of its own, off the caller's critical path, whil
 stdio servers are spawned meanwhile (``sdk`` is awaited once a server's process is started), so a server's
 own start-up overlaps ours.
 """
+
 from __future__ import annotations
 
 import asyncio

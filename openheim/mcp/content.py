@@ -1,4 +1,5 @@
 """A tools/call result (wire JSON) flattened to the text the model reads, its images attached."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@
 - ``refusal``: the JSON-RPC error that stands in for an oversized response, so its caller fails at once.
 - ``usable_tools``: a tools/list result with the tools whose definition is invalid left out, one by one.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,7 @@ class LineReader:
                 self._tail = (self._tail + part)[-_KEEP:]
                 if end < 0:
                     return
-                chunk = chunk[end + 1:]
+                chunk = chunk[end + 1 :]
                 yield Oversized(self._skipped, _id_of(self._head, self._tail))
                 self._skipping, self._skipped, self._head, self._tail = False, 0, b"", b""
                 continue
@@ -57,14 +58,14 @@ class LineReader:
                 return
             if len(self._buffer) + end > self.max_line:
                 head = (bytes(self._buffer[:_KEEP]) + chunk[:_KEEP])[:_KEEP]
-                tail = (bytes(self._buffer[-_KEEP:]) + chunk[max(0, end - _KEEP):end])[-_KEEP:]
+                tail = (bytes(self._buffer[-_KEEP:]) + chunk[max(0, end - _KEEP) : end])[-_KEEP:]
                 yield Oversized(len(self._buffer) + end, _id_of(head, tail))
                 self._buffer.clear()
             else:
                 line = bytes(self._buffer) + chunk[:end]
                 self._buffer.clear()
                 yield line
-            chunk = chunk[end + 1:]
+            chunk = chunk[end + 1 :]
 
     def _start_skipping(self) -> None:
         data = bytes(self._buffer)
@@ -92,9 +93,15 @@ def _find_id(data: bytes) -> int | str | None:
 
 def refusal(request_id: int | str, size: int, limit: int, server: str) -> dict:
     """The error response that replaces an oversized one (code -32603, internal error)."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": {
-        "code": -32603, "message": f"MCP server '{server}' sent a message of {size >> 20} MiB, over the "
-                                   f"{limit >> 20} MiB limit (mcp_max_message_mib); it was refused"}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": -32603,
+            "message": f"MCP server '{server}' sent a message of {size >> 20} MiB, over the "
+            f"{limit >> 20} MiB limit (mcp_max_message_mib); it was refused",
+        },
+    }
 
 
 def usable_tools(result: dict, valid: Callable[[dict], str | None], warn: Callable[[str], None]) -> dict:
@@ -123,7 +130,7 @@ def tool_problem(tool: object) -> str | None:
     if not isinstance(schema, dict):
         return "its inputSchema is not a JSON object"
     if schema.get("type", "object") != "object":
-        return f"its inputSchema has type {json.dumps(schema.get('type'))[:40]}, not \"object\""
+        return f'its inputSchema has type {json.dumps(schema.get("type"))[:40]}, not "object"'
     properties = schema.get("properties")
     if properties is not None and not isinstance(properties, dict):
         return "its inputSchema's properties is not an object"

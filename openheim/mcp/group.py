@@ -1,4 +1,5 @@
 """Servers started together (a runtime's configured ones, a project's, a session's) and waiting for them."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -27,13 +28,21 @@ Notify = Callable[[str, str], None]  # (one line, level: "info" or "warning")
 class ServerGroup:
     """Start all at once, wait for them with a bounded patience, offer the tools of the ready ones."""
 
-    def __init__(self, configs: list[McpServerConfig], bridge: Callable[[], Bridge], log_dir: Path,
-                 startup_timeout: float, data_dir: Path | None = None, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+    def __init__(
+        self,
+        configs: list[McpServerConfig],
+        bridge: Callable[[], Bridge],
+        log_dir: Path,
+        startup_timeout: float,
+        data_dir: Path | None = None,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
         self.startup_timeout = startup_timeout
         self.version = 0  # bumped whenever a server's state or tools change
         self._cond = threading.Condition()
-        self.servers = [McpServer(c, bridge, log_dir, self._changed, data_dir, startup_timeout, max_message)
-                        for c in configs]
+        self.servers = [
+            McpServer(c, bridge, log_dir, self._changed, data_dir, startup_timeout, max_message) for c in configs
+        ]
         self.closed = False
         self._announced: set[str] = set()  # servers whose wait (or give-up) was already announced
 
@@ -58,8 +67,13 @@ class ServerGroup:
             self.version += 1
             self._cond.notify_all()
 
-    def wait_ready(self, cancel: CancelToken | None = None, until: float | None = None,
-                   include_known: bool = True, notify: Notify | None = None) -> None:
+    def wait_ready(
+        self,
+        cancel: CancelToken | None = None,
+        until: float | None = None,
+        include_known: bool = True,
+        notify: Notify | None = None,
+    ) -> None:
         """Wait while some server is still starting and within its allowance: ``until`` (a monotonic
         time) if given, else its own start time plus ``startup_timeout``. A cancel ends the wait.
         Without ``include_known``, servers whose last tool list is remembered are not waited for (their
@@ -76,8 +90,11 @@ class ServerGroup:
             with self._cond:
                 while not (cancel is not None and cancel.cancelled):
                     now = time.monotonic()
-                    limits = [until if until is not None else s.started_at + self.startup_timeout
-                              for s in waiting if not s.settled.is_set()]
+                    limits = [
+                        until if until is not None else s.started_at + self.startup_timeout
+                        for s in waiting
+                        if not s.settled.is_set()
+                    ]
                     live = [limit for limit in limits if limit > now]
                     if not live:
                         break
@@ -88,8 +105,13 @@ class ServerGroup:
             for server in waiting:
                 if not server.settled.is_set():
                     server.gave_up()
-                    self._announce([server.name], f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; "
-                                   "going on without its tools", "warning", notify, key="late:")
+                    self._announce(
+                        [server.name],
+                        f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; going on without its tools",
+                        "warning",
+                        notify,
+                        key="late:",
+                    )
 
     def _announce(self, names: list[str], template: str, level: str, notify: Notify | None, key: str = "") -> None:
         """Say ``template`` about the servers not yet announced (once each per group)."""
@@ -137,11 +159,11 @@ def weight_warning(tools: list[McpTool]) -> str | None:
             counts[tool.server.name] = counts.get(tool.server.name, 0) + 1
         named = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         problems.append(f"{len(tools)} MCP tools (over {MANY_TOOLS}) are sent with every request: {named}")
-    big = sorted({t.server.name for t in tools
-                  if len(json.dumps([t.description, t.parameters])) > BIG_SCHEMA})
+    big = sorted({t.server.name for t in tools if len(json.dumps([t.description, t.parameters])) > BIG_SCHEMA})
     if big:
-        problems.append(f"MCP tools over {BIG_SCHEMA >> 10} KiB each are sent with every request, from: "
-                        + ", ".join(big))
+        problems.append(
+            f"MCP tools over {BIG_SCHEMA >> 10} KiB each are sent with every request, from: " + ", ".join(big)
+        )
     if not problems:
         return None
     return "; ".join(problems) + " (they cost tokens every time; consider fewer servers)"

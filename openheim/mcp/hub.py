@@ -1,5 +1,6 @@
 """The MCP servers of one runtime: its configured ones, each project's (shared by the sessions in that
 project) and each session's own, all on one bridge thread that starts with the first server."""
+
 from __future__ import annotations
 
 import atexit
@@ -33,8 +34,14 @@ class _Shared:
 
 
 class McpHub:
-    def __init__(self, configured: list[McpServerConfig], data_dir: Path, startup_timeout: float,
-                 max_message: int = DEFAULT_MAX_MESSAGE, keys: KeyPolicy | None = None) -> None:
+    def __init__(
+        self,
+        configured: list[McpServerConfig],
+        data_dir: Path,
+        startup_timeout: float,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+        keys: KeyPolicy | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.keys = keys
         self.max_message = max_message
@@ -65,15 +72,19 @@ class McpHub:
                 self._bridge = Bridge()
             return self._bridge
 
-    def group(self, configs: list[McpServerConfig], taken: Collection[str] = frozenset(),
-              defer_known: bool = True) -> ServerGroup:
+    def group(
+        self, configs: list[McpServerConfig], taken: Collection[str] = frozenset(), defer_known: bool = True
+    ) -> ServerGroup:
         """A started group of ``configs``, leaving out names already ``taken`` (configured names win);
         servers with a remembered tool list start on ``ServerGroup.kick`` unless not ``defer_known``."""
         kept = []
         for cfg in configs:
             if cfg.name in taken:
-                log.info("MCP server '%s' from %s is not started: a server of that name is already configured",
-                         cfg.name, cfg.source)
+                log.info(
+                    "MCP server '%s' from %s is not started: a server of that name is already configured",
+                    cfg.name,
+                    cfg.source,
+                )
                 continue
             kept.append(cfg)
         group = ServerGroup(kept, self.bridge, self.log_dir, self.startup_timeout, self.data_dir, self.max_message)
@@ -107,8 +118,9 @@ class McpHub:
         with self._lock:
             shared = self._projects.get(key)
             if shared is None:
-                shared = self._projects[key] = _Shared(self.group(list(found.servers.values()),
-                                                                  self.configured_names()))
+                shared = self._projects[key] = _Shared(
+                    self.group(list(found.servers.values()), self.configured_names())
+                )
             shared.users += 1
         return shared.group, found
 
@@ -181,8 +193,13 @@ def reap_later(pids: list[int]) -> None:
     groups = " ".join(f"-{int(pid)}" for pid in pids)
     script = f"sleep {REAP_AFTER}; kill -TERM {groups} 2>/dev/null; sleep 1; kill -KILL {groups} 2>/dev/null"
     try:
-        subprocess.Popen(["/bin/sh", "-c", script],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+        subprocess.Popen(
+            ["/bin/sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError:
         pass  # no shell to wait with: the servers still see their stdin close when this process ends

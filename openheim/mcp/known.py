@@ -6,6 +6,7 @@ so a changed entry starts from nothing; the entry itself (which may hold secrets
 Stored in ``{data_dir}/mcp-tools.json`` as ``{"servers": {key: {"name": ..., "tools": [specs]}}}``; an entry
 may also hold ``"resources"`` (whether the server lists any) and ``"prompts"`` (its prompts/list).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,9 +27,16 @@ _lock = threading.Lock()
 
 def entry_key(config: McpServerConfig) -> str:
     """A stable digest of everything that decides which server runs and where."""
-    entry = {"name": config.name, "command": config.command, "args": list(config.args), "env": dict(config.env),
-             "url": config.url, "sse": config.sse, "headers": dict(config.headers),
-             "cwd": str(config.cwd) if config.cwd else None}
+    entry = {
+        "name": config.name,
+        "command": config.command,
+        "args": list(config.args),
+        "env": dict(config.env),
+        "url": config.url,
+        "sse": config.sse,
+        "headers": dict(config.headers),
+        "cwd": str(config.cwd) if config.cwd else None,
+    }
     return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
 
 

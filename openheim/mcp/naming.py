@@ -1,4 +1,5 @@
 """How an MCP tool is named for the model: ``{server}__{tool}``, sanitised, at most 64 characters."""
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ live in ``{data_dir}/mcp-auth/NAME.json`` (mode 0600), are refreshed by the SDK 
 saved again, and are never printed or logged. Servers without a stored login connect as before; one
 that answers 401 is reported as "needs login".
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,9 @@ AUTH_DIR = "mcp-auth"
 CALLBACK_PATH = "/callback"
 NEEDS_LOGIN = "needs login"
 LOGIN_TIMEOUT = 300.0
-_DONE_PAGE = (b"<!doctype html><title>openheim</title><p>Signed in. You can close this tab and return to the "
-              b"terminal.</p>")
+_DONE_PAGE = (
+    b"<!doctype html><title>openheim</title><p>Signed in. You can close this tab and return to the terminal.</p>"
+)
 
 
 class NeedsLogin(Exception):
@@ -169,9 +171,13 @@ class FileTokenStorage:
 def _client_metadata(redirect_uri: str) -> Any:
     from mcp.shared.auth import OAuthClientMetadata
 
-    return OAuthClientMetadata(client_name="openheim", redirect_uris=[redirect_uri],  # type: ignore[list-item]
-                               grant_types=["authorization_code", "refresh_token"], response_types=["code"],
-                               token_endpoint_auth_method="none")
+    return OAuthClientMetadata(
+        client_name="openheim",
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
 
 
 async def _refuse_interactive(url: str) -> None:
@@ -193,8 +199,13 @@ def auth_for(config: McpServerConfig, data_dir: Path) -> Any:
     from mcp.client.auth import OAuthClientProvider
 
     storage = FileTokenStorage(path, config.url)
-    return OAuthClientProvider(server_url=config.url, client_metadata=_client_metadata(f"http://127.0.0.1{CALLBACK_PATH}"),
-                               storage=storage, redirect_handler=_refuse_interactive, callback_handler=_no_callback)
+    return OAuthClientProvider(
+        server_url=config.url,
+        client_metadata=_client_metadata(f"http://127.0.0.1{CALLBACK_PATH}"),
+        storage=storage,
+        redirect_handler=_refuse_interactive,
+        callback_handler=_no_callback,
+    )
 
 
 # --- the interactive sign-in ------------------------------------------------------------------
@@ -210,8 +221,10 @@ def parse_redirect(text: str) -> dict[str, str]:
         detail = params.get("error_description") or params["error"]
         raise LoginFailed(f"the server refused the sign-in: {detail}")
     if "code" not in params:
-        raise LoginFailed("that is not the address the browser was sent to (it has no code=...); "
-                          "paste the whole address from the browser's address bar")
+        raise LoginFailed(
+            "that is not the address the browser was sent to (it has no code=...); "
+            "paste the whole address from the browser's address bar"
+        )
     return params
 
 
@@ -240,13 +253,13 @@ class _Catcher:
         try:
             self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         except OSError as e:
-            raise LoginFailed(f"cannot listen on 127.0.0.1:{port} for the redirect ({e.strerror or e}); "
-                              "pass another --port") from None
+            raise LoginFailed(
+                f"cannot listen on 127.0.0.1:{port} for the redirect ({e.strerror or e}); pass another --port"
+            ) from None
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, name="openheim-login", daemon=True).start()
         if stdin is not None:
-            threading.Thread(target=self._read_pasted, args=(stdin,), name="openheim-login-paste",
-                             daemon=True).start()
+            threading.Thread(target=self._read_pasted, args=(stdin,), name="openheim-login-paste", daemon=True).start()
 
     @property
     def redirect_uri(self) -> str:
@@ -273,8 +286,14 @@ class _Catcher:
         self.server.server_close()
 
 
-def login(config: McpServerConfig, data_dir: Path, out: TextIO, stdin: TextIO | None, port: int = 0,
-          timeout: float = LOGIN_TIMEOUT) -> int:
+def login(
+    config: McpServerConfig,
+    data_dir: Path,
+    out: TextIO,
+    stdin: TextIO | None,
+    port: int = 0,
+    timeout: float = LOGIN_TIMEOUT,
+) -> int:
     """Sign in to ``config``'s server: register, print the authorization address, wait for the redirect
     (loopback or pasted), exchange the code and store the tokens; returns the number of tools it offers."""
     if not config.url:
@@ -286,9 +305,11 @@ def login(config: McpServerConfig, data_dir: Path, out: TextIO, stdin: TextIO | 
     fresh = FileTokenStorage(Path(tempfile.mkdtemp(prefix="openheim-login-")) / "login.json", config.url)
 
     async def show(url: str) -> None:
-        out.write(f"Open this address in a browser to sign in to '{config.name}':\n\n  {url}\n\n"
-                  f"Waiting for the browser to return to {catcher.redirect_uri}.\nIf the browser is on another "
-                  "machine, paste here the address it was sent to (it starts with that address):\n")
+        out.write(
+            f"Open this address in a browser to sign in to '{config.name}':\n\n  {url}\n\n"
+            f"Waiting for the browser to return to {catcher.redirect_uri}.\nIf the browser is on another "
+            "machine, paste here the address it was sent to (it starts with that address):\n"
+        )
         out.flush()
 
     async def callback() -> Any:
@@ -336,18 +357,29 @@ def _reason(error: BaseException) -> str:
     return " ".join(str(leaf).split())[:300] or type(leaf).__name__
 
 
-async def _connect_with_login(config: McpServerConfig, storage: FileTokenStorage, redirect_uri: str,
-                              show: Callable[[str], Any], callback: Callable[[], Any]) -> int:
+async def _connect_with_login(
+    config: McpServerConfig,
+    storage: FileTokenStorage,
+    redirect_uri: str,
+    show: Callable[[str], Any],
+    callback: Callable[[], Any],
+) -> int:
     """Connect with the SDK's OAuth client (which runs the authorization-code flow on the 401) and list tools."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
 
-    provider = OAuthClientProvider(server_url=config.url or "", client_metadata=_client_metadata(redirect_uri),
-                                   storage=storage, redirect_handler=show, callback_handler=callback)
-    async with httpx2.AsyncClient(auth=provider, headers=dict(config.headers) or None,
-                                  timeout=httpx2.Timeout(30.0, read=LOGIN_TIMEOUT + 30)) as client:
+    provider = OAuthClientProvider(
+        server_url=config.url or "",
+        client_metadata=_client_metadata(redirect_uri),
+        storage=storage,
+        redirect_handler=show,
+        callback_handler=callback,
+    )
+    async with httpx2.AsyncClient(
+        auth=provider, headers=dict(config.headers) or None, timeout=httpx2.Timeout(30.0, read=LOGIN_TIMEOUT + 30)
+    ) as client:
         async with streamable_http_client(config.url or "", http_client=client) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
                 await session.initialize()

@@ -1,4 +1,5 @@
 """A project's ``.mcp.json`` (in the sandbox root): its servers, and whether the user trusts it."""
+
 from __future__ import annotations
 
 import logging
@@ -37,12 +38,22 @@ class ProjectFile:
         return f"{self.path} lists MCP servers ({names}) that are not used until you trust the file; {how}"
 
     def untrusted_statuses(self) -> list[McpServerStatus]:
-        error = ("changed since trusted" if self.trust == "changed" else "not trusted") + \
-            f": run `openheim mcp trust {self.path}`"
-        return [McpServerStatus(name=s.name, transport=s.transport, source="project", state="untrusted",
-                                connected=False, tool_count=0, error=error,
-                                command=s.command if s.transport == "stdio" else None)
-                for s in self.servers.values()]
+        error = (
+            "changed since trusted" if self.trust == "changed" else "not trusted"
+        ) + f": run `openheim mcp trust {self.path}`"
+        return [
+            McpServerStatus(
+                name=s.name,
+                transport=s.transport,
+                source="project",
+                state="untrusted",
+                connected=False,
+                tool_count=0,
+                error=error,
+                command=s.command if s.transport == "stdio" else None,
+            )
+            for s in self.servers.values()
+        ]
 
 
 @dataclass(frozen=True)
@@ -103,4 +114,5 @@ def _refuse_key_readers(found: ProjectFile, raw: bytes, keys: KeyPolicy) -> None
             found.problems.append(
                 f"MCP server '{name}' of {found.path} is not started: it reads {', '.join(refused)}, which holds a "
                 f"provider key; to allow it, add {name} = {json.dumps(refused)} under [mcp_project_key_vars] in "
-                "your config.toml")
+                "your config.toml"
+            )

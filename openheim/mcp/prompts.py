@@ -1,5 +1,6 @@
 """MCP prompts as commands a person runs: their names, the ``name=value`` arguments they take, and the text a
 prompts/get result becomes (sent as the user's message). Pure functions; the request itself is the server's."""
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,11 @@ def prompts_of(server: str, specs: list[dict]) -> list[McpPrompt]:
         name = spec.get("name")
         if not isinstance(name, str) or not name:
             continue
-        args = tuple(PromptArgument(str(a["name"]), str(a.get("description") or ""), a.get("required") is True)
-                     for a in spec.get("arguments") or [] if isinstance(a, dict) and a.get("name"))
+        args = tuple(
+            PromptArgument(str(a["name"]), str(a.get("description") or ""), a.get("required") is True)
+            for a in spec.get("arguments") or []
+            if isinstance(a, dict) and a.get("name")
+        )
         described = " ".join(str(spec.get("description") or spec.get("title") or "").split())
         found.append(McpPrompt(server, name, _clip(described, DESCRIPTION_CHARS), args))
     return found
@@ -81,7 +85,7 @@ def parse_arguments(prompt: McpPrompt, text: str) -> dict[str, str]:
         head = text[: marks[0].start()] if marks else text
         ends = [m.start() for m in marks[1:]] + ([len(text)] if marks else [])
         for mark, end in zip(marks, ends, strict=True):
-            values[mark.group(1)] = _unquote(text[mark.end(): end].strip())
+            values[mark.group(1)] = _unquote(text[mark.end() : end].strip())
     else:
         head = text
     if head.strip():

@@ -1,5 +1,6 @@
 """The read-only tools that list and read the resources of a session's MCP servers: ``list_mcp_resources``
 and ``read_mcp_resource``, offered while at least one of its servers lists resources."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ class ResourceServer(Protocol):
     name: str
     has_resources: bool
 
-    def request(self, what: str, work: Callable[[Any], Awaitable[T]], cancel: CancelToken | None = None,
-                limit: float = ...) -> T: ...
+    def request(
+        self, what: str, work: Callable[[Any], Awaitable[T]], cancel: CancelToken | None = None, limit: float = ...
+    ) -> T: ...
 
 
 Servers = Callable[[], Sequence[ResourceServer]]
@@ -71,12 +73,18 @@ def entry(server: str, item: dict, key: str = "uri") -> dict:
 
 class ListResources(BaseTool):
     name = LIST_TOOL
-    description = ("List the resources (files, documents, records) that the connected MCP servers offer to read with "
-                   "read_mcp_resource. Give `server` to list one server's; `cursor` (with `server`) continues a "
-                   "listing that said there is more.")
-    parameters = {"type": "object", "properties": {
-        "server": {"type": "string", "description": "Only this MCP server's resources"},
-        "cursor": {"type": "string", "description": "Continue a listing: the cursor it gave for that server"}}}
+    description = (
+        "List the resources (files, documents, records) that the connected MCP servers offer to read with "
+        "read_mcp_resource. Give `server` to list one server's; `cursor` (with `server`) continues a "
+        "listing that said there is more."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "server": {"type": "string", "description": "Only this MCP server's resources"},
+            "cursor": {"type": "string", "description": "Continue a listing: the cursor it gave for that server"},
+        },
+    }
     capabilities = READ_ONLY
 
     def __init__(self, servers: Servers) -> None:
@@ -95,8 +103,9 @@ class ListResources(BaseTool):
                 listing["more"].append({"server": target.name})
                 continue
             try:
-                found = target.request("resources/list", partial(list_entries, server=target.name, cursor=cursor,
-                                                                 room=room), ctx.cancel)
+                found = target.request(
+                    "resources/list", partial(list_entries, server=target.name, cursor=cursor, room=room), ctx.cancel
+                )
             except ToolExecutionError as e:
                 if server is not None:
                     raise
@@ -116,11 +125,18 @@ class ListResources(BaseTool):
 
 class ReadResource(BaseTool):
     name = READ_TOOL
-    description = ("Read one resource of an MCP server by its URI (as list_mcp_resources gives it, or filled in from "
-                   "a template). Text comes back as text, an image attached, other binary content as a note.")
-    parameters = {"type": "object", "properties": {
-        "server": {"type": "string", "description": "The MCP server that offers the resource"},
-        "uri": {"type": "string", "description": "The resource's URI"}}, "required": ["server", "uri"]}
+    description = (
+        "Read one resource of an MCP server by its URI (as list_mcp_resources gives it, or filled in from "
+        "a template). Text comes back as text, an image attached, other binary content as a note."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "server": {"type": "string", "description": "The MCP server that offers the resource"},
+            "uri": {"type": "string", "description": "The resource's URI"},
+        },
+        "required": ["server", "uri"],
+    }
     capabilities = READ_ONLY
 
     def __init__(self, servers: Servers) -> None:
@@ -168,8 +184,9 @@ async def list_entries(session: Any, server: str, cursor: str | None, room: int)
     resources: list[dict] = []
     for _ in range(MAX_PAGES):
         page = await session.list_resources(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        resources += [entry(server, r.model_dump(by_alias=True, mode="json", exclude_none=True))
-                      for r in page.resources]
+        resources += [
+            entry(server, r.model_dump(by_alias=True, mode="json", exclude_none=True)) for r in page.resources
+        ]
         cursor = page.next_cursor
         if not cursor or len(resources) >= room:
             break
@@ -179,8 +196,10 @@ async def list_entries(session: Any, server: str, cursor: str | None, room: int)
             page = await session.list_resource_templates()
         except Exception:  # templates are optional: a server without them may refuse the method
             page = None
-        templates = [entry(server, t.model_dump(by_alias=True, mode="json", exclude_none=True), "uriTemplate")
-                     for t in (page.resource_templates if page is not None else [])]
+        templates = [
+            entry(server, t.model_dump(by_alias=True, mode="json", exclude_none=True), "uriTemplate")
+            for t in (page.resource_templates if page is not None else [])
+        ]
     return resources, templates[: max(0, room - len(resources))], cursor
 
 

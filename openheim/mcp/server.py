@@ -5,6 +5,7 @@ then waits for its stop event, so the SDK's contexts are entered and left by the
 from a worker thread is a small coroutine on the same loop; if the transport has closed (the server
 exited), it first reconnects once (a failed reconnect is remembered for 30 s).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -91,9 +92,16 @@ def transport_lost(error: BaseException) -> bool:
 class McpServer:
     """A server's connection and tools. ``start`` connects in the background; ``call`` runs one tool."""
 
-    def __init__(self, config: McpServerConfig, bridge: Callable[[], Bridge], log_dir: Path,
-                 on_change: Callable[[], None] = lambda: None, data_dir: Path | None = None,
-                 startup_timeout: float = 10.0, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+    def __init__(
+        self,
+        config: McpServerConfig,
+        bridge: Callable[[], Bridge],
+        log_dir: Path,
+        on_change: Callable[[], None] = lambda: None,
+        data_dir: Path | None = None,
+        startup_timeout: float = 10.0,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
         self.config = config
         self.name = config.name
         self._bridge_of = bridge  # the hub's bridge, made (and the SDK imported) when the first server starts
@@ -183,8 +191,9 @@ class McpServer:
         while not self.settled.is_set() and not (cancel is not None and cancel.cancelled):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ToolExecutionError(f"MCP server '{self.name}' not ready after {self.startup_timeout:g} s; "
-                                         "try the tool again later")
+                raise ToolExecutionError(
+                    f"MCP server '{self.name}' not ready after {self.startup_timeout:g} s; try the tool again later"
+                )
             self.settled.wait(min(left, 0.05))
         if cancel is not None and cancel.cancelled:
             raise Cancelled("MCP tool call cancelled")
@@ -207,25 +216,48 @@ class McpServer:
         if not offered:
             raise ToolExecutionError(f"MCP server '{self.name}' no longer offers the tool '{tool}'")
         limit = self.config.tool_timeout_secs
-        result = self._wait(self._bridge.submit(self._call(tool, arguments, float(limit))), limit, cancel,
-                            late=f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s",
-                            cancelled="MCP tool call cancelled", failed=f"MCP tool '{tool}' on '{self.name}' failed")
+        result = self._wait(
+            self._bridge.submit(self._call(tool, arguments, float(limit))),
+            limit,
+            cancel,
+            late=f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s",
+            cancelled="MCP tool call cancelled",
+            failed=f"MCP tool '{tool}' on '{self.name}' failed",
+        )
         text = result_text(result)
         if result.get("isError"):
             raise ToolExecutionError(text or f"MCP tool '{tool}' on '{self.name}' reported an error")
         return text
 
-    def request(self, what: str, work: Callable[[Any], Awaitable[T]], cancel: CancelToken | None = None,
-                limit: float = REQUEST_LIMIT) -> T:
+    def request(
+        self,
+        what: str,
+        work: Callable[[Any], Awaitable[T]],
+        cancel: CancelToken | None = None,
+        limit: float = REQUEST_LIMIT,
+    ) -> T:
         """``work(session)`` on the bridge loop (a resources or prompts request), once the server is up;
         ToolExecutionError saying ``what`` failed and why."""
         self.wait_started(cancel)
-        return self._wait(self._bridge.submit(self._request(what, work)), limit, cancel,
-                          late=f"MCP server '{self.name}' did not answer {what} within {limit:g} s",
-                          cancelled=f"MCP {what} cancelled", failed=f"MCP {what} on '{self.name}' failed")
+        return self._wait(
+            self._bridge.submit(self._request(what, work)),
+            limit,
+            cancel,
+            late=f"MCP server '{self.name}' did not answer {what} within {limit:g} s",
+            cancelled=f"MCP {what} cancelled",
+            failed=f"MCP {what} on '{self.name}' failed",
+        )
 
-    def _wait(self, future: concurrent.futures.Future[T], limit: float, cancel: CancelToken | None, *,
-              late: str, cancelled: str, failed: str) -> T:
+    def _wait(
+        self,
+        future: concurrent.futures.Future[T],
+        limit: float,
+        cancel: CancelToken | None,
+        *,
+        late: str,
+        cancelled: str,
+        failed: str,
+    ) -> T:
         """The bridge's answer within ``limit`` seconds; a cancel cancels it. Failures become one-line
         errors: ``late`` past the deadline, ``cancelled``, or ``failed: <why>`` (secrets scrubbed)."""
         remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
@@ -264,11 +296,19 @@ class McpServer:
             error = error or "the server closed its connection; it is restarted on the next call"
         cfg = self.config
         return McpServerStatus(
-            name=self.name, transport=cfg.transport, source=cfg.source, state=state,
-            connected=state == "connected", tool_count=len(tools), error=error,
+            name=self.name,
+            transport=cfg.transport,
+            source=cfg.source,
+            state=state,
+            connected=state == "connected",
+            tool_count=len(tools),
+            error=error,
             command=cfg.command if cfg.transport == "stdio" else None,
-            url=scrub_url(cfg.url) if cfg.url else None, tools=tuple(t.name for t in tools), prompts=prompts,
-            resources=resources)
+            url=scrub_url(cfg.url) if cfg.url else None,
+            tools=tuple(t.name for t in tools),
+            prompts=prompts,
+            resources=resources,
+        )
 
     def _set(self, state: str, error: str | None = None, tools: list[McpTool] | None = None) -> None:
         with self._lock:
@@ -333,8 +373,9 @@ class McpServer:
                 return none
 
         no_prompts: list[dict] = []
-        has_resources, prompts = await asyncio.gather(bounded("resources", _has_resources, False),
-                                                      bounded("prompts", _list_prompts, no_prompts))
+        has_resources, prompts = await asyncio.gather(
+            bounded("resources", _has_resources, False), bounded("prompts", _list_prompts, no_prompts)
+        )
         with self._lock:
             self.has_resources, self.prompts = has_resources, prompts
 
@@ -349,8 +390,13 @@ class McpServer:
         for spec in specs:
             tool = McpTool(self, spec)
             if tool.name in tools:
-                log.warning("MCP server '%s': tools '%s' and '%s' share the name %s; the first is kept",
-                            self.name, tools[tool.name].tool_name, tool.tool_name, tool.name)
+                log.warning(
+                    "MCP server '%s': tools '%s' and '%s' share the name %s; the first is kept",
+                    self.name,
+                    tools[tool.name].tool_name,
+                    tool.tool_name,
+                    tool.name,
+                )
                 continue
             tools[tool.name] = tool
         return list(tools.values())
@@ -375,8 +421,9 @@ class McpServer:
                     phase = "connect"
                 from mcp import ClientSession
 
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1],
-                                                                        message_handler=self._on_message))
+                session = await stack.enter_async_context(
+                    ClientSession(streams[0], streams[1], message_handler=self._on_message)
+                )
                 with anyio.fail_after(CONNECT_LIMIT):
                     await session.initialize()
                     phase = "list"
@@ -453,16 +500,20 @@ class McpServer:
         if cfg.sse:
             from mcp.client.sse import sse_client
 
-            return await stack.enter_async_context(sse_client(cfg.url or "", headers=dict(cfg.headers) or None,
-                                                              timeout=30.0, sse_read_timeout=300.0))
+            return await stack.enter_async_context(
+                sse_client(cfg.url or "", headers=dict(cfg.headers) or None, timeout=30.0, sse_read_timeout=300.0)
+            )
         from mcp.client.streamable_http import streamable_http_client
 
         from openheim.mcp.oauth import AuthWatch, auth_for
 
         self._auth_watch = AuthWatch()  # a 401 means "needs login"
-        client = httpx2.AsyncClient(headers=dict(cfg.headers) or None, timeout=httpx2.Timeout(30.0, read=300.0),
-                                    auth=auth_for(cfg, self._log_dir.parent),  # a stored sign-in
-                                    event_hooks={"response": [self._auth_watch]})
+        client = httpx2.AsyncClient(
+            headers=dict(cfg.headers) or None,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            auth=auth_for(cfg, self._log_dir.parent),  # a stored sign-in
+            event_hooks={"response": [self._auth_watch]},
+        )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(streamable_http_client(cfg.url or "", http_client=client))
 

@@ -1,5 +1,6 @@
 """A stdio server's log, ``{data_dir}/logs/mcp-NAME.log``: its stderr, and openheim's notes about what it sent
 on stdout that was not a message. Rotated by size while it runs (the current file and one older one)."""
+
 from __future__ import annotations
 
 import logging

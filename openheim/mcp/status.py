@@ -1,4 +1,5 @@
 """What `openheim mcp`, ``OpenheimClient.mcp_servers()`` and front ends show about one MCP server."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

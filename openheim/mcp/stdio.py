@@ -3,6 +3,7 @@ of its own with a minimal environment; its stdout is read line by line within a 
 response becomes an error for the request it answers, a line that is not JSON-RPC a note in the server's
 log); invalid tools are taken out of a tools/list result one by one; its stderr goes to a rotating log.
 On exit: stdin is closed, then the group gets SIGTERM after 2 s and SIGKILL 2 s later."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,12 @@ def decode(line: bytes | Oversized, link: Link, server_log: ServerLog, valid: Ca
     line whose request cannot be told (the connection is then given up)."""
     if isinstance(line, Oversized):
         limit = link.max_message
-        log.warning("MCP server '%s' sent a message of %d MiB, over the %d MiB limit; refused",
-                     link.name, line.size >> 20, limit >> 20)
+        log.warning(
+            "MCP server '%s' sent a message of %d MiB, over the %d MiB limit; refused",
+            link.name,
+            line.size >> 20,
+            limit >> 20,
+        )
         if line.request_id is None:
             raise EOFError("an oversized message whose request is unknown")
         return refusal(line.request_id, line.size, limit, link.name)
@@ -86,21 +91,24 @@ def decode(line: bytes | Oversized, link: Link, server_log: ServerLog, valid: Ca
     if request_id in link.tool_lists and "method" not in message:
         link.tool_lists.discard(request_id)
         if isinstance(message.get("result"), dict):
-            message["result"] = usable_tools(message["result"], valid,
-                                             lambda text: log.warning("MCP server '%s': %s", link.name, text))
+            message["result"] = usable_tools(
+                message["result"], valid, lambda text: log.warning("MCP server '%s': %s", link.name, text)
+            )
     return message
 
 
 @asynccontextmanager
-async def stdio_transport(cfg: McpServerConfig, argv: list[str], link: Link, server_log: ServerLog,
-                          sdk: Callable[[], Awaitable[None]]) -> AsyncIterator[tuple]:
+async def stdio_transport(
+    cfg: McpServerConfig, argv: list[str], link: Link, server_log: ServerLog, sdk: Callable[[], Awaitable[None]]
+) -> AsyncIterator[tuple]:
     """(read stream, write stream) of ``SessionMessage``s for ``ClientSession``; ``argv`` runs the server
     (its command line, possibly wrapped by the sandbox helper). The server is spawned before ``sdk`` (the
     SDK's import, which may still be under way) is awaited, so its start-up and our import overlap."""
     import anyio
 
-    process = await anyio.open_process(argv, env=child_env(cfg.env),
-                                       cwd=str(cfg.cwd) if cfg.cwd else None, start_new_session=True)
+    process = await anyio.open_process(
+        argv, env=child_env(cfg.env), cwd=str(cfg.cwd) if cfg.cwd else None, start_new_session=True
+    )
     link.pid = process.pid
     try:
         await sdk()

@@ -1,4 +1,5 @@
 """An MCP server's tool as an openheim tool handler."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol

@@ -1,5 +1,6 @@
 """Which project ``.mcp.json`` files the user trusts (``openheim mcp trust``), kept in
 ``{data_dir}/mcp-trust.json`` by the shared store in ``openheim.config.trust``."""
+
 from __future__ import annotations
 
 from pathlib import Path

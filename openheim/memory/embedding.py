@@ -3,6 +3,7 @@
 Requests go through the chat clients' HTTP layer and retry policy (openheim/core/llm/http.py, retry.py):
 no ~/.netrc, no redirects, the same User-Agent, and no secret in any message.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,7 +25,7 @@ class EmbeddingClient(Protocol):
 
 
 def batches(texts: list[str], size: int) -> list[list[str]]:
-    return [texts[i:i + size] for i in range(0, len(texts), size)]
+    return [texts[i : i + size] for i in range(0, len(texts), size)]
 
 
 def _check_count(vectors: list[Any], expected: int) -> None:
@@ -151,18 +152,20 @@ class GeminiEmbeddings:
         return parse_gemini_response(body, len(texts))
 
 
-def embedding_client_for(kind: str, api_base: str, api_key: str, model: str, timeout: float = 120,
-                         provider_name: str = "") -> EmbeddingClient:
+def embedding_client_for(
+    kind: str, api_base: str, api_key: str, model: str, timeout: float = 120, provider_name: str = ""
+) -> EmbeddingClient:
     """The embeddings client for a provider kind; Anthropic has none."""
     from openheim.config.providers import provider_kind
 
     api = provider_kind(kind).embeddings
     if api is None:
         name = provider_name or kind
-        raise ConfigError(f"[memory] embedding_provider '{name}' is an {kind.title()} provider, which has no "
-                          "embeddings API; use an OpenAI-compatible or Gemini provider")
+        raise ConfigError(
+            f"[memory] embedding_provider '{name}' is an {kind.title()} provider, which has no "
+            "embeddings API; use an OpenAI-compatible or Gemini provider"
+        )
     if not model.strip():
         raise ConfigError("[memory] embedding_model is required when embedding_provider is set")
     cls = GeminiEmbeddings if api == "gemini" else OpenAIEmbeddings
     return cls(api_base, api_key, model, timeout)
-

@@ -4,6 +4,7 @@ The database is opened on first use, so a prompt that never touches memory never
 Embedding failures never fail a call: notes are stored without a vector and back-filled by a
 later successful embedding call (up to 256 per call, 64 per request).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -86,8 +87,9 @@ class LongTermMemory:
         if any(len(v) != dims for v in vectors):
             raise ApiError("embeddings provider returned vectors of different lengths")
         if store.ensure_embedding_space(embedder.model, dims):
-            log.info("memory: embedding space changed to %s (%d dimensions); notes will be re-embedded",
-                     embedder.model, dims)
+            log.info(
+                "memory: embedding space changed to %s (%d dimensions); notes will be re-embedded", embedder.model, dims
+            )
             self._refused.clear()
         return vectors
 
@@ -134,8 +136,11 @@ class LongTermMemory:
                 raise
             if len(notes) == 1:
                 self._refused.add(notes[0].id)
-                log.warning("memory: the embeddings provider refused memory #%d (%s); it stays keyword-only "
-                            "until restart", notes[0].id, e)
+                log.warning(
+                    "memory: the embeddings provider refused memory #%d (%s); it stays keyword-only until restart",
+                    notes[0].id,
+                    e,
+                )
                 return 0
             mid = len(notes) // 2
             return self._embed_notes(store, notes[:mid]) + self._embed_notes(store, notes[mid:])
@@ -206,16 +211,22 @@ class LongTermMemory:
             return SearchResult(semantic, "semantic", f"nearest notes by meaning ({model})")
         seen = {h.id for h in pending}
         hits = (pending + [h for h in semantic if h.id not in seen])[:k]
-        return SearchResult(hits, "hybrid", f"{len(pending)} keyword match(es) among notes without a vector "
-                                            f"listed first, then nearest notes by meaning ({model})")
+        return SearchResult(
+            hits,
+            "hybrid",
+            f"{len(pending)} keyword match(es) among notes without a vector "
+            f"listed first, then nearest notes by meaning ({model})",
+        )
 
     def reembed(self, progress: Progress | None = None) -> ReembedResult:
         """Embed every note again from its text; ``progress(done, total)`` after each batch."""
         from openheim.memory.results import ReembedResult
 
         if self.embedder is None:
-            raise ConfigError("no embedding provider is configured; set [memory] embedding_provider and "
-                              "embedding_model in config.toml")
+            raise ConfigError(
+                "no embedding provider is configured; set [memory] embedding_provider and "
+                "embedding_model in config.toml"
+            )
         store = self._db()
         if not store.vectors_available:
             raise DatabaseError(f"vector search is unavailable: {store.driver.reason}")
@@ -236,6 +247,13 @@ class LongTermMemory:
 
         store = self._db()
         s = store.stats()
-        return MemoryStats(str(self.db_path), s.memories, s.embedded, s.dimensions, s.model,
-                           self.embedder.model if self.embedder else None,
-                           store.vectors_available, store.driver.reason)
+        return MemoryStats(
+            str(self.db_path),
+            s.memories,
+            s.embedded,
+            s.dimensions,
+            s.model,
+            self.embedder.model if self.embedder else None,
+            store.vectors_available,
+            store.driver.reason,
+        )

@@ -4,6 +4,7 @@ Never edit or reorder a migration that has shipped: add a new ``m00N_…`` funct
 The vector table is not here: its dimension is only known once an embedding comes back, so
 the store creates it lazily.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -27,8 +28,9 @@ def m001_initial(db: Any) -> None:
     """The reference schema: meta, memories, the FTS5 index with its triggers, and embedded_ids."""
     # IF NOT EXISTS: a database written by the Rust openheim already has these objects.
     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("CREATE TABLE IF NOT EXISTS memories ("
-               "id INTEGER PRIMARY KEY, content TEXT NOT NULL, created_at TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS memories (id INTEGER PRIMARY KEY, content TEXT NOT NULL, created_at TEXT NOT NULL)"
+    )
     if not _exists(db, "memories_fts"):
         # An existing index (a Rust-written database) comes with its own sync triggers.
         _create_fts(db)
@@ -45,17 +47,25 @@ def _exists(db: Any, name: str) -> bool:
 
 def _create_fts(db: Any) -> None:
     """The external-content FTS5 index over memories.content and the triggers that keep it in sync."""
-    db.execute("CREATE VIRTUAL TABLE memories_fts USING fts5("
-               "content, content='memories', content_rowid='id', "
-               "tokenize='unicode61 remove_diacritics 2')")
-    db.execute("CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN "
-               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
-    db.execute("CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN "
-               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-               "END")
-    db.execute("CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN "
-               "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
-               "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END")
+    db.execute(
+        "CREATE VIRTUAL TABLE memories_fts USING fts5("
+        "content, content='memories', content_rowid='id', "
+        "tokenize='unicode61 remove_diacritics 2')"
+    )
+    db.execute(
+        "CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN "
+        "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END"
+    )
+    db.execute(
+        "CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN "
+        "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
+        "END"
+    )
+    db.execute(
+        "CREATE TRIGGER memories_au AFTER UPDATE ON memories BEGIN "
+        "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES ('delete', old.id, old.content); "
+        "INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END"
+    )
 
 
 def applied(db: Any) -> list[str]:
@@ -82,8 +92,10 @@ def _apply(db: Any, fn: Migration) -> bool:
             db.execute("COMMIT")
             return False
         fn(db)
-        db.execute(f"INSERT INTO {TABLE} (name, applied_at) VALUES (?, ?)",
-                   (fn.__name__, datetime.now(UTC).isoformat(timespec="seconds")))
+        db.execute(
+            f"INSERT INTO {TABLE} (name, applied_at) VALUES (?, ?)",
+            (fn.__name__, datetime.now(UTC).isoformat(timespec="seconds")),
+        )
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")

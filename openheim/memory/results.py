@@ -1,4 +1,5 @@
 """What LongTermMemory's searches and maintenance return (imported on first use, not at start-up)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Wiring [memory] config to a LongTermMemory (opened on first use)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,12 +22,20 @@ def embedder_for(config: Config) -> EmbeddingClient | None:
 
     provider = config.providers.get(memory.embedding_provider)
     if provider is None:
-        raise ConfigError(f"[memory] embedding_provider '{memory.embedding_provider}' is not a configured provider; "
-                          f"add [providers.{memory.embedding_provider}] or fix the name")
+        raise ConfigError(
+            f"[memory] embedding_provider '{memory.embedding_provider}' is not a configured provider; "
+            f"add [providers.{memory.embedding_provider}] or fix the name"
+        )
     key = resolve_api_key(provider)
     validate_provider(provider, key)
-    return embedding_client_for(provider.kind, provider.api_base.rstrip("/"), key, memory.embedding_model or "",
-                                provider.timeout_secs, provider.name)
+    return embedding_client_for(
+        provider.kind,
+        provider.api_base.rstrip("/"),
+        key,
+        memory.embedding_model or "",
+        provider.timeout_secs,
+        provider.name,
+    )
 
 
 def long_term_memory(config: Config, data_dir: Path) -> LongTermMemory:

@@ -1,4 +1,5 @@
 """SQLite driver selection: a build that can load sqlite-vec when one exists, else FTS5 alone."""
+
 from __future__ import annotations
 
 import logging
@@ -12,13 +13,14 @@ from openheim.errors import DatabaseError
 log = logging.getLogger(__name__)
 
 PYSQLITE3_REQUIREMENT = (
-    'pysqlite3-binary; sys_platform == "linux" and '
-    '(platform_machine == "x86_64" or platform_machine == "aarch64")'
+    'pysqlite3-binary; sys_platform == "linux" and (platform_machine == "x86_64" or platform_machine == "aarch64")'
 )
 
-_NO_LOADER = ("this Python's sqlite3 module cannot load extensions and pysqlite3 is not installed; "
-              "install pysqlite3-binary (pip install pysqlite3-binary) or use a Python built with "
-              "--enable-loadable-sqlite-extensions")
+_NO_LOADER = (
+    "this Python's sqlite3 module cannot load extensions and pysqlite3 is not installed; "
+    "install pysqlite3-binary (pip install pysqlite3-binary) or use a Python built with "
+    "--enable-loadable-sqlite-extensions"
+)
 _NO_VEC = "the sqlite-vec package is not installed; install it with: pip install sqlite-vec"
 
 
@@ -130,4 +132,3 @@ def notice_vectors_off(reason: str) -> None:
             return
         _noticed = True
     log.warning("long-term memory: semantic search is off because %s; keyword search still works", reason)
-

@@ -1,4 +1,5 @@
 """VectorStore: notes in SQLite (WAL) with an FTS5 keyword index and an optional sqlite-vec KNN table."""
+
 from __future__ import annotations
 
 import builtins
@@ -147,8 +148,10 @@ class VectorStore:
         return row[0] if row else None
 
     def _set_meta(self, db: Any, key: str, value: str) -> None:
-        db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
 
     def _space_matches(self, db: Any, model: str, dims: int) -> bool:
         current = (self._meta(db, "model"), self._meta(db, "dimensions"))
@@ -169,8 +172,10 @@ class VectorStore:
                 return False
             old_model, old_dims = self._meta(db, "model"), self._meta(db, "dimensions")
             db.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
-            db.execute(f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0("
-                       f"memory_id INTEGER PRIMARY KEY, embedding FLOAT[{int(dims)}] distance_metric=cosine)")
+            db.execute(
+                f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0("
+                f"memory_id INTEGER PRIMARY KEY, embedding FLOAT[{int(dims)}] distance_metric=cosine)"
+            )
             self._set_meta(db, "model", model)
             self._set_meta(db, "dimensions", str(dims))
             db.execute("DELETE FROM meta WHERE key = ?", (_STALE,))
@@ -247,8 +252,10 @@ class VectorStore:
     def list(self, limit: int = 50, offset: int = 0, after_id: int | None = None) -> list[Memory]:
         """Notes in id order (from ``after_id`` on when given)."""
         with self._guard() as db:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM memories m WHERE m.id > ? ORDER BY m.id LIMIT ? OFFSET ?",
-                              (after_id if after_id is not None else -(2 ** 63), limit, offset)).fetchall()
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM memories m WHERE m.id > ? ORDER BY m.id LIMIT ? OFFSET ?",
+                (after_id if after_id is not None else -(2**63), limit, offset),
+            ).fetchall()
             return [_memory(r) for r in rows]
 
     def count(self) -> int:
@@ -265,8 +272,9 @@ class VectorStore:
                 if self._all_embedded(db):
                     return []
                 where = _NO_VECTOR
-            rows = db.execute(f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY m.id LIMIT ?",
-                              (limit + len(exclude),)).fetchall()
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY m.id LIMIT ?", (limit + len(exclude),)
+            ).fetchall()
         return [m for m in map(_memory, rows) if m.id not in exclude][:limit]
 
     def _all_embedded(self, db: Any) -> bool:
@@ -284,7 +292,9 @@ class VectorStore:
             rows = db.execute(
                 f"WITH knn AS (SELECT memory_id, distance FROM {VEC_TABLE} WHERE embedding MATCH ? AND k = ?) "
                 f"SELECT {_COLUMNS}, knn.distance FROM knn JOIN memories m ON m.id = knn.memory_id "
-                "ORDER BY knn.distance", (pack_vector(vector), min(k, MAX_KNN))).fetchall()
+                "ORDER BY knn.distance",
+                (pack_vector(vector), min(k, MAX_KNN)),
+            ).fetchall()
         return [Hit(r[0], r[1], parse_time(r[2]), 1.0 - r[3], "similarity") for r in rows]
 
     def keyword_search(self, query: str, k: int, unembedded_only: bool = False) -> builtins.list[Hit]:
@@ -302,7 +312,8 @@ class VectorStore:
                 "WITH best AS (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts "
                 f"WHERE memories_fts MATCH ?{extra} ORDER BY score LIMIT ?) "
                 f"SELECT {_COLUMNS}, best.score FROM best JOIN memories m ON m.id = best.id ORDER BY best.score",
-                (match, k)).fetchall()
+                (match, k),
+            ).fetchall()
         return [Hit(r[0], r[1], parse_time(r[2]), -r[3], "rank") for r in rows]
 
     def stats(self) -> StoreStats:

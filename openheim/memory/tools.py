@@ -1,4 +1,5 @@
 """The memory tools the model calls: remember, search_memory, edit_memory, forget."""
+
 from __future__ import annotations
 
 from datetime import UTC
@@ -77,9 +78,11 @@ class _MemoryTool(BaseTool):
 
 class RememberTool(_MemoryTool):
     name = "remember"
-    description = ("Save a note to long-term memory so later sessions can find it: facts about the user, "
-                   "their preferences, decisions about the project. One self-contained fact per note, "
-                   f"at most {MAX_NOTE_CHARS} characters. Returns the new note's id.")
+    description = (
+        "Save a note to long-term memory so later sessions can find it: facts about the user, "
+        "their preferences, decisions about the project. One self-contained fact per note, "
+        f"at most {MAX_NOTE_CHARS} characters. Returns the new note's id."
+    )
     parameters = {"type": "object", "properties": {"content": _CONTENT}, "required": ["content"]}
     capabilities = ToolCapabilities(read_only=False, kind="think")
 
@@ -89,22 +92,38 @@ class RememberTool(_MemoryTool):
 
 class SearchMemoryTool(_MemoryTool):
     name = "search_memory"
-    parameters = {"type": "object", "properties": {
-        "query": {"type": "string", "description": "What to look for."},
-        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K,
-                  "description": f"How many notes to return (1-{MAX_TOP_K})."}}, "required": ["query"]}
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "top_k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TOP_K,
+                "description": f"How many notes to return (1-{MAX_TOP_K}).",
+            },
+        },
+        "required": ["query"],
+    }
     capabilities = ToolCapabilities(read_only=True, kind="search")
 
     def __init__(self, ltm: LongTermMemory) -> None:
         super().__init__(ltm)
         if ltm.semantic_configured:
-            how = ("Matches by meaning (semantic search over embeddings), so a paraphrase finds a note; "
-                   "notes not embedded yet are matched by keyword.")
+            how = (
+                "Matches by meaning (semantic search over embeddings), so a paraphrase finds a note; "
+                "notes not embedded yet are matched by keyword."
+            )
         else:
-            how = ("Matches by keyword (full-text search for any of the query's words), so use words the "
-                   "note itself would contain.")
-        self.description = ("Search long-term memory for notes saved in earlier sessions. " + how +
-                            " Returns each note's id, date, score and text.")
+            how = (
+                "Matches by keyword (full-text search for any of the query's words), so use words the "
+                "note itself would contain."
+            )
+        self.description = (
+            "Search long-term memory for notes saved in earlier sessions. "
+            + how
+            + " Returns each note's id, date, score and text."
+        )
 
     def run(self, args: dict) -> str:
         query = require_str(args, "query", strip=True)
@@ -116,8 +135,9 @@ class SearchMemoryTool(_MemoryTool):
 
 class EditMemoryTool(_MemoryTool):
     name = "edit_memory"
-    description = ("Replace the text of a long-term memory note, keeping its id and date. "
-                   "Find the id with search_memory first.")
+    description = (
+        "Replace the text of a long-term memory note, keeping its id and date. Find the id with search_memory first."
+    )
     parameters = {"type": "object", "properties": {"id": _ID, "content": _CONTENT}, "required": ["id", "content"]}
     capabilities = ToolCapabilities(read_only=False, kind="edit")
 
@@ -130,8 +150,9 @@ class EditMemoryTool(_MemoryTool):
 
 class ForgetTool(_MemoryTool):
     name = "forget"
-    description = ("Delete a long-term memory note that is wrong or no longer true. "
-                   "Find the id with search_memory first.")
+    description = (
+        "Delete a long-term memory note that is wrong or no longer true. Find the id with search_memory first."
+    )
     parameters = {"type": "object", "properties": {"id": _ID}, "required": ["id"]}
     capabilities = ToolCapabilities(read_only=False, kind="delete")
 

@@ -1,4 +1,5 @@
 """Turning builder options into a ready Runtime: config, data dir, work_dir, tools."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_OVERRIDES = ("max_iterations", "timeout_secs", "max_tokens", "context_window", "max_tokens_total",
-              "turn_timeout_secs", "max_cost")
+_OVERRIDES = (
+    "max_iterations",
+    "timeout_secs",
+    "max_tokens",
+    "context_window",
+    "max_tokens_total",
+    "turn_timeout_secs",
+    "max_cost",
+)
 
 
 def programmatic_config(opts: dict) -> Config:
@@ -38,9 +46,15 @@ def programmatic_config(opts: dict) -> Config:
     kind = KINDS[infer_kind(name)]
     defaults = kind if kind.api_base else KINDS["openai"]
     model = opts.get("model") or defaults.default_model or ""
-    provider = ProviderConfig(name=name, api_base=opts.get("api_base") or defaults.api_base or "",
-                              default_model=model, models=[model], kind=kind.name,
-                              api_key=opts.get("api_key") or "", thinking=kind.thinking)
+    provider = ProviderConfig(
+        name=name,
+        api_base=opts.get("api_base") or defaults.api_base or "",
+        default_model=model,
+        models=[model],
+        kind=kind.name,
+        api_key=opts.get("api_key") or "",
+        thinking=kind.thinking,
+    )
     return Config(default_provider=name, providers={name: provider})
 
 
@@ -51,8 +65,14 @@ def _replay_config(opts: dict) -> Config:
 
     if not opts.get("replay"):
         raise ConfigError("provider 'replay' needs a recording; call .replay(path) on the builder")
-    provider = ProviderConfig(name=REPLAY, api_base=REPLAY_BASE, default_model=opts.get("model") or "", models=[],
-                              kind=REPLAY, recording=opts["replay"])
+    provider = ProviderConfig(
+        name=REPLAY,
+        api_base=REPLAY_BASE,
+        default_model=opts.get("model") or "",
+        models=[],
+        kind=REPLAY,
+        recording=opts["replay"],
+    )
     return Config(default_provider=REPLAY, providers={REPLAY: provider})
 
 
@@ -69,10 +89,14 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
     return resolved
 
 
-def build_state(opts: dict, tools: list[ToolHandler],
-                llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None) -> Runtime:
-    programmatic = bool(opts.get("api_key") or opts.get("api_base")
-                        or (opts.get("provider") == "replay" and not opts.get("config_path")))
+def build_state(
+    opts: dict, tools: list[ToolHandler], llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None
+) -> Runtime:
+    programmatic = bool(
+        opts.get("api_key")
+        or opts.get("api_base")
+        or (opts.get("provider") == "replay" and not opts.get("config_path"))
+    )
     config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
     if opts.get("default_skills"):
         config.default_skills = opts["default_skills"]

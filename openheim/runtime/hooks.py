@@ -1,5 +1,6 @@
 """The hooks of a session's turn: the user's ``[[hooks]]`` plus those of the project files the user trusts,
 and the prompt-side events (session_start, user_prompt, stop) around the agent loop."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 GO_ON = "A stop hook asks you to go on before you finish: {reason}"
 
 
-def turn_hooks(config: Config, data_dir: Path, session_id: str, root: Path, cwd: Path,
-               secret_env_vars: frozenset[str]) -> HookRunner | None:
+def turn_hooks(
+    config: Config, data_dir: Path, session_id: str, root: Path, cwd: Path, secret_env_vars: frozenset[str]
+) -> HookRunner | None:
     """The runner for one turn, or None when no hook is configured for it."""
     from openheim.config.project_hooks import load_project_hooks
 
@@ -35,8 +37,9 @@ def prompt_text(blocks: list[ContentBlock]) -> str:
     return "".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
-def before_prompt(runner: HookRunner, blocks: list[ContentBlock], first: bool, resumed: bool,
-                  cancel: CancelToken) -> list[ContentBlock]:
+def before_prompt(
+    runner: HookRunner, blocks: list[ContentBlock], first: bool, resumed: bool, cancel: CancelToken
+) -> list[ContentBlock]:
     """Run session_start (on the session's first turn here) and user_prompt: the prompt's blocks with the
     context they add; PromptBlocked when a user_prompt hook refuses it (nothing is stored then)."""
     context: list[str] = []
@@ -55,8 +58,9 @@ def before_prompt(runner: HookRunner, blocks: list[ContentBlock], first: bool, r
     return [*blocks, TextBlock("\n\n".join(context))]
 
 
-def after_turn(runner: HookRunner, result: AgentResult, record: Callable[[Message], None],
-               again: Callable[[], AgentResult]) -> AgentResult:
+def after_turn(
+    runner: HookRunner, result: AgentResult, record: Callable[[Message], None], again: Callable[[], AgentResult]
+) -> AgentResult:
     """Run the stop hooks. When one blocks the stop of a turn that ended with an answer, its reason goes to the
     model as a new message and the turn goes on once more (the hooks then see ``stop_hook_active`` true)."""
     reason = runner.stop(result.stop_reason.value, result.final_response)
@@ -65,6 +69,14 @@ def after_turn(runner: HookRunner, result: AgentResult, record: Callable[[Messag
     record(Message.user(GO_ON.format(reason=reason)))
     more = again()
     runner.stop(more.stop_reason.value, more.final_response, active=True)
-    return AgentResult(more.final_response, result.iterations_used + more.iterations_used, more.stop_reason,
-                       result.usage + more.usage, more.context_usage, more.budget, more.structured,
-                       more.output_error, more.cost)
+    return AgentResult(
+        more.final_response,
+        result.iterations_used + more.iterations_used,
+        more.stop_reason,
+        result.usage + more.usage,
+        more.context_usage,
+        more.budget,
+        more.structured,
+        more.output_error,
+        more.cost,
+    )

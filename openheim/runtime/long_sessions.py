@@ -1,4 +1,5 @@
 """Long sessions for the runtime: a compactor and a checkpoint per turn, manual compaction, undo and fork."""
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,9 @@ class LongSessions:
 
     # --- compaction -----------------------------------------------------------------
 
-    def compactor(self, cfg: AgentConfig, conv: Conversation, resolve: ResolveModel,
-                  llm_for: Callable[[AgentConfig], LlmClient]) -> Compactor:
+    def compactor(
+        self, cfg: AgentConfig, conv: Conversation, resolve: ResolveModel, llm_for: Callable[[AgentConfig], LlmClient]
+    ) -> Compactor:
         """The compactor of a turn on ``conv``: the session's model, or ``compaction_model``, writes summaries."""
         from openheim.conversation.compaction import Compactor
 
@@ -77,8 +79,15 @@ class LongSessions:
         settings = self.config.checkpoints
         if not settings.enabled:
             return None
-        return TurnCheckpoint(self._store_for_snapshot, settings, session_id, str(root), at,
-                              frozenset({str(self.data_dir)}), self._too_big)
+        return TurnCheckpoint(
+            self._store_for_snapshot,
+            settings,
+            session_id,
+            str(root),
+            at,
+            frozenset({str(self.data_dir)}),
+            self._too_big,
+        )
 
     def turns(self, session_id: str) -> list[TurnRecord]:
         return self.store.turns(session_id)

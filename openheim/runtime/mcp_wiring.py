@@ -1,6 +1,7 @@
 """How MCP servers reach sessions: each session's tool set is the registry plus the configured servers,
 its project's trusted ``.mcp.json`` (shared by the sessions rooted there) and its own servers. The hub,
 and with it the bridge thread and the SDK, exists only once some server does."""
+
 from __future__ import annotations
 
 import threading
@@ -26,8 +27,14 @@ PROJECT_FILE = ".mcp.json"
 
 
 class McpWiring:
-    def __init__(self, registry: ToolRegistry, data_dir: Path, startup_timeout: float,
-                 max_message: int = 8 << 20, keys: Callable[[], KeyPolicy] | None = None) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        data_dir: Path,
+        startup_timeout: float,
+        max_message: int = 8 << 20,
+        keys: Callable[[], KeyPolicy] | None = None,
+    ) -> None:
         self.registry = registry
         self.keys = keys  # made with the hub, so a runtime without MCP servers never imports openheim.mcp
         self.data_dir = data_dir
@@ -112,8 +119,7 @@ class McpWiring:
             tools.wait_quietly(time.monotonic() + wait)
         return tools.prompts()
 
-    def expand_prompt(self, session: SessionState, name: str, arguments: str,
-                      cancel: CancelToken | None = None) -> str:
+    def expand_prompt(self, session: SessionState, name: str, arguments: str, cancel: CancelToken | None = None) -> str:
         """The user message that MCP prompt ``name`` (``server/name`` or ``server.name``) makes with ``arguments``
         (``key=value ...``): NotFound, InvalidArgument or ToolExecutionError, each in one line."""
         from openheim.errors import NotFound

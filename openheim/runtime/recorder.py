@@ -1,4 +1,5 @@
 """The turn's history writer: each finished message reaches the log as it happens."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,9 @@ class TurnRecorder:
         self.history, self.conv, self.on_event = history, conv, on_event
         self.failed = False
         # the log as it was before the turn, to go back to when the turn cannot be saved (a full disk)
-        self.before = (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(
-            conv.messages) else None
+        self.before = (
+            (conv.persisted, conv.log_size, conv.log_needs_newline) if conv.persisted == len(conv.messages) else None
+        )
 
     def record(self, message: Message) -> None:
         """The user's message: on disk before the model is asked (rewriting the log if the append fails),
@@ -58,8 +60,9 @@ class TurnRecorder:
         try:
             self.history.append_compaction(self.conv, record)
         except (OSError, OpenheimError) as e:
-            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
-                     self.conv.meta.id, e)
+            log.info(
+                "could not append to the history of %s (%s); it will be rewritten at the end", self.conv.meta.id, e
+            )
             self.conv.compactions.append(record)
             self.failed = True
 
@@ -69,8 +72,9 @@ class TurnRecorder:
         try:
             self.history.append_message(self.conv, message)
         except (OSError, OpenheimError) as e:
-            log.info("could not append to the history of %s (%s); it will be rewritten at the end",
-                     self.conv.meta.id, e)
+            log.info(
+                "could not append to the history of %s (%s); it will be rewritten at the end", self.conv.meta.id, e
+            )
             self.failed = True
 
     def close(self) -> None:

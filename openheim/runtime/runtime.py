@@ -1,4 +1,5 @@
 """Runtime: the request handlers every front end calls (new, load, list, prompt, cancel, ...)."""
+
 from __future__ import annotations
 
 import logging
@@ -83,9 +84,16 @@ class RuntimeSettings:
     default_provider: str | None = None  # the model new sessions get when they name none
     default_model: str | None = None
 
-    def __init__(self, config: Config, data_dir: Path, work_dir: Path | None = None, overrides: dict | None = None,
-                 secret_env_vars: frozenset[str] = frozenset(), default_provider: str | None = None,
-                 default_model: str | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        data_dir: Path,
+        work_dir: Path | None = None,
+        overrides: dict | None = None,
+        secret_env_vars: frozenset[str] = frozenset(),
+        default_provider: str | None = None,
+        default_model: str | None = None,
+    ) -> None:
         self.config = config
         self.data_dir = data_dir
         self.work_dir = work_dir
@@ -98,9 +106,13 @@ class RuntimeSettings:
 class Runtime:
     """Shared runtime: config, LLM clients, tools, memory and the live sessions."""
 
-    def __init__(self, settings: RuntimeSettings, registry: ToolRegistry,
-                 llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None,
-                 long_term_memory: LongTermMemory | None = None) -> None:
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        registry: ToolRegistry,
+        llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None = None,
+        long_term_memory: LongTermMemory | None = None,
+    ) -> None:
         from openheim.conversation.store import ConversationStore
 
         self.settings = settings
@@ -108,8 +120,13 @@ class Runtime:
         self.registry = registry
         self.long_term_memory = long_term_memory
         self._warned_rules: set[str] = set()  # permission rules already reported as matching no tool
-        self.mcp = McpWiring(registry, settings.data_dir, settings.config.mcp_startup_timeout_secs,
-                              settings.config.mcp_max_message_mib << 20, lambda: _key_policy(settings.config))
+        self.mcp = McpWiring(
+            registry,
+            settings.data_dir,
+            settings.config.mcp_startup_timeout_secs,
+            settings.config.mcp_max_message_mib << 20,
+            lambda: _key_policy(settings.config),
+        )
         self.conversations = ConversationStore(settings.data_dir)
         self.profiles = ProfileCache(settings.data_dir / "agents")
         self.sessions = SessionMap()
@@ -161,9 +178,15 @@ class Runtime:
 
     # --- sessions --------------------------------------------------------------
 
-    def new_session(self, cwd: Path, model: str | None = None, provider: str | None = None,
-                    skills: list[str] | tuple[str, ...] = (),
-                    mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> SessionState:
+    def new_session(
+        self,
+        cwd: Path,
+        model: str | None = None,
+        provider: str | None = None,
+        skills: list[str] | tuple[str, ...] = (),
+        mcp_servers: list[McpServerConfig] | None = None,
+        hold: bool = False,
+    ) -> SessionState:
         """A new live session; ``hold``: a connected client shows it, so it is not evicted until let go."""
         self.sandbox_for(cwd)
         if not self.sessions.has_room():  # before any MCP server of the session starts
@@ -192,8 +215,13 @@ class Runtime:
             raise NotFound(f"session not found: {sid}")
         return session
 
-    def load_session(self, session_id: str, cwd: Path | None = None,
-                     mcp_servers: list[McpServerConfig] | None = None, hold: bool = False) -> ResumedSession:
+    def load_session(
+        self,
+        session_id: str,
+        cwd: Path | None = None,
+        mcp_servers: list[McpServerConfig] | None = None,
+        hold: bool = False,
+    ) -> ResumedSession:
         """Attach to a stored conversation (a live session keeps its state; ``mcp_servers``, when given
         and different, replace its own servers); ``hold`` as for new_session."""
         sid = self.conversations.history.resolve_id(session_id)
@@ -229,8 +257,9 @@ class Runtime:
     def _attach_tools(self, session: SessionState, servers: list[McpServerConfig]) -> None:
         self.mcp.attach(session, self.sandbox_for(session.cwd)[0], servers)
 
-    def mcp_statuses(self, session: SessionState | None = None, wait: float = 0.0,
-                     cwd: Path | None = None) -> list[McpServerStatus]:
+    def mcp_statuses(
+        self, session: SessionState | None = None, wait: float = 0.0, cwd: Path | None = None
+    ) -> list[McpServerStatus]:
         """Status of the MCP servers a session sees (or the runtime's, plus ``cwd``'s project file),
         waiting up to ``wait`` seconds for servers that are still starting."""
         return self.mcp.statuses(session, wait, self.sandbox_for(cwd)[0] if cwd is not None else None)
@@ -243,7 +272,6 @@ class Runtime:
         """MCP prompt ``name`` with ``arguments`` (``key=value ...``) as the text of a user message."""
         return self.mcp.expand_prompt(session, name, arguments)
 
-
     def _stored_mode(self, session_id: str, mode: str) -> str:
         from openheim.core.mode import AgentMode
 
@@ -251,8 +279,10 @@ class Runtime:
             return AgentMode.parse(mode).value
         except InvalidArgument:
             path = self.conversations.history.meta_path(session_id)
-            raise ParseError(f"conversation metadata {path} has an unknown mode {mode!r}; set \"mode\" to one "
-                             f"of {', '.join(m.value for m in AgentMode)} in that file") from None
+            raise ParseError(
+                f'conversation metadata {path} has an unknown mode {mode!r}; set "mode" to one '
+                f"of {', '.join(m.value for m in AgentMode)} in that file"
+            ) from None
 
     def _restore_model(self, provider: str | None, model: str | None) -> tuple[AgentConfig, str | None]:
         try:
@@ -263,8 +293,10 @@ class Runtime:
             return self.resolve_model(None, model), None
         except OpenheimError as e:
             default = self.config.default_provider
-            warning = (f"[warning] Could not restore this session's provider '{provider}' ({e}). "
-                       f"Falling back to the default provider '{default}'.")
+            warning = (
+                f"[warning] Could not restore this session's provider '{provider}' ({e}). "
+                f"Falling back to the default provider '{default}'."
+            )
             return self.resolve_model(None, None), warning
 
     def list_sessions(self, cwd: str | None = None, include_failed: bool = False) -> list:
@@ -338,9 +370,15 @@ class Runtime:
 
     # --- the turn -----------------------------------------------------------------
 
-    def start_turn(self, session_id: str, blocks: list[ContentBlock], gate: PermissionGate | None = None,
-                   client_io: ClientIo | None = None, extra_skills: list[str] | tuple[str, ...] = (),
-                   output: OutputSchema | None = None) -> Turn:
+    def start_turn(
+        self,
+        session_id: str,
+        blocks: list[ContentBlock],
+        gate: PermissionGate | None = None,
+        client_io: ClientIo | None = None,
+        extra_skills: list[str] | tuple[str, ...] = (),
+        output: OutputSchema | None = None,
+    ) -> Turn:
         """Start a turn on its own worker thread: SessionBusy while another runs, unless that one was
         cancelled, in which case the new turn first waits for it to let go."""
         from openheim.core.tools import ViewContext
@@ -358,8 +396,9 @@ class Runtime:
 
             def body(on_event: OnEvent, cancel: CancelToken, sync: Callable[[], None]) -> AgentResult:
                 try:
-                    return self._run_turn(session, blocks, gate, client_io, on_event, extra_skills, cancel, sync,
-                                          output)
+                    return self._run_turn(
+                        session, blocks, gate, client_io, on_event, extra_skills, cancel, sync, output
+                    )
                 finally:
                     session.touch()
 
@@ -371,10 +410,18 @@ class Runtime:
             session.turn = turn
         return turn.start()
 
-    def _run_turn(self, session: SessionState, blocks: list[ContentBlock], gate: PermissionGate | None,
-                  client_io: ClientIo | None, on_event: OnEvent, extra_skills: list[str] | tuple[str, ...],
-                  cancel: CancelToken, sync: Callable[[], None] | None = None,
-                  output: OutputSchema | None = None) -> AgentResult:
+    def _run_turn(
+        self,
+        session: SessionState,
+        blocks: list[ContentBlock],
+        gate: PermissionGate | None,
+        client_io: ClientIo | None,
+        on_event: OnEvent,
+        extra_skills: list[str] | tuple[str, ...],
+        cancel: CancelToken,
+        sync: Callable[[], None] | None = None,
+        output: OutputSchema | None = None,
+    ) -> AgentResult:
         """One turn on the Turn's worker thread: lease, prepare, loop, persist (the Turn owns busy and cancel)."""
         from openheim.conversation.lease import Lease
         from openheim.core.agent import run_turn
@@ -392,8 +439,11 @@ class Runtime:
         root, cwd = self.sandbox_for(session.cwd)
         # MCP servers have been starting in the background; wait (bounded, cancellable) for the never-seen
         # ones, saying so through the turn's events (each front end shows a Notice its own way)
-        base = session.tools.for_turn(cancel, lambda line, level: on_event(Notice(line, level))) \
-            if session.tools is not None else self.registry
+        base = (
+            session.tools.for_turn(cancel, lambda line, level: on_event(Notice(line, level)))
+            if session.tools is not None
+            else self.registry
+        )
         checkpoint = self.long_sessions.checkpoint(session.id, root)
         if checkpoint is not None:  # taken before the first tool that may change files runs
             base = checkpoint.wrap(base)
@@ -404,16 +454,24 @@ class Runtime:
         remembering = RememberingGate(gate or AllowAll(), session.approvals, every_tool.capabilities)
         _check_cost_budget(session.config)
         hooks = turn_hooks(self.config, self.settings.data_dir, session.id, root, cwd, self.settings.secret_env_vars)
-        ctx = TurnContext(cancel=cancel, work_dir=root, cwd=cwd,
-                          gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities, every_tool.names()),
-                          client_io=client_io, session_id=session.id, secret_env_vars=self.settings.secret_env_vars,
-                          emit=on_event, sync=sync, spend=Spend(session.spent), hooks=hooks)
+        ctx = TurnContext(
+            cancel=cancel,
+            work_dir=root,
+            cwd=cwd,
+            gate=self._gate(remembering, gate, root, cwd, every_tool.capabilities, every_tool.names()),
+            client_io=client_io,
+            session_id=session.id,
+            secret_env_vars=self.settings.secret_env_vars,
+            emit=on_event,
+            sync=sync,
+            spend=Spend(session.spent),
+            hooks=hooks,
+        )
         if session.fitter is None:
             session.fitter = ContextFitter(session.config.context_window)
         with Lease.acquire(history.history_dir, session.id):
             if hooks is not None:
-                blocks = before_prompt(hooks, list(blocks), not session.hooked, history.exists(session.id),
-                                       cancel)
+                blocks = before_prompt(hooks, list(blocks), not session.hooked, history.exists(session.id), cancel)
                 session.hooked = True
             conv = self._conversation_for(session)
             if conv.meta.cost and not session.spent:  # a resumed session's running total
@@ -426,16 +484,32 @@ class Runtime:
                 checkpoint.at = len(conv.messages)
             recorder.record(Message("user", list(blocks)))
             try:
-                result = run_turn(llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter,
-                                  output, compactor)
+                result = run_turn(
+                    llm, tools, session.config, conv.messages, ctx, recorder, system, session.fitter, output, compactor
+                )
                 if hooks is not None and hooks.has("stop"):
+
                     def go_on(message: Message) -> None:
                         recorder.record(message)
                         on_event(MessageAppended(message))
 
-                    result = after_turn(hooks, result, go_on,
-                                        lambda: run_turn(llm, tools, session.config, conv.messages, ctx, recorder,
-                                                         system, session.fitter, output, compactor))
+                    result = after_turn(
+                        hooks,
+                        result,
+                        go_on,
+                        lambda: run_turn(
+                            llm,
+                            tools,
+                            session.config,
+                            conv.messages,
+                            ctx,
+                            recorder,
+                            system,
+                            session.fitter,
+                            output,
+                            compactor,
+                        ),
+                    )
                 result.usage = ctx.usage.total  # the turn's own calls (and summary calls) and its subagents'
                 if result.context_usage is not None:
                     conv.meta.context_usage = result.context_usage
@@ -488,8 +562,9 @@ class Runtime:
         with Lease.acquire(history.history_dir, sid):
             source = history.load(sid)
         meta = source.meta
-        fork = history.create(model=meta.model, provider=meta.provider, skills=meta.skills, cwd=meta.cwd,
-                              mode=meta.mode)
+        fork = history.create(
+            model=meta.model, provider=meta.provider, skills=meta.skills, cwd=meta.cwd, mode=meta.mode
+        )
         fork.messages, fork.compactions = list(source.messages), list(source.compactions)
         fork.meta.title, fork.meta.context_usage = meta.title, meta.context_usage
         history.save_conversation(fork)
@@ -503,8 +578,15 @@ class Runtime:
         root, cwd = self.sandbox_for(cwd)
         return self.config.permissions, load_project_rules(root, cwd, self.settings.data_dir), root
 
-    def _gate(self, inner: PermissionGate, fallback: PermissionGate | None, root: Path, cwd: Path,
-              capabilities: Callable[[str], ToolCapabilities], offered: list[str]) -> PermissionGate:
+    def _gate(
+        self,
+        inner: PermissionGate,
+        fallback: PermissionGate | None,
+        root: Path,
+        cwd: Path,
+        capabilities: Callable[[str], ToolCapabilities],
+        offered: list[str],
+    ) -> PermissionGate:
         """``inner`` behind the permission rules, when there are any, and the guard on writes to the
         project's own configuration (config.protected); a bad project file fails the turn here. A rule
         that matches no offered tool gets a warning line (once)."""
@@ -526,8 +608,12 @@ class Runtime:
             key = f"{rule.source}:{rule.text}"
             if key not in self._warned_rules:
                 self._warned_rules.add(key)
-                log.warning("permission rule '%s'%s matches no tool offered here (MCP tools: mcp__server__tool "
-                            "or server__tool)", rule.text, f" from {rule.source}" if rule.source else "")
+                log.warning(
+                    "permission rule '%s'%s matches no tool offered here (MCP tools: mcp__server__tool "
+                    "or server__tool)",
+                    rule.text,
+                    f" from {rule.source}" if rule.source else "",
+                )
 
     def turn_tools(self, session: SessionState, base: ToolExecutor | None = None) -> ToolExecutor:
         """The session's tools (``base``, default base_tools) plus delegate_task bound to its live model;
@@ -537,8 +623,15 @@ class Runtime:
         from openheim.tools.delegate import DelegateTool, Delegation
 
         base = base if base is not None else self.base_tools(session)
-        delegation = Delegation(self.profiles.get(), session.config, self.resolve_model, self.llm_for, base,
-                                self.config.max_parallel_subagents, frozenset(self.models()))
+        delegation = Delegation(
+            self.profiles.get(),
+            session.config,
+            self.resolve_model,
+            self.llm_for,
+            base,
+            self.config.max_parallel_subagents,
+            frozenset(self.models()),
+        )
         return LayeredExecutor(base, Registry([DelegateTool(delegation)]))
 
     def _conversation_for(self, session: SessionState) -> Conversation:
@@ -550,8 +643,9 @@ class Runtime:
         elif history.exists(session.id):
             conv = history.load(session.id)
         else:
-            conv = history.create(id=session.id, model=cfg.model, provider=cfg.provider_name,
-                                  skills=session.skills, cwd=str(session.cwd))
+            conv = history.create(
+                id=session.id, model=cfg.model, provider=cfg.provider_name, skills=session.skills, cwd=str(session.cwd)
+            )
         conv.meta.cwd = str(session.cwd)
         conv.meta.model, conv.meta.provider = cfg.model, cfg.provider_name
         conv.meta.mode = session.mode
@@ -562,9 +656,11 @@ class Runtime:
 def _check_cost_budget(cfg: AgentConfig) -> None:
     """A dollar budget needs the model's price: without one the turn does not start."""
     if cfg.max_cost is not None and cfg.price is None:
-        raise ConfigError(f"a cost budget (--max-cost / [budgets] max_cost) needs the price of "
-                          f"{cfg.provider_name}/{cfg.model}: add [prices.\"{cfg.provider_name}/{cfg.model}\"] with "
-                          "input and output (US dollars per million tokens) to config.toml")
+        raise ConfigError(
+            f"a cost budget (--max-cost / [budgets] max_cost) needs the price of "
+            f'{cfg.provider_name}/{cfg.model}: add [prices."{cfg.provider_name}/{cfg.model}"] with '
+            "input and output (US dollars per million tokens) to config.toml"
+        )
 
 
 class ProfileCache:
@@ -579,8 +675,11 @@ class ProfileCache:
     def get(self) -> list:
         try:
             st = self.dir.stat()
-            stamp: tuple | None = (st.st_mtime_ns, st.st_ino, *sorted((p.name, p.stat().st_mtime_ns)
-                                                                       for p in self.dir.glob("*.md")))
+            stamp: tuple | None = (
+                st.st_mtime_ns,
+                st.st_ino,
+                *sorted((p.name, p.stat().st_mtime_ns) for p in self.dir.glob("*.md")),
+            )
         except OSError:
             stamp = None
         with self._lock:
@@ -601,4 +700,3 @@ def _key_policy(config: Config) -> KeyPolicy:
 
     key_vars = frozenset(p.env_var for p in config.providers.values() if p.env_var)
     return KeyPolicy(key_vars, dict(config.mcp_project_key_vars))
-

@@ -1,4 +1,5 @@
 """Live sessions: per-session state and the bounded map that holds them."""
+
 from __future__ import annotations
 
 import threading
@@ -44,12 +45,26 @@ class SessionState:
     spent: float = 0.0  # US dollars its turns have spent in this process (priced models, subagents included)
     hooked: bool = False  # its session_start hooks have run
 
-    def __init__(self, id: str, config: AgentConfig, cwd: Path, skills: list[str] | None = None, mode: str = "code",
-                 approvals: dict | None = None, last_active: float | None = None, fitter: ContextFitter | None = None,
-                 conversation: Conversation | None = None, turn: Turn | None = None,
-                 turn_lock: threading.Lock | None = None, tools: SessionTools | None = None,
-                 mcp_servers: list[McpServerConfig] | None = None, releases: list[Callable[[], object]] | None = None,
-                 holders: int = 0, spent: float = 0.0, hooked: bool = False) -> None:
+    def __init__(
+        self,
+        id: str,
+        config: AgentConfig,
+        cwd: Path,
+        skills: list[str] | None = None,
+        mode: str = "code",
+        approvals: dict | None = None,
+        last_active: float | None = None,
+        fitter: ContextFitter | None = None,
+        conversation: Conversation | None = None,
+        turn: Turn | None = None,
+        turn_lock: threading.Lock | None = None,
+        tools: SessionTools | None = None,
+        mcp_servers: list[McpServerConfig] | None = None,
+        releases: list[Callable[[], object]] | None = None,
+        holders: int = 0,
+        spent: float = 0.0,
+        hooked: bool = False,
+    ) -> None:
         self.id = id
         self.config = config
         self.cwd = cwd

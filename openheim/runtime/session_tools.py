@@ -1,5 +1,6 @@
 """A session's tool set: the runtime's registry plus the MCP servers the session sees (configured,
 its project's trusted ``.mcp.json``, its own), the ready servers' tools listed after the built-ins."""
+
 from __future__ import annotations
 
 import logging
@@ -74,8 +75,9 @@ class SessionTools:
             from openheim.mcp.resources import resource_tools
 
             handlers += resource_tools(self.servers)
-        executor: ToolExecutor = LayeredExecutor(self.registry, ToolRegistry(_unique(handlers))) \
-            if handlers else self.registry
+        executor: ToolExecutor = (
+            LayeredExecutor(self.registry, ToolRegistry(_unique(handlers))) if handlers else self.registry
+        )
         with self._lock:
             self._cached = (versions, executor)
         return executor
@@ -116,8 +118,9 @@ class SessionTools:
         server = next((s for s in self.servers() if s.name == prompt.server), None)
         if server is None:
             raise ToolExecutionError(f"MCP server '{prompt.server}' is not connected to this session")
-        result = server.request(f"prompts/get of '{prompt.name}'",
-                                lambda session: get_prompt(session, prompt.name, arguments), cancel)
+        result = server.request(
+            f"prompts/get of '{prompt.name}'", lambda session: get_prompt(session, prompt.name, arguments), cancel
+        )
         text = prompt_text(result)
         if not text.strip():
             raise ToolExecutionError(f"MCP prompt {prompt.ref} came back empty; nothing was sent")

@@ -5,6 +5,7 @@ Every front end (run, ACP, the TUI, serve, an embedder) starts turns through
 ``cancel()`` from any thread, and an outcome that is known at the latest ``CANCEL_GRACE`` seconds
 after a cancel, even if something below will not let go.
 """
+
 from __future__ import annotations
 
 import threading
@@ -82,9 +83,15 @@ class EventBuffer:
             self._syncing += 1
             self._cond.notify_all()  # a lingering consumer takes what there is now
             try:
-                self._cond.wait_for(lambda: self._closed or not self._consuming or self._done >= target
-                                    or (self._consumer_waiting and not self._items and self._handed >= target),
-                                    timeout)
+                self._cond.wait_for(
+                    lambda: (
+                        self._closed
+                        or not self._consuming
+                        or self._done >= target
+                        or (self._consumer_waiting and not self._items and self._handed >= target)
+                    ),
+                    timeout,
+                )
             finally:
                 self._syncing -= 1
 
@@ -117,8 +124,15 @@ class EventBuffer:
 class Turn:
     """A running prompt: iterate its events, ``cancel()`` it from any thread, ``wait()`` for its ``result``."""
 
-    def __init__(self, session_id: str, body: Body, present: Present | None = None,
-                 after: Turn | None = None, capacity: int = CAPACITY, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        body: Body,
+        present: Present | None = None,
+        after: Turn | None = None,
+        capacity: int = CAPACITY,
+        timeout: float | None = None,
+    ) -> None:
         self.session_id = session_id
         self.token = CancelToken()
         self._body = body

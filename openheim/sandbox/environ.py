@@ -8,6 +8,7 @@ openheim itself still has them). Measured alternative: re-executing openheim wit
 handing them over through a pipe costs a second interpreter start (tens of milliseconds); the overwrite
 costs microseconds (tests/bench/bench_sandbox.py prints both).
 """
+
 from __future__ import annotations
 
 import os

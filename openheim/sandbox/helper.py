@@ -12,6 +12,7 @@ double forks, ``nohup``) is killed.
 ``--probe`` applies everything and prints what was enforced as one JSON object instead of running a command.
 Exit codes: the command's own (a signal is re-raised); 125 when ``--required`` and something is not enforced.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -32,8 +33,7 @@ else:
 REFUSED = 125  # --required and the kernel cannot enforce the mode: nothing was run
 
 # --- Landlock -------------------------------------------------------------------------------------
-_SYS = {"x86_64": {"create": 444, "add": 445, "restrict": 446},
-        "aarch64": {"create": 444, "add": 445, "restrict": 446}}
+_SYS = {"x86_64": {"create": 444, "add": 445, "restrict": 446}, "aarch64": {"create": 444, "add": 445, "restrict": 446}}
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -44,10 +44,21 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 _READ = _EXECUTE | _READ_FILE | _READ_DIR
 _FILE_WRITE = _WRITE_FILE | _TRUNCATE
-_DIR_WRITE = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK
-              | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM | _REFER | _TRUNCATE)
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
-           "/dev/pts")
+_DIR_WRITE = (
+    _WRITE_FILE
+    | _REMOVE_DIR
+    | _REMOVE_FILE
+    | _MAKE_CHAR
+    | _MAKE_DIR
+    | _MAKE_REG
+    | _MAKE_SOCK
+    | _MAKE_FIFO
+    | _MAKE_BLOCK
+    | _MAKE_SYM
+    | _REFER
+    | _TRUNCATE
+)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
 
 # --- prctl and seccomp ----------------------------------------------------------------------------
 _PR_SET_PDEATHSIG, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 22, 36, 38
@@ -59,16 +70,47 @@ _X32_BIT = 0x40000000
 _SOCKET = {"x86_64": 41}
 # Escapes refused in every mode: debugging other processes, io_uring (sockets and files without the
 # syscalls this filter sees), changing mounts and namespaces, kernel modules, BPF, keys, file handles.
-DENIED = {"x86_64": {
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425,
-    "io_uring_enter": 426, "io_uring_register": 427, "mount": 165, "umount2": 166, "pivot_root": 155,
-    "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-    "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "kexec_load": 246,
-    "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176, "bpf": 321,
-    "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249, "userfaultfd": 323,
-    "open_by_handle_at": 304, "name_to_handle_at": 303, "acct": 163, "swapon": 167, "swapoff": 168,
-    "reboot": 169, "quotactl": 179,
-}}
+DENIED = {
+    "x86_64": {
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "unshare": 272,
+        "setns": 308,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "userfaultfd": 323,
+        "open_by_handle_at": 304,
+        "name_to_handle_at": 303,
+        "acct": 163,
+        "swapon": 167,
+        "swapoff": 168,
+        "reboot": 169,
+        "quotactl": 179,
+    }
+}
 
 # --- mounts ---------------------------------------------------------------------------------------
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
@@ -164,14 +206,23 @@ def seccomp_program(network: bool, machine: str = _machine) -> bytes:
         raise Unenforced(f"seccomp: no filter for {machine}")
     refuse = _RET_ERRNO | errno.EPERM
     ops: list[tuple[int, int, int, int]] = [
-        (_LD_ABS_W, 0, 0, 4), (_JEQ_K, 1, 0, arch), (_RET_K, 0, 0, refuse),  # another ABI (i386): refused
-        (_LD_ABS_W, 0, 0, 0), (_JGE_K, 0, 1, _X32_BIT), (_RET_K, 0, 0, refuse),  # x32 numbers: refused
+        (_LD_ABS_W, 0, 0, 4),
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, refuse),  # another ABI (i386): refused
+        (_LD_ABS_W, 0, 0, 0),
+        (_JGE_K, 0, 1, _X32_BIT),
+        (_RET_K, 0, 0, refuse),  # x32 numbers: refused
     ]
     for number in sorted(denied.values()):
         ops += [(_JEQ_K, 0, 1, number), (_RET_K, 0, 0, refuse)]
     if not network:
-        ops += [(_JEQ_K, 0, 4, _SOCKET[machine]), (_LD_ABS_W, 0, 0, 16),
-                (_JEQ_K, 1, 0, 2), (_JEQ_K, 0, 1, 10), (_RET_K, 0, 0, refuse)]
+        ops += [
+            (_JEQ_K, 0, 4, _SOCKET[machine]),
+            (_LD_ABS_W, 0, 0, 16),
+            (_JEQ_K, 1, 0, 2),
+            (_JEQ_K, 0, 1, 10),
+            (_RET_K, 0, 0, refuse),
+        ]
     ops.append((_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(struct.pack("=HBBI", *op) for op in ops)
 
@@ -211,8 +262,9 @@ def protect_read_only(paths: list[str]) -> None:
         raise _fail("read-only .git/.openheim (private mounts)")
     for path in paths:
         raw = os.fsencode(path)
-        if (_libc.mount(raw, raw, None, ctypes.c_ulong(_MS_BIND | _MS_REC), None)
-                or _libc.mount(None, raw, None, ctypes.c_ulong(_MS_REMOUNT | _MS_BIND | _MS_RDONLY), None)):
+        if _libc.mount(raw, raw, None, ctypes.c_ulong(_MS_BIND | _MS_REC), None) or _libc.mount(
+            None, raw, None, ctypes.c_ulong(_MS_REMOUNT | _MS_BIND | _MS_RDONLY), None
+        ):
             raise _fail(f"read-only {path}")
 
 
@@ -307,10 +359,12 @@ def parse(argv: list[str]) -> Options:
         elif arg in ("--network", "--required", "--probe"):
             setattr(opts, arg[2:], True)
         else:
-            raise SystemExit(f"openheim sandbox exec: unknown option {arg!r}; usage: openheim sandbox exec "
-                             "[--mode read-only|workspace-write] [--network] [--write DIR]... [--protect DIR]... "
-                             "[--tmp DIR] "
-                             "[--required] -- COMMAND...")
+            raise SystemExit(
+                f"openheim sandbox exec: unknown option {arg!r}; usage: openheim sandbox exec "
+                "[--mode read-only|workspace-write] [--network] [--write DIR]... [--protect DIR]... "
+                "[--tmp DIR] "
+                "[--required] -- COMMAND..."
+            )
     if opts.mode not in ("read-only", "workspace-write"):
         raise SystemExit(f"openheim sandbox exec: unknown mode {opts.mode!r}; use read-only or workspace-write")
     if not opts.command and not opts.probe:
@@ -337,9 +391,18 @@ def _command_env(tmp: str) -> dict[str, str]:
 
 def restrict(opts: Options, tmp: str) -> dict:
     """Apply every layer it can; a report of what is enforced and what is not (with the reason)."""
-    report: dict = {"mode": opts.mode, "network": opts.network, "landlock_abi": 0, "filesystem": False,
-                    "protected": False, "tcp": False, "udp": False, "scoped": False, "seccomp": False,
-                    "not_enforced": []}
+    report: dict = {
+        "mode": opts.mode,
+        "network": opts.network,
+        "landlock_abi": 0,
+        "filesystem": False,
+        "protected": False,
+        "tcp": False,
+        "udp": False,
+        "scoped": False,
+        "seccomp": False,
+        "not_enforced": [],
+    }
     writable = ([tmp] if tmp else []) + (opts.writable if opts.mode == "workspace-write" else [])
     try:
         if opts.mode == "workspace-write":
@@ -375,8 +438,9 @@ def _finish(status: int) -> int:
 def _run(opts: Options, env: dict[str, str]) -> int:
     """Start the command (posix_spawn: no copy of this process) and reap orphans handed to us until it ends."""
     try:
-        pid = os.posix_spawnp(opts.command[0], opts.command, env,
-                              setsigdef=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE))
+        pid = os.posix_spawnp(
+            opts.command[0], opts.command, env, setsigdef=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE)
+        )
     except OSError as e:
         os.write(2, f"openheim sandbox: cannot run {opts.command[0]}: {e.strerror}\n".encode())
         return 127 << 8

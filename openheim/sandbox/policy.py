@@ -1,4 +1,5 @@
 """What a sandboxed command may touch, turned into the helper's command line; and how a refusal reads."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,13 @@ class Sandbox(FrozenRecord):
     writable_roots: tuple[str, ...] = ()
     required: bool = False
 
-    def __init__(self, mode: str = "workspace-write", network: bool = False, writable_roots: tuple[str, ...] = (),
-                 required: bool = False) -> None:
+    def __init__(
+        self,
+        mode: str = "workspace-write",
+        network: bool = False,
+        writable_roots: tuple[str, ...] = (),
+        required: bool = False,
+    ) -> None:
         set_field(self, "mode", mode)
         set_field(self, "network", network)
         set_field(self, "writable_roots", writable_roots)
@@ -67,8 +73,9 @@ class Sandbox(FrozenRecord):
             opts += ["--parent", str(parent)]
         return opts
 
-    def wrap(self, argv: list[str], root: str | os.PathLike, tmp: str | None = None,
-             parent: int | None = None) -> list[str]:
+    def wrap(
+        self, argv: list[str], root: str | os.PathLike, tmp: str | None = None, parent: int | None = None
+    ) -> list[str]:
         """``argv`` run through the helper (unchanged when the mode is off)."""
         if not self.active:
             return list(argv)
@@ -88,8 +95,10 @@ def helper_command() -> list[str]:
 
 
 # patterns compile on first use (re caches them): most runs never see a refusal
-_DENIED = (r"(?:'([^'\n]+)'|‘([^’\n]+)’|(\S+?)):? ?(?:\[Errno \d+\] )?"
-           r"(Permission denied|Read-only file system|Invalid cross-device link)(?:: '([^'\n]+)')?")
+_DENIED = (
+    r"(?:'([^'\n]+)'|‘([^’\n]+)’|(\S+?)):? ?(?:\[Errno \d+\] )?"
+    r"(Permission denied|Read-only file system|Invalid cross-device link)(?:: '([^'\n]+)')?"
+)
 _NETWORK_WORDS = r"(?i)socket|connect|network|resolv|urlopen|\bcurl\b|\bwget\b|\bnc\b|\bping\b"
 _NOT_PERMITTED = r"Operation not permitted|\[Errno 1\]|\bEPERM\b"
 
@@ -101,16 +110,20 @@ def explain_refusal(sandbox: Sandbox, root: str | os.PathLike, output: str) -> s
         return None
     writable = ", ".join([*sandbox.writable(root), "$TMPDIR"])
     if not sandbox.network and re.search(_NOT_PERMITTED, output) and re.search(_NETWORK_WORDS, output):
-        return (f"sandbox ({sandbox.mode}) refused a network socket: the network is off for commands "
-                "(set [sandbox] network = true to allow it)")
+        return (
+            f"sandbox ({sandbox.mode}) refused a network socket: the network is off for commands "
+            "(set [sandbox] network = true to allow it)"
+        )
     match = re.search(_DENIED, output)
     if match is None:
         return None
     path = next((g for g in (match.group(5), match.group(1), match.group(2), match.group(3)) if g), "")
     shown = _home_short(path.rstrip(":"))
     if match.group(4) == "Read-only file system":
-        return (f"sandbox ({sandbox.mode}) refused writing {shown}: {' and '.join(PROTECTED)} stay read-only "
-                f"(hooks and config run later, outside the sandbox); writable: {writable}")
+        return (
+            f"sandbox ({sandbox.mode}) refused writing {shown}: {' and '.join(PROTECTED)} stay read-only "
+            f"(hooks and config run later, outside the sandbox); writable: {writable}"
+        )
     what = "a hard link to" if match.group(4) == "Invalid cross-device link" else "writing"
     return f"sandbox ({sandbox.mode}) refused {what} {shown}; writable: {writable}"
 
@@ -118,5 +131,5 @@ def explain_refusal(sandbox: Sandbox, root: str | os.PathLike, output: str) -> s
 def _home_short(path: str) -> str:
     home = os.path.expanduser("~")
     if home not in ("", "/") and (path == home or path.startswith(home + "/")):
-        return "~" + path[len(home):]
+        return "~" + path[len(home) :]
     return path

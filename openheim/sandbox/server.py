@@ -6,6 +6,7 @@ gets a forked child of it that restricts itself, runs the command as its own chi
 execute_command supervises: ``pid`` (also its process group), ``stdout``/``stderr`` pipes, ``poll``, ``wait``,
 ``terminate``, plus ``exit_fd``, which becomes readable when the command has ended.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,10 +75,15 @@ class ForkServer:
     def _start(self, env: dict[str, str]) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self._proc = subprocess.Popen([*helper_command(), "--serve", str(theirs.fileno())],
-                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True, env=env)
+            self._proc = subprocess.Popen(
+                [*helper_command(), "--serve", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         self._control = ours
         return ours
 

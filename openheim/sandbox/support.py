@@ -1,4 +1,5 @@
 """What this machine's kernel enforces of a sandbox: a quick in-process look, and the helper's own report."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,10 @@ def announce(sandbox: Sandbox) -> None:
             return
         _announced.add(sandbox)
     if not sandbox.active:
-        log.warning("sandbox is off: shell commands run with all your permissions and network "
-                    "(set [sandbox] mode, see docs/security.md)")
+        log.warning(
+            "sandbox is off: shell commands run with all your permissions and network "
+            "(set [sandbox] mode, see docs/security.md)"
+        )
         return
     gaps = quick_gaps(sandbox)
     if gaps:
@@ -66,8 +69,9 @@ def probe(sandbox: Sandbox, root: str) -> dict:
         return {"mode": "off"}
     argv = [*helper_command(), *sandbox.helper_options(root), "--probe"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, cwd=root,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, cwd=root, stdin=subprocess.DEVNULL
+        )
         report = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as e:
         return {"mode": sandbox.mode, "error": f"the sandbox helper did not start: {e}"}

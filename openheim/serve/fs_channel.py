@@ -10,6 +10,7 @@ is replaced (written beside it, renamed over it), so a hard link to it elsewhere
 A request is ``{action, ..., id?}``; its reply carries the same ``id``; a failure is
 ``{type: "error", message}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,17 +69,30 @@ class FsChannel:
     ``hub`` shares one poller per watched tree among every socket watching it (a private hub otherwise).
     """
 
-    def __init__(self, root: Path, send: Send, interval: float = WATCH_INTERVAL, hub: WatchHub | None = None,
-                 max_file_bytes: int = MAX_FILE_BYTES) -> None:
+    def __init__(
+        self,
+        root: Path,
+        send: Send,
+        interval: float = WATCH_INTERVAL,
+        hub: WatchHub | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> None:
         self.root = root
         self.send = send
         self.hub = hub if hub is not None else WatchHub(interval)
         self.max_file_bytes = max_file_bytes
         self._watch: Subscription | None = None
         self._lock = threading.Lock()
-        self._actions = {"watch": self._start_watch, "unwatch": self._unwatch, "list": self._list,
-                         "read": self._read, "write": self._write, "mkdir": self._mkdir, "delete": self._delete,
-                         "rename": self._rename}
+        self._actions = {
+            "watch": self._start_watch,
+            "unwatch": self._unwatch,
+            "list": self._list,
+            "read": self._read,
+            "write": self._write,
+            "mkdir": self._mkdir,
+            "delete": self._delete,
+            "rename": self._rename,
+        }
 
     def handle(self, payload: Any) -> None:
         """Answer one request (any ``id`` it carries is echoed, when it can be written as JSON)."""
@@ -93,8 +107,11 @@ class FsChannel:
             if echoable(payload["id"]):
                 reply["id"] = payload["id"]
             else:
-                reply = {"type": "error", "message": "Invalid payload: `id` must be a string, a finite number or "
-                                                     "other plain JSON", "id": None}
+                reply = {
+                    "type": "error",
+                    "message": "Invalid payload: `id` must be a string, a finite number or other plain JSON",
+                    "id": None,
+                }
         self.send(reply)
 
     def close(self) -> None:
@@ -109,8 +126,9 @@ class FsChannel:
         if action is None:
             raise FsError("Invalid payload: missing field `action`")
         if not isinstance(action, str) or action not in ACTIONS:
-            raise FsError(f"Invalid payload: unknown action `{action}`, expected one of "
-                          + ", ".join(f"`{a}`" for a in ACTIONS))
+            raise FsError(
+                f"Invalid payload: unknown action `{action}`, expected one of " + ", ".join(f"`{a}`" for a in ACTIONS)
+            )
         return self._actions[action](payload)
 
     def _path(self, text: str) -> Path:
@@ -135,8 +153,7 @@ class FsChannel:
 
     def _read(self, payload: dict) -> dict:
         text = _field(payload, "path")
-        return {"type": "file_content", "path": text, "content": read_text(self._path(text), text,
-                                                                           self.max_file_bytes)}
+        return {"type": "file_content", "path": text, "content": read_text(self._path(text), text, self.max_file_bytes)}
 
     def _write(self, payload: dict) -> dict:
         text = _field(payload, "path")
@@ -212,8 +229,9 @@ class FsChannel:
 # --- the operations, each through descriptors -----------------------------------------------
 
 
-def walk(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool],
-         root: str) -> bool:
+def walk(
+    fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool], root: str
+) -> bool:
     """Call ``visit((path, name, lstat))`` for each entry under directory descriptor ``fd`` (closed here),
     descending (with ``recursive``) only through real subdirectories opened with O_NOFOLLOW, never into a
     private one (seen from sandbox ``root``). ``visit`` returns False to stop; so does walk."""
@@ -232,8 +250,14 @@ def walk(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, o
             os.close(fd)
 
 
-def _visit_dir(fd: int, path: str, recursive: bool, visit: Callable[[tuple[str, str, os.stat_result]], bool],
-               pending: list[tuple[int, str]], root: str) -> bool:
+def _visit_dir(
+    fd: int,
+    path: str,
+    recursive: bool,
+    visit: Callable[[tuple[str, str, os.stat_result]], bool],
+    pending: list[tuple[int, str]],
+    root: str,
+) -> bool:
     try:
         with os.scandir(fd) as it:
             entries = list(it)
@@ -374,8 +398,7 @@ def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[tuple[str
     created = sorted(p for p in after if p not in before)
     removed = sorted(p for p in before if p not in after)
     modified = sorted(p for p, v in after.items() if p in before and before[p] != v and not v[0])
-    return [(kind, paths) for kind, paths in (("create", created), ("modify", modified), ("remove", removed))
-            if paths]
+    return [(kind, paths) for kind, paths in (("create", created), ("modify", modified), ("remove", removed)) if paths]
 
 
 class Subscription:
@@ -452,8 +475,13 @@ class Poller:
         for subscription in subscribers:
             if not subscription.warned:
                 subscription.warned = True
-                subscription.send({"type": "error", "message": f"Watcher error: more than {MAX_ENTRIES} entries; "
-                                   "changes beyond them are not reported (watch a subdirectory)"})
+                subscription.send(
+                    {
+                        "type": "error",
+                        "message": f"Watcher error: more than {MAX_ENTRIES} entries; "
+                        "changes beyond them are not reported (watch a subdirectory)",
+                    }
+                )
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

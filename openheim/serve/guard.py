@@ -1,4 +1,5 @@
 """Who may talk to `openheim serve`: the token, the Host header, the Origin header and CORS (pure functions)."""
+
 from __future__ import annotations
 
 import hmac
@@ -12,7 +13,7 @@ def host_name(host_header: str | None) -> str:
     """The name part of a Host header ("127.0.0.1:1217" → "127.0.0.1", "[::1]:80" → "::1")."""
     value = (host_header or "").strip()
     if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
+        return value[1 : value.find("]")] if "]" in value else value
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
@@ -41,8 +42,12 @@ def token_ok(expected: str | None, headers: Mapping[str, str | None], query: str
 
 def same_origin(origin: str, host_header: str | None) -> bool:
     parts = urlsplit(origin)
-    return (parts.scheme in ("http", "https") and host_header is not None and bool(host_header)
-            and parts.netloc.lower() == host_header.lower())
+    return (
+        parts.scheme in ("http", "https")
+        and host_header is not None
+        and bool(host_header)
+        and parts.netloc.lower() == host_header.lower()
+    )
 
 
 def origin_allowed(origin: str | None, host_header: str | None, allowed: Iterable[str]) -> bool:
@@ -62,7 +67,9 @@ def cors_headers(origin: str | None, allowed: Iterable[str]) -> list[tuple[str, 
 def preflight_headers(origin: str | None, allowed: Iterable[str]) -> list[tuple[str, str]]:
     headers = cors_headers(origin, allowed)
     if headers:
-        headers += [("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
-                    ("Access-Control-Allow-Headers", "Authorization"),
-                    ("Access-Control-Max-Age", "600")]
+        headers += [
+            ("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
+            ("Access-Control-Allow-Headers", "Authorization"),
+            ("Access-Control-Max-Age", "600"),
+        ]
     return headers

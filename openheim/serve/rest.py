@@ -1,4 +1,5 @@
 """The read-only REST API of `openheim serve`: a request path in, (HTTP status, JSON body) out."""
+
 from __future__ import annotations
 
 import logging
@@ -22,9 +23,12 @@ def _config(client: OpenheimClient) -> dict:
 
 def _models(client: OpenheimClient) -> dict:
     config = client.config
-    return {"default_provider": config.default_provider,
-            "providers": {name: {"default_model": p.default_model, "models": list(p.models)}
-                          for name, p in config.providers.items()}}
+    return {
+        "default_provider": config.default_provider,
+        "providers": {
+            name: {"default_model": p.default_model, "models": list(p.models)} for name, p in config.providers.items()
+        },
+    }
 
 
 def _skills(client: OpenheimClient) -> list[str]:
@@ -36,8 +40,15 @@ def _skills(client: OpenheimClient) -> list[str]:
 
 
 def _tools(client: OpenheimClient) -> list[dict]:
-    return [{"name": t.name, "description": t.description, "parameters": t.parameters,
-             "read_only": client.tool_capabilities(t.name).read_only} for t in client.tools()]
+    return [
+        {
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.parameters,
+            "read_only": client.tool_capabilities(t.name).read_only,
+        }
+        for t in client.tools()
+    ]
 
 
 def _sessions(client: OpenheimClient) -> list[dict]:
@@ -69,7 +80,7 @@ def is_api(path: str) -> bool:
 
 def known(path: str) -> bool:
     """Whether ``path`` names an endpoint (for 404 versus 405)."""
-    return path in ROUTES or (path.startswith(SESSION_PREFIX) and "/" not in path[len(SESSION_PREFIX):])
+    return path in ROUTES or (path.startswith(SESSION_PREFIX) and "/" not in path[len(SESSION_PREFIX) :])
 
 
 def handle(client: OpenheimClient, path: str) -> tuple[int, Any]:
@@ -79,7 +90,7 @@ def handle(client: OpenheimClient, path: str) -> tuple[int, Any]:
         if route is not None:
             return 200, route(client)
         if known(path):
-            return _session(client, unquote(path[len(SESSION_PREFIX):]))
+            return _session(client, unquote(path[len(SESSION_PREFIX) :]))
     except Exception:
         log.exception("GET %s failed", path)
         return 500, {"error": FAILURES.get(path, f"failed to answer {path}")}

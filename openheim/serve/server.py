@@ -5,6 +5,7 @@ requests in ``process_request`` and hands upgraded sockets to the same ACP serve
 only the framing differs (one JSON-RPC message per text frame). Each socket has a bounded writer: a
 client that stops reading is disconnected instead of being buffered without limit.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,14 @@ class ServeOptions:
         return max(self.max_message_bytes, self.max_file_bytes + ENVELOPE_SLACK)
 
 
-def resolve_options(config: ServeConfig, host: str | None, port: int | None, token: str | None,
-                    environ: dict | None = None, no_token: bool = False) -> ServeOptions:
+def resolve_options(
+    config: ServeConfig,
+    host: str | None,
+    port: int | None,
+    token: str | None,
+    environ: dict | None = None,
+    no_token: bool = False,
+) -> ServeOptions:
     """Flags over ``[serve]`` over defaults. A network address needs a token; on loopback, without one, one
     is generated (``token_generated``), unless ``no_token`` asks to serve without."""
     env = os.environ if environ is None else environ
@@ -88,15 +95,23 @@ def resolve_options(config: ServeConfig, host: str | None, port: int | None, tok
     if no_token and token is not None:
         raise ConfigError(f"--no-token contradicts the token given (by --token or {config.token_env}); drop one")
     if token is None and not is_loopback(host):
-        raise ConfigError(f"binding {host} makes the agent reachable from the network, so it needs a token: "
-                          f"set {config.token_env} (or pass --token) to a long random string")
+        raise ConfigError(
+            f"binding {host} makes the agent reachable from the network, so it needs a token: "
+            f"set {config.token_env} (or pass --token) to a long random string"
+        )
     generated = token is None and not no_token
     if generated:
         token = secrets.token_urlsafe(32)
-    return ServeOptions(host, DEFAULT_PORT if port is None else port, token, tuple(config.cors_origins),
-                        allow_client_mcp_commands=config.allow_client_mcp_commands,
-                        max_message_bytes=config.max_message_bytes, max_file_bytes=config.max_file_bytes,
-                        token_generated=generated)
+    return ServeOptions(
+        host,
+        DEFAULT_PORT if port is None else port,
+        token,
+        tuple(config.cors_origins),
+        allow_client_mcp_commands=config.allow_client_mcp_commands,
+        max_message_bytes=config.max_message_bytes,
+        max_file_bytes=config.max_file_bytes,
+        token_generated=generated,
+    )
 
 
 # --- HTTP -------------------------------------------------------------------------------
@@ -109,23 +124,37 @@ def page() -> bytes:
     return files("openheim.serve").joinpath("web/index.html").read_bytes()
 
 
-PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-               "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 
 
-def response(status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (),
-             head: bool = False) -> Response:
+def response(
+    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (), head: bool = False
+) -> Response:
     from websockets.datastructures import Headers
     from websockets.http11 import Response
 
-    headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body))),
-                       ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
-                       ("Connection", "close"), *extra])
+    headers = Headers(
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Connection", "close"),
+            *extra,
+        ]
+    )
     return Response(status, HTTPStatus(status).phrase, headers, b"" if head else body)
 
 
-def json_response(status: int, payload: Any, extra: Sequence[tuple[str, str]] = (), head: bool = False,
-                  ) -> Response:
+def json_response(
+    status: int,
+    payload: Any,
+    extra: Sequence[tuple[str, str]] = (),
+    head: bool = False,
+) -> Response:
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     return response(status, body, "application/json", extra, head)
 
@@ -199,6 +228,7 @@ def frame_sink(ws: ServerConnection) -> Sink:
                 ws.send(line[:-1], text=True)
         except ConnectionClosed as e:
             raise OSError(f"the socket is closed ({e})") from None
+
     return send
 
 
@@ -251,13 +281,22 @@ class OpenheimServer:
         from websockets.sync.server import serve
 
         try:
-            self._server = serve(self._handle, self.options.host, self.options.port,
-                                 process_request=self._process_request, compression=None,
-                                 max_size=self.options.max_frame_bytes, close_timeout=CLOSE_TIMEOUT,
-                                 server_header=None, logger=_library_logger())
+            self._server = serve(
+                self._handle,
+                self.options.host,
+                self.options.port,
+                process_request=self._process_request,
+                compression=None,
+                max_size=self.options.max_frame_bytes,
+                close_timeout=CLOSE_TIMEOUT,
+                server_header=None,
+                logger=_library_logger(),
+            )
         except OSError as e:
-            raise OpenheimError(f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
-                                "(is another server using the port? choose one with --port)") from None
+            raise OpenheimError(
+                f"Failed to bind {self.options.host}:{self.options.port}: {e.strerror or e} "
+                "(is another server using the port? choose one with --port)"
+            ) from None
         server = self._server
         self.port = server.socket.getsockname()[1]
         self._thread = threading.Thread(target=server.serve_forever, name="serve-accept", daemon=True)
@@ -292,20 +331,32 @@ class OpenheimServer:
         if method == "OPTIONS":
             return response(204, b"", "text/plain", guard.preflight_headers(origin, self.options.cors_origins))
         if method not in ("GET", "HEAD"):
-            return error(405, f"{method} is not supported; the API is read-only",
-                         [("Allow", "GET, HEAD, OPTIONS"), *cors])
+            return error(
+                405, f"{method} is not supported; the API is read-only", [("Allow", "GET, HEAD, OPTIONS"), *cors]
+            )
         if not (path == "/" and not upgrade) and not guard.token_ok(self.options.token, headers, url.query):
-            return error(401, "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
-                         [("WWW-Authenticate", "Bearer"), *cors])
+            return error(
+                401,
+                "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
+                [("WWW-Authenticate", "Bearer"), *cors],
+            )
         if upgrade:
             return self._upgrade(path, origin, headers["Host"])
         head = method == "HEAD"
         if path in ("/acp", "/ws"):
-            return error(426, f"{path} is a WebSocket endpoint; connect with a WebSocket client",
-                         [("Upgrade", "websocket"), *cors])
+            return error(
+                426,
+                f"{path} is a WebSocket endpoint; connect with a WebSocket client",
+                [("Upgrade", "websocket"), *cors],
+            )
         if path in ("/", "/index.html"):
-            return response(200, page(), "text/html; charset=utf-8",
-                            [("Content-Security-Policy", PAGE_POLICY), ("Referrer-Policy", "no-referrer")], head)
+            return response(
+                200,
+                page(),
+                "text/html; charset=utf-8",
+                [("Content-Security-Policy", PAGE_POLICY), ("Referrer-Policy", "no-referrer")],
+                head,
+            )
         if rest.is_api(path):
             status, payload = rest.handle(self.client, path)
             return json_response(status, payload, cors, head)
@@ -342,8 +393,14 @@ class OpenheimServer:
     def _serve_acp(self, peer: Peer) -> None:
         """`/acp`: bare JSON-RPC frames, the same ACP server as stdio."""
         limit = self.options.max_message_bytes
-        peer.acp = AcpServer(self.client, frames(peer.ws, limit), peer.out, limit, kill_children=False,
-                             allow_mcp_commands=self.options.allow_client_mcp_commands)
+        peer.acp = AcpServer(
+            self.client,
+            frames(peer.ws, limit),
+            peer.out,
+            limit,
+            kill_children=False,
+            allow_mcp_commands=self.options.allow_client_mcp_commands,
+        )
         peer.acp.serve()
 
     def _serve_enveloped(self, peer: Peer) -> None:
@@ -351,12 +408,22 @@ class OpenheimServer:
         out = peer.out.start()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         peer.agent_writer = Writer(lambda lines: out.send_lines(AGENT_PREFIX + line[:-1] + b"}\n" for line in lines))
-        peer.acp = AcpServer(self.client, iter(inbox.get, _END), peer.agent_writer, self.options.max_message_bytes,
-                             kill_children=False, allow_mcp_commands=self.options.allow_client_mcp_commands)
+        peer.acp = AcpServer(
+            self.client,
+            iter(inbox.get, _END),
+            peer.agent_writer,
+            self.options.max_message_bytes,
+            kill_children=False,
+            allow_mcp_commands=self.options.allow_client_mcp_commands,
+        )
         agent = threading.Thread(target=peer.acp.serve, name="ws-agent", daemon=True)
         agent.start()
-        fs = FsChannel(self.root, lambda data: out.send({"channel": "fs", "data": data}), hub=self.watches,
-                       max_file_bytes=self.options.max_file_bytes)
+        fs = FsChannel(
+            self.root,
+            lambda data: out.send({"channel": "fs", "data": data}),
+            hub=self.watches,
+            max_file_bytes=self.options.max_file_bytes,
+        )
         out.send({"channel": "fs", "data": {"type": "connected", "message": "Connected to Openheim"}})
         try:
             for frame in frames(peer.ws):
@@ -375,8 +442,9 @@ class OpenheimServer:
         big = len(frame) > self.options.max_message_bytes
         head = frame[:64] if isinstance(frame, str) else frame[:64].decode("utf-8", "replace")
         if big and not FS_ENVELOPE.match(head):
-            problem: str | None = (f"Invalid message: larger than {self.options.max_message_bytes} bytes "
-                                   "(only an fs write may be larger)")
+            problem: str | None = (
+                f"Invalid message: larger than {self.options.max_message_bytes} bytes (only an fs write may be larger)"
+            )
             envelope = None
         else:
             envelope, problem = parse_envelope(frame)
@@ -387,7 +455,7 @@ class OpenheimServer:
             fs.handle(data)
         else:
             if problem is None:
-                problem = "Invalid message: expected {\"channel\": \"agent\" | \"fs\", \"data\": ...}"
+                problem = 'Invalid message: expected {"channel": "agent" | "fs", "data": ...}'
                 if channel is not None:
                     problem = f"Unknown channel {str(channel)[:40]!r}; use 'agent' or 'fs'"
             out.send({"channel": "system", "data": {"type": "error", "message": problem}})

@@ -4,6 +4,7 @@ Two frontmatter styles are read: openheim's TOML between ``+++`` lines, and the 
 block other agent CLIs use (``name``, ``description``, ``tools`` as a list or a comma string, ``model``),
 so existing agent files work unchanged.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,13 +40,13 @@ def split_frontmatter(text: str) -> tuple[str | None, str | None, str]:
     stripped = text.lstrip()
     for fence, style in (("+++", "toml"), ("---", "yaml")):
         if stripped.startswith(fence):
-            rest = stripped[len(fence):]
+            rest = stripped[len(fence) :]
             if rest and rest[0] not in "\r\n":
                 continue
             lines = rest.splitlines(keepends=True)
             for i, line in enumerate(lines[1:], start=1):
                 if line.startswith(fence):
-                    return style, "".join(lines[1:i]), "".join(lines[i + 1:])
+                    return style, "".join(lines[1:i]), "".join(lines[i + 1 :])
             raise ProfileError(f"unterminated '{fence}' frontmatter block")
     return None, None, text
 
@@ -93,9 +94,17 @@ def _str_or_none(data: dict, key: str) -> str | None:
 
 
 # Tool names other agent CLIs use in their agent files, and ours.
-TOOL_ALIASES = {"Read": "read_file", "Write": "write_file", "Edit": "edit_file", "MultiEdit": "edit_file",
-                "Grep": "search", "Glob": "list_dir", "LS": "list_dir", "Bash": "execute_command",
-                "WebFetch": "web_fetch"}
+TOOL_ALIASES = {
+    "Read": "read_file",
+    "Write": "write_file",
+    "Edit": "edit_file",
+    "MultiEdit": "edit_file",
+    "Grep": "search",
+    "Glob": "list_dir",
+    "LS": "list_dir",
+    "Bash": "execute_command",
+    "WebFetch": "web_fetch",
+}
 
 
 def _tools(data: dict) -> tuple[str, ...] | None:
@@ -135,10 +144,16 @@ def parse_profile(name: str, text: str, path: Path | None = None) -> AgentProfil
     prompt = body.strip()  # may be empty: the frontmatter alone is a profile (as upstream loads it)
     model = _str_or_none(data, "model")
     # name and description reach the terminal (run -v, the chat) and the model: no control characters
-    return AgentProfile(name=one_line(_str_or_none(data, "name") or "") or one_line(name), system_prompt=prompt,
-                        description=one_line(_str_or_none(data, "description") or ""),
-                        model=None if model == "inherit" else model, provider=_str_or_none(data, "provider"),
-                        tools=_tools(data), max_iterations=_max_iterations(data), path=path)
+    return AgentProfile(
+        name=one_line(_str_or_none(data, "name") or "") or one_line(name),
+        system_prompt=prompt,
+        description=one_line(_str_or_none(data, "description") or ""),
+        model=None if model == "inherit" else model,
+        provider=_str_or_none(data, "provider"),
+        tools=_tools(data),
+        max_iterations=_max_iterations(data),
+        path=path,
+    )
 
 
 def load_profiles(agents_dir: Path) -> list[AgentProfile]:

@@ -5,6 +5,7 @@ implementation. A tool's module is imported on its first call (or when a call is
 that the process is made non-dumpable, so the children tools start (shells, ripgrep) cannot read its
 environment or memory (see tools/process.py deny_inspection).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -47,8 +48,9 @@ class LazyTool(BaseTool):
         return self.implementation().present(args, where)
 
 
-def register_builtins(registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None,
-                      sandbox: Sandbox | None = None) -> None:
+def register_builtins(
+    registry: ToolRegistry, *, allow_shell: bool, resolver: Resolver | None = None, sandbox: Sandbox | None = None
+) -> None:
     """Add read_file, write_file, edit_file, list_dir, search, web_fetch, update_plan (+ execute_command, in
     ``sandbox``)."""
     for spec in ALWAYS:

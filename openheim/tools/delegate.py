@@ -1,4 +1,5 @@
 """delegate_task: hand a self-contained task to a subagent with its own prompt, model and tools."""
+
 from __future__ import annotations
 
 import threading
@@ -36,10 +37,16 @@ class Delegation:
     models: frozenset[tuple[str, str]] | None = None  # (provider, model) pairs the model may pick; None: any
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
-    def __init__(self, profiles: list[AgentProfile], session_config: AgentConfig,
-                 resolve: Callable[[str | None, str | None], AgentConfig], llm_for: Callable[[AgentConfig], LlmClient],
-                 executor: ToolExecutor, max_parallel: int = 4,
-                 models: frozenset[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        profiles: list[AgentProfile],
+        session_config: AgentConfig,
+        resolve: Callable[[str | None, str | None], AgentConfig],
+        llm_for: Callable[[AgentConfig], LlmClient],
+        executor: ToolExecutor,
+        max_parallel: int = 4,
+        models: frozenset[tuple[str, str]] | None = None,
+    ) -> None:
         self.profiles = profiles
         self.session_config = session_config
         self.resolve = resolve
@@ -52,12 +59,15 @@ class Delegation:
 
 def describe(profiles: list[AgentProfile]) -> str:
     """The tool description: what delegation is for, and the profiles there are."""
-    head = ("Delegate a self-contained task to a subagent that works on its own (with its own system prompt, "
-            "model and tools, in the same sandbox) and returns its final answer. Give it everything it needs "
-            "in 'task': it does not see this conversation.")
+    head = (
+        "Delegate a self-contained task to a subagent that works on its own (with its own system prompt, "
+        "model and tools, in the same sandbox) and returns its final answer. Give it everything it needs "
+        "in 'task': it does not see this conversation."
+    )
     if not profiles:
-        return head + ("\n\nNo subagent profiles are configured; pass an inline 'system_prompt' describing "
-                       "the subagent instead.")
+        return head + (
+            "\n\nNo subagent profiles are configured; pass an inline 'system_prompt' describing the subagent instead."
+        )
     lines = [f"- `{p.name}`: {p.description or '(no description provided)'}" for p in profiles]
     return head + "\n\nAvailable subagents (pass one as 'agent', or an inline 'system_prompt'):\n" + "\n".join(lines)
 
@@ -66,16 +76,26 @@ def parameters(profiles: list[AgentProfile]) -> dict:
     agent: dict = {"type": "string", "description": "The subagent profile to run"}
     if profiles:
         agent["enum"] = [p.name for p in profiles]
-    return {"type": "object", "properties": {
-        "agent": agent,
-        "system_prompt": {"type": "string", "description": "An inline subagent's system prompt (instead of 'agent')"},
-        "task": {"type": "string", "description": "The task, with all the context the subagent needs"},
-        "tools": {"type": "array", "items": {"type": "string"},
-                  "description": "Only these tools (default: the profile's, else all of yours)"},
-        "model": {"type": "string", "description": "Model to run it on (default: the profile's, else yours)"},
-        "provider": {"type": "string", "description": "Provider of that model"},
-        "max_iterations": {"type": "integer", "minimum": 1, "description": "Its iteration limit (at most yours)"},
-    }, "required": ["task"]}
+    return {
+        "type": "object",
+        "properties": {
+            "agent": agent,
+            "system_prompt": {
+                "type": "string",
+                "description": "An inline subagent's system prompt (instead of 'agent')",
+            },
+            "task": {"type": "string", "description": "The task, with all the context the subagent needs"},
+            "tools": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Only these tools (default: the profile's, else all of yours)",
+            },
+            "model": {"type": "string", "description": "Model to run it on (default: the profile's, else yours)"},
+            "provider": {"type": "string", "description": "Provider of that model"},
+            "max_iterations": {"type": "integer", "minimum": 1, "description": "Its iteration limit (at most yours)"},
+        },
+        "required": ["task"],
+    }
 
 
 class DelegateTool(BaseTool):
@@ -94,8 +114,10 @@ class DelegateTool(BaseTool):
         args = args or {}
         who = args.get("agent") or INLINE
         task = args.get("task")
-        return ToolView(f"Delegate to {short(who)}: {short(task, 120)}" if task else f"Delegate to {short(who)}",
-                        self.capabilities.kind)
+        return ToolView(
+            f"Delegate to {short(who)}: {short(task, 120)}" if task else f"Delegate to {short(who)}",
+            self.capabilities.kind,
+        )
 
     def execute(self, args: dict, ctx: TurnContext) -> str:
         task = args.get("task")
@@ -142,12 +164,16 @@ class DelegateTool(BaseTool):
                 raise ToolExecutionError("'system_prompt' must be a string")
             return AgentProfile(INLINE, inline), ""
         if not agent:
-            return None, (f"Missing subagent: pass 'agent' (one of: {names}) or an inline 'system_prompt' "
-                          "describing the subagent.")
+            return None, (
+                f"Missing subagent: pass 'agent' (one of: {names}) or an inline 'system_prompt' "
+                "describing the subagent."
+            )
         profile = self.profiles.get(agent) if isinstance(agent, str) else None
         if profile is None:
-            return None, (f"Unknown subagent '{agent}'. Available subagents: {names}. You can also pass an "
-                          "inline 'system_prompt' instead of 'agent'.")
+            return None, (
+                f"Unknown subagent '{agent}'. Available subagents: {names}. You can also pass an "
+                "inline 'system_prompt' instead of 'agent'."
+            )
         return profile, ""
 
     def _config(self, profile: AgentProfile, args: dict) -> tuple[AgentConfig, str]:
@@ -158,23 +184,37 @@ class DelegateTool(BaseTool):
         cfg = d.session_config if not (provider or model) else d.resolve(provider, model)
         picked = (cfg.provider_name, cfg.model)
         own = (d.session_config.provider_name, d.session_config.model)
-        if (args.get("provider") or args.get("model")) and d.models is not None and picked != own \
-                and picked not in d.models:
+        if (
+            (args.get("provider") or args.get("model"))
+            and d.models is not None
+            and picked != own
+            and picked not in d.models
+        ):
             listed = ", ".join(f"{p}/{m}" for p, m in sorted(d.models))
-            raise ToolExecutionError(f"model '{cfg.model}' of provider '{cfg.provider_name}' is not one this "
-                                     f"configuration lists; pick one of: {listed}")
+            raise ToolExecutionError(
+                f"model '{cfg.model}' of provider '{cfg.provider_name}' is not one this "
+                f"configuration lists; pick one of: {listed}"
+            )
         limit = d.session_config.max_iterations
         wanted = args.get("max_iterations") or profile.max_iterations
         note = ""
         if isinstance(wanted, int) and not isinstance(wanted, bool) and wanted >= 1:
             if wanted > limit:
-                note = (f"\n\n[Note: max_iterations {wanted} is above this session's limit; subagent "
-                        f"'{profile.name}' ran with {limit}.]")
+                note = (
+                    f"\n\n[Note: max_iterations {wanted} is above this session's limit; subagent "
+                    f"'{profile.name}' ran with {limit}.]"
+                )
             limit = min(wanted, limit)
         return cfg.with_(max_iterations=limit), note
 
-    def _run(self, profile: AgentProfile, task: str, cfg: AgentConfig, tools: tuple[str, ...] | list[str] | None,
-             ctx: TurnContext) -> str:
+    def _run(
+        self,
+        profile: AgentProfile,
+        task: str,
+        cfg: AgentConfig,
+        tools: tuple[str, ...] | list[str] | None,
+        ctx: TurnContext,
+    ) -> str:
         from openheim.core.agent import run_turn
 
         executor = self.delegation.executor
@@ -188,17 +228,25 @@ class DelegateTool(BaseTool):
                 ctx.emit(SubagentEvent(profile.name, parent, event))
 
         history = [Message.user(task)]
-        result = run_turn(self.delegation.llm_for(cfg), executor, cfg, history, replace(ctx, gate=gate),
-                          forward, Message.system(profile.system_prompt) if profile.system_prompt else None)
+        result = run_turn(
+            self.delegation.llm_for(cfg),
+            executor,
+            cfg,
+            history,
+            replace(ctx, gate=gate),
+            forward,
+            Message.system(profile.system_prompt) if profile.system_prompt else None,
+        )
         if result.stop_reason is StopReason.CANCELLED or ctx.cancel.cancelled:
             return ""
         text = result.final_response or _last_text(history)
         if result.stop_reason is StopReason.MAX_ITERATIONS:
-            text += (f"\n\n[Note: subagent '{profile.name}' reached its iteration limit ({cfg.max_iterations}) "
-                     "before finishing — this answer may be incomplete.]")
+            text += (
+                f"\n\n[Note: subagent '{profile.name}' reached its iteration limit ({cfg.max_iterations}) "
+                "before finishing — this answer may be incomplete.]"
+            )
         if result.budget is not None:
-            text += (f"\n\n[Note: subagent '{profile.name}' {result.budget.notice} — this answer may be "
-                     "incomplete.]")
+            text += f"\n\n[Note: subagent '{profile.name}' {result.budget.notice} — this answer may be incomplete.]"
         return text
 
 

@@ -1,4 +1,5 @@
 """edit_file: replace an exact, unique piece of text in a file."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -38,8 +39,10 @@ def apply_edit(text: str, old: str, new: str, replace_all: bool) -> tuple[str, i
     if count == 0:
         raise ToolExecutionError("old_string not found in file")
     if count > 1 and not replace_all:
-        raise ToolExecutionError(f"old_string appears {count} times in the file; provide more surrounding "
-                                 "context to make it unique, or set replace_all to true")
+        raise ToolExecutionError(
+            f"old_string appears {count} times in the file; provide more surrounding "
+            "context to make it unique, or set replace_all to true"
+        )
     return text.replace(old, new), count
 
 

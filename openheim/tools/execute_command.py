@@ -1,4 +1,5 @@
 """execute_command: run a shell command in its own process group, capped, timed out and cancellable."""
+
 from __future__ import annotations
 
 import contextlib
@@ -118,8 +119,9 @@ def _pipes_open(sel: selectors.BaseSelector) -> bool:
     return any(key.data != "exit" for key in sel.get_map().values())
 
 
-def _pump(proc: Process, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken,
-          pidfd: int | None) -> None:
+def _pump(
+    proc: Process, out: Outcome, sel: selectors.BaseSelector, deadline: float, cancel: CancelToken, pidfd: int | None
+) -> None:
     """Read both pipes until the shell exits, time runs out or the turn is cancelled."""
     stdout, stderr = _pipes(proc)
     streams = {stdout.fileno(): out.stdout, stderr.fileno(): out.stderr}
@@ -214,11 +216,13 @@ def format_outcome(out: Outcome, timeout: float) -> str:
     if out.cancelled:
         raise ToolExecutionError("Command cancelled.")
     if out.timed_out:
-        raise ToolExecutionError(f"Command timed out after {timeout:g} seconds and was killed.\n"
-                                 f"Stdout: {stdout}\nStderr: {stderr}")
+        raise ToolExecutionError(
+            f"Command timed out after {timeout:g} seconds and was killed.\nStdout: {stdout}\nStderr: {stderr}"
+        )
     if out.returncode is not None and out.returncode < 0:
-        raise ToolExecutionError(f"Command killed by signal {signal_name(-out.returncode)}:\n"
-                                 f"Stdout: {stdout}\nStderr: {stderr}")
+        raise ToolExecutionError(
+            f"Command killed by signal {signal_name(-out.returncode)}:\nStdout: {stdout}\nStderr: {stderr}"
+        )
     if out.returncode != 0:
         raise ToolExecutionError(f"Command failed:\nStdout: {stdout}\nStderr: {stderr}")
     if not stderr:
@@ -260,7 +264,6 @@ class ExecuteCommandTool(BaseTool):
             out = run_group(proc, self.timeout, self.cap, ctx.cancel, helper=self.sandbox.active)
         return sandboxed_outcome(out, self.timeout, self.sandbox, ctx.work_dir)
 
-
     def _start(self, command: str, ctx: TurnContext, tmp: str | None) -> Process:
         """``sh -c command`` in the session cwd, as its own process group; through the sandbox's fork server
         when the sandbox is on."""
@@ -271,8 +274,15 @@ class ExecuteCommandTool(BaseTool):
 
                 options = self.sandbox.helper_options(ctx.work_dir, tmp)
                 return spawn([*options, "--", "sh", "-c", command], ctx.effective_cwd, env)
-            return subprocess.Popen(["sh", "-c", command], cwd=ctx.effective_cwd, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+            return subprocess.Popen(
+                ["sh", "-c", command],
+                cwd=ctx.effective_cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+            )
         except OSError as e:
             raise ToolExecutionError(f"Failed to execute command: {e}") from None
 
@@ -297,8 +307,10 @@ def sandboxed_outcome(out: Outcome, timeout: float, sandbox: Sandbox, root: str 
     """format_outcome, plus one line saying what the sandbox refused when the command failed because of it."""
     if sandbox.required and out.returncode == REFUSED_EXIT and "required but not enforced" in out.stderr.text():
         reason = out.stderr.text().strip().splitlines()[-1].removeprefix("openheim sandbox: ")
-        raise ToolExecutionError(f"Command refused: the sandbox ({sandbox.mode}) is {reason}; nothing was run. "
-                                 "Set [sandbox] required = false (or mode = \"off\") to run commands unconfined.")
+        raise ToolExecutionError(
+            f"Command refused: the sandbox ({sandbox.mode}) is {reason}; nothing was run. "
+            'Set [sandbox] required = false (or mode = "off") to run commands unconfined.'
+        )
     try:
         return format_outcome(out, timeout)
     except ToolExecutionError as e:

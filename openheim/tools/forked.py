@@ -6,6 +6,7 @@ process: the parent waits on a pipe, kills the child's process group at the dead
 from the signal handlers' ``kill_all``, and the child also dies by itself (SIGALRM backstop, parent
 death signal) if the parent cannot.
 """
+
 from __future__ import annotations
 
 import gc
@@ -94,7 +95,7 @@ def _child(work: Callable[[], object], out: int, timeout: float, parent: int) ->
         data = pickle.dumps(payload)
         view = memoryview(data)
         while view:
-            view = view[os.write(out, view):]
+            view = view[os.write(out, view) :]
     except BaseException:
         code = 1
     finally:

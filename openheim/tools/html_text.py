@@ -1,4 +1,5 @@
 """HTML to readable text for web_fetch: drop scripts and styles, break at block tags, strip the rest."""
+
 from __future__ import annotations
 
 import re
@@ -8,7 +9,9 @@ _HIDDEN_UNCLOSED = re.compile(r"<(script|style)\b.*\Z", re.I | re.S)
 _COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
 _BLOCK = re.compile(
     r"</?(?:address|article|aside|blockquote|br|dd|div|dl|dt|figcaption|figure|footer|form|h[1-6]|header|"
-    r"hr|li|main|nav|ol|p|pre|section|table|td|th|title|tr|ul)\b[^>]*>", re.I)
+    r"hr|li|main|nav|ol|p|pre|section|table|td|th|title|tr|ul)\b[^>]*>",
+    re.I,
+)
 _TAG = re.compile(r"<[^>]*>")
 _ENTITY = re.compile(r"&(nbsp|amp|quot|apos|lt|gt|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});")
 _NAMED = {"nbsp": " ", "amp": "&", "quot": '"', "apos": "'", "lt": "<", "gt": ">"}

@@ -1,4 +1,5 @@
 """gitignore-style rules for the search tool: parse .gitignore/.ignore files and match paths (pure)."""
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,7 @@ def _class_to_regex(glob: str, i: int) -> tuple[str, int]:
         j += 2 if glob[j] == "\\" else 1
     if j >= len(glob):
         return re.escape("["), i + 1
-    body = glob[i + 1:j]
+    body = glob[i + 1 : j]
     negate = body[:1] in ("!", "^")
     if negate:
         body = body[1:]
@@ -106,17 +107,20 @@ class RuleSet:
         self._any = re.compile(union, re.DOTALL) if self.rules else None
         # when every rule matches by name only, the last path component decides whether any rule can match
         names = [r.name_regex for r in self.rules]
-        self._any_name = (re.compile("|".join(f"(?:{n.pattern})" for n in names if n is not None), re.DOTALL)
-                          if self.rules and all(n is not None for n in names) else None)
+        self._any_name = (
+            re.compile("|".join(f"(?:{n.pattern})" for n in names if n is not None), re.DOTALL)
+            if self.rules and all(n is not None for n in names)
+            else None
+        )
         self._prefix = self.base + "/"
 
     def decide(self, path: str, is_dir: bool) -> bool | None:
         """True = ignored, False = re-included, None = no rule here speaks about ``path``."""
         if self._any is None or not path.startswith(self._prefix):
             return None
-        if self._any_name is not None and self._any_name.fullmatch(path[path.rfind("/") + 1:]) is None:
+        if self._any_name is not None and self._any_name.fullmatch(path[path.rfind("/") + 1 :]) is None:
             return None
-        rel = path[len(self._prefix):]
+        rel = path[len(self._prefix) :]
         if self._any.fullmatch(rel) is None:
             return None
         for rule in reversed(self.rules):

@@ -1,4 +1,5 @@
 """list_dir: the entries of one directory, sorted by raw name."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ as it opens; the sandbox's component-wise O_NOFOLLOW walk gives the same answer 
 component. ``available()`` is False on other systems, older kernels and where a seccomp filter
 refuses the call; callers then walk. ctypes is imported on the first call only.
 """
+
 from __future__ import annotations
 
 import errno
@@ -40,8 +41,13 @@ def _bind() -> Any:
 
     def call(dir_fd: int, path: bytes, flags: int, mode: int, resolve: int) -> int:
         how = OpenHow(flags, mode, resolve)
-        fd = libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
-                          ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        fd = libc.syscall(
+            ctypes.c_long(SYS_OPENAT2),
+            ctypes.c_int(dir_fd),
+            ctypes.c_char_p(path),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
         if fd < 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code), os.fsdecode(path))
@@ -58,8 +64,9 @@ def available() -> bool:
     return _syscall() is not None
 
 
-def openat2(path: str | bytes, flags: int, mode: int = 0, *, dir_fd: int = AT_FDCWD,
-            resolve: int = RESOLVE_NO_SYMLINKS) -> int:
+def openat2(
+    path: str | bytes, flags: int, mode: int = 0, *, dir_fd: int = AT_FDCWD, resolve: int = RESOLVE_NO_SYMLINKS
+) -> int:
     """A descriptor of ``path`` opened with ``resolve`` (no symlink anywhere, by default).
 
     A symlink on the way is ELOOP; raises OSError(ENOSYS) when openat2 is not available.

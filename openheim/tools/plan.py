@@ -1,5 +1,6 @@
 """update_plan: the model keeps a short step list the user can watch (ACP ``plan`` updates, stream-json
 ``plan`` events, the chat's ``:plan``, the web page's list)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
 """Shared pieces of the built-in tools' presentation hooks: path titles, locations and old file text."""
+
 from __future__ import annotations
 
 import logging
@@ -15,8 +16,9 @@ log = logging.getLogger(__name__)
 DIFF_LIMIT = 1024 * 1024
 
 
-def path_view(verb: str, kind: str, args: dict | None, where: ViewContext, *, cwd_if_absent: bool = False,
-              line: object = None) -> ToolView:
+def path_view(
+    verb: str, kind: str, args: dict | None, where: ViewContext, *, cwd_if_absent: bool = False, line: object = None
+) -> ToolView:
     """``{verb} {path}``, with the path as a location the client can follow."""
     path = (args or {}).get("path")
     title = f"{verb} {short(path or '.')}"

@@ -1,4 +1,5 @@
 """Child processes of tools: the registry of running process groups and the child environment."""
+
 from __future__ import annotations
 
 import functools

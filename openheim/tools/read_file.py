@@ -1,4 +1,5 @@
 """read_file: one page of a text file, with notes that tell the model how to read on."""
+
 from __future__ import annotations
 
 import codecs
@@ -30,12 +31,11 @@ NOT_UTF8 = "the file is not valid UTF-8 text"
 CANCELLED = "file read cancelled"
 
 
-
 def _count_nl(buf: Buffer, start: int, end: int) -> int:
     """Newlines in buf[start:end], counted a chunk at a time (mmap has no count)."""
     total = 0
     for pos in range(start, end, _CHUNK):
-        total += bytes(buf[pos:min(pos + _CHUNK, end)]).count(b"\n")
+        total += bytes(buf[pos : min(pos + _CHUNK, end)]).count(b"\n")
     return total
 
 
@@ -56,8 +56,10 @@ def _line_start(buf: Buffer, offset: int) -> int | None:
     n, pos, remaining = len(buf), 0, offset - 1
     while remaining > 0 and pos < n:
         if pos >= SCAN_LIMIT:
-            raise ToolExecutionError(f"line {offset} does not start within the first {SCAN_LIMIT >> 20} MiB of the "
-                                     "file, which read_file does not scan past; use search to find what you need")
+            raise ToolExecutionError(
+                f"line {offset} does not start within the first {SCAN_LIMIT >> 20} MiB of the "
+                "file, which read_file does not scan past; use search to find what you need"
+            )
         end = min(pos + _CHUNK, n)
         found = _count_nl(buf, pos, end)
         if found < remaining:
@@ -97,7 +99,7 @@ def _total_lines(buf: Buffer) -> int | None:
     n = len(buf)
     if n > SCAN_LIMIT:
         return None
-    return _count_nl(buf, 0, n) + (1 if n and buf[n - 1:n] != b"\n" else 0)
+    return _count_nl(buf, 0, n) + (1 if n and buf[n - 1 : n] != b"\n" else 0)
 
 
 def with_note(text: str, note: str) -> str:
@@ -125,11 +127,10 @@ def page_buffer(buf: Buffer, offset: int, limit: int | None) -> str:
     end, count = _select(buf, start, limit)
     _validate_utf8(buf, max(min(len(buf), SCAN_LIMIT), end, min(start + CAP + 4, len(buf))))
     if count == 0:
-        head = utf8_cut(bytes(buf[start:start + CAP + 4]), CAP).decode("utf-8")
+        head = utf8_cut(bytes(buf[start : start + CAP + 4]), CAP).decode("utf-8")
         more = total is None or offset < total
         tail = f"; call again with offset={offset + 1} for the lines after it" if more else ""
-        return with_note(head, f"[line {offset}{_of(total)} is longer than {CAP} bytes; "
-                               f"only its start is shown{tail}]")
+        return with_note(head, f"[line {offset}{_of(total)} is longer than {CAP} bytes; only its start is shown{tail}]")
     text = bytes(buf[start:end]).decode("utf-8")
     if end >= len(buf):
         return text
@@ -148,13 +149,17 @@ def page_client_text(text: str, offset: int, limit: int | None = None) -> str:
     end, count = _select(data, 0, limit)
     if count == 0:
         head = utf8_cut(data, CAP).decode("utf-8")
-        return with_note(head, f"[line {offset} is longer than {CAP} bytes; only its start is shown; "
-                               f"call again with offset={offset + 1} for the lines after it]")
+        return with_note(
+            head,
+            f"[line {offset} is longer than {CAP} bytes; only its start is shown; "
+            f"call again with offset={offset + 1} for the lines after it]",
+        )
     if end >= len(data):
         return text
     last = offset + count - 1
-    return with_note(data[:end].decode("utf-8"),
-                     f"[lines {offset}–{last} shown; call again with offset={last + 1} to read on]")
+    return with_note(
+        data[:end].decode("utf-8"), f"[lines {offset}–{last} shown; call again with offset={last + 1} to read on]"
+    )
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -199,8 +204,9 @@ def read_whole_text(path: Path, ctx: TurnContext) -> str:
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > WHOLE_LIMIT:
-            raise ToolExecutionError(f"the file is {size} bytes; only files up to {WHOLE_LIMIT} bytes "
-                                     "can be read whole")
+            raise ToolExecutionError(
+                f"the file is {size} bytes; only files up to {WHOLE_LIMIT} bytes can be read whole"
+            )
         data = f.read()
     try:
         return data.decode("utf-8")

@@ -6,6 +6,7 @@ the canonical work_dir. The openers at the end then open what validate_path retu
 following a symlink anywhere on the way, so a directory swapped for a symlink after the check
 cannot lead a tool outside.
 """
+
 from __future__ import annotations
 
 import errno
@@ -87,7 +88,8 @@ def _outside(requested: str, root: str) -> ToolExecutionError:
 def _dangling(requested: str) -> ToolExecutionError:
     return ToolExecutionError(
         f"path '{_shown(requested)}' is a dangling symlink (its target is missing or loops); "
-        "point it at a file inside the work directory or use another path")
+        "point it at a file inside the work directory or use another path"
+    )
 
 
 def _contain(requested: str, norm: str, root: str) -> str:
@@ -118,8 +120,9 @@ def _contain(requested: str, norm: str, root: str) -> str:
     return os.path.join(real, *reversed(tail))
 
 
-def validate_path(requested: str | os.PathLike, work_dir: str | os.PathLike,
-                  cwd: str | os.PathLike | None = None) -> Path:
+def validate_path(
+    requested: str | os.PathLike, work_dir: str | os.PathLike, cwd: str | os.PathLike | None = None
+) -> Path:
     """The real path for ``requested`` (relative to ``cwd``), refused unless inside ``work_dir`` and
     outside every private path (openheim's data dir)."""
     req = os.fspath(requested)
@@ -131,8 +134,9 @@ def validate_path(requested: str | os.PathLike, work_dir: str | os.PathLike,
     return Path(real)
 
 
-def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
-                   cwd: str | os.PathLike | None = None) -> Path:
+def validate_entry(
+    requested: str | os.PathLike, work_dir: str | os.PathLike, cwd: str | os.PathLike | None = None
+) -> Path:
     """Like validate_path for delete/rename: the last component is not followed and the root is refused."""
     req = os.fspath(requested)
     check_text(req)
@@ -151,8 +155,9 @@ def validate_entry(requested: str | os.PathLike, work_dir: str | os.PathLike,
         raise _outside(req, root)
     _refuse_private(req, result, root)
     if any(is_inside(private, result) for private in _private):
-        raise ToolExecutionError(f"path '{_shown(req)}' holds openheim's data directory; it cannot be moved or "
-                                 "deleted through a file tool")
+        raise ToolExecutionError(
+            f"path '{_shown(req)}' holds openheim's data directory; it cannot be moved or deleted through a file tool"
+        )
     return Path(result)
 
 
@@ -181,8 +186,10 @@ def is_private(path: str | os.PathLike, root: str | os.PathLike) -> bool:
 
 def _refuse_private(requested: str, real: str, root: str) -> None:
     if is_private(real, root):
-        raise ToolExecutionError(f"path '{_shown(requested)}' is inside openheim's data directory, which file "
-                                 "tools never reach; choose a path in the project")
+        raise ToolExecutionError(
+            f"path '{_shown(requested)}' is inside openheim's data directory, which file "
+            "tools never reach; choose a path in the project"
+        )
 
 
 def sandbox_root(work_dir: str | os.PathLike | None, cwd: str | os.PathLike) -> Path:
@@ -193,8 +200,10 @@ def sandbox_root(work_dir: str | os.PathLike | None, cwd: str | os.PathLike) -> 
         return Path(cwd)
     root = os.path.realpath(work_dir)
     if not is_inside(os.path.realpath(cwd), root):
-        raise InvalidArgument(f"cwd '{os.fspath(cwd)}' is outside the configured work_dir "
-                              f"'{os.fspath(work_dir)}'; start the session inside it or change work_dir")
+        raise InvalidArgument(
+            f"cwd '{os.fspath(cwd)}' is outside the configured work_dir "
+            f"'{os.fspath(work_dir)}'; start the session inside it or change work_dir"
+        )
     return Path(work_dir)
 
 
@@ -210,8 +219,9 @@ _WALK = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | (_O_PATH or os.O_RDONLY)
 
 
 def _changed(path: str) -> ToolExecutionError:
-    return ToolExecutionError(f"path '{_shown(path)}' changed while it was being opened (a directory on it is "
-                              "now a symlink); try again")
+    return ToolExecutionError(
+        f"path '{_shown(path)}' changed while it was being opened (a directory on it is now a symlink); try again"
+    )
 
 
 def _parts(path: str | os.PathLike) -> list[str]:

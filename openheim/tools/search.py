@@ -1,4 +1,5 @@
 """search: regex search over the files under a directory, ripgrep-style (ignore files, hidden, binary)."""
+
 from __future__ import annotations
 
 import os
@@ -157,7 +158,7 @@ class SearchFiles:
             else:
                 if self._tree is None:
                     self._tree = Beneath(self.root)
-                fd = self._tree.open(self.paths[index][self._cut:], os.O_RDONLY | os.O_NONBLOCK)
+                fd = self._tree.open(self.paths[index][self._cut :], os.O_RDONLY | os.O_NONBLOCK)
         except (OSError, ValueError, ToolExecutionError):
             return None
         try:
@@ -289,7 +290,7 @@ def format_results(found: list[Match], files: list[str], root: str, capped_files
     single = len(files) == 1 and files[0] == root
     lines = []
     for index, number, text in found[:MAX_MATCHES]:
-        path = files[index] if single else files[index][len(root.rstrip("/")) + 1:]
+        path = files[index] if single else files[index][len(root.rstrip("/")) + 1 :]
         lines.append(f"{path}:{number}: {text}")
     out = "\n".join(lines)
     if len(found) > MAX_MATCHES:
@@ -299,8 +300,14 @@ def format_results(found: list[Match], files: list[str], root: str, capped_files
     return out
 
 
-def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken | None = None,
-               use_rg: bool | None = None, hidden: Callable[[str], bool] | None = None) -> str:
+def run_search(
+    root: str,
+    pattern: str,
+    case_insensitive: bool,
+    cancel: CancelToken | None = None,
+    use_rg: bool | None = None,
+    hidden: Callable[[str], bool] | None = None,
+) -> str:
     """Search ``root`` (a directory or one file); rg is used when available and the pattern allows it.
     Files for which ``hidden(path)`` is true (a read deny rule) are never opened."""
     from openheim.tools import search_rg
@@ -321,9 +328,15 @@ def run_search(root: str, pattern: str, case_insensitive: bool, cancel: CancelTo
     return format_results(found, paths, root, capped)
 
 
-def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: CancelToken,
-                    use_rg: bool | None = None, timeout: float = TIMEOUT,
-                    hidden: Callable[[str], bool] | None = None) -> str:
+def search_killable(
+    root: str,
+    pattern: str,
+    case_insensitive: bool,
+    cancel: CancelToken,
+    use_rg: bool | None = None,
+    timeout: float = TIMEOUT,
+    hidden: Callable[[str], bool] | None = None,
+) -> str:
     """run_search in a child process that the deadline, a cancel or a signal ends, whatever the pattern.
 
     Python's re can backtrack for hours on some patterns without letting any other thread run.
@@ -339,13 +352,18 @@ def search_killable(root: str, pattern: str, case_insensitive: bool, cancel: Can
     if not forked.can_fork():
         return run_search(root, pattern, case_insensitive, cancel, use_rg, hidden)
     try:
-        return str(forked.run_forked(lambda: run_search(root, pattern, case_insensitive, None, use_rg, hidden),
-                                     timeout, cancel))
+        return str(
+            forked.run_forked(
+                lambda: run_search(root, pattern, case_insensitive, None, use_rg, hidden), timeout, cancel
+            )
+        )
     except forked.Interrupted:
         raise ToolExecutionError("search cancelled") from None
     except forked.Expired:
-        raise ToolExecutionError(f"search timed out after {timeout:g} seconds and was stopped; search a "
-                                 "smaller path or use a simpler pattern") from None
+        raise ToolExecutionError(
+            f"search timed out after {timeout:g} seconds and was stopped; search a "
+            "smaller path or use a simpler pattern"
+        ) from None
 
 
 class SearchTool(BaseTool):
@@ -372,8 +390,9 @@ class SearchTool(BaseTool):
         root = validate_path(requested, ctx.work_dir, ctx.effective_cwd)
         if not root.exists():
             raise ToolExecutionError(f"path '{requested}' does not exist")
-        return search_killable(os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg, self.timeout,
-                               read_denied_paths(ctx))
+        return search_killable(
+            os.fspath(root), pattern, case_insensitive, ctx.cancel, self.use_rg, self.timeout, read_denied_paths(ctx)
+        )
 
 
 def read_denied_paths(ctx: TurnContext) -> Callable[[str], bool] | None:

@@ -5,6 +5,7 @@ those files, and files rg matched are re-checked for NUL bytes and UTF-8 so both
 the same binary files. Python opens every file (no symlink followed anywhere below the root) and
 hands rg the open descriptors as /proc/self/fd/N, so rg reads exactly the files Python checked.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ def _class_items(pattern: str, j: int) -> tuple[list[str], int] | None:
         if c == "\\":
             if j + 1 >= len(pattern) or pattern[j + 1] not in _PUNCT_ESCAPES:
                 return None
-            c = pattern[j:j + 2]
+            c = pattern[j : j + 2]
         items.append(c)
         j += len(c)
     return (items, j) if j < len(pattern) else None
@@ -73,7 +74,7 @@ def _repeat_end(pattern: str, i: int) -> int | None:
     j = pattern.find("}", i)
     if j < 0:
         return None
-    low, _comma, high = pattern[i + 1:j].partition(",")
+    low, _comma, high = pattern[i + 1 : j].partition(",")
     if not low.isdigit() or (high and not high.isdigit()) or not low.isascii() or not high.isascii():
         return None
     return j + 1
@@ -133,8 +134,9 @@ def usable(pattern: str, required: bool = False) -> bool:
     """Whether the rg engine may run this pattern (``required`` raises when rg is missing)."""
     if rg_binary() is None:
         if required:
-            raise ToolExecutionError("search needs ripgrep (rg) on PATH or beside the Python interpreter "
-                                     "for use_rg=True")
+            raise ToolExecutionError(
+                "search needs ripgrep (rg) on PATH or beside the Python interpreter for use_rg=True"
+            )
         return False
     return is_portable(pattern) and os.path.isdir(_FD_DIR)
 
@@ -154,8 +156,9 @@ def _parse(output: bytes, index_of: dict[bytes, int]) -> list[Match]:
 
 def _run_rg(args: list[str], fds: list[int], cancel: CancelToken | None) -> bytes | None:
     """rg's stdout, or None when rg failed (the caller falls back to Python)."""
-    proc = subprocess.Popen(args, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, pass_fds=fds)
+    proc = subprocess.Popen(
+        args, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=fds
+    )
     remove = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
     try:
         out, _ = proc.communicate()
@@ -179,8 +182,7 @@ def _keep_text_files(found: list[Match], files: SearchFiles, fds: dict[int, int]
     return kept
 
 
-def _search_batch(base: list[str], files: SearchFiles, group: range,
-                  cancel: CancelToken | None) -> list[Match] | None:
+def _search_batch(base: list[str], files: SearchFiles, group: range, cancel: CancelToken | None) -> list[Match] | None:
     fds: dict[int, int] = {}
     try:
         for index in group:
@@ -207,15 +209,31 @@ def _batch_size() -> int:
     return _MAX_BATCH if soft == resource.RLIM_INFINITY else max(16, min(_MAX_BATCH, soft // 2 - 32))
 
 
-def rg_search(files: SearchFiles, pattern: str, case_insensitive: bool,
-              cancel: CancelToken | None) -> list[Match] | None:
+def rg_search(
+    files: SearchFiles, pattern: str, case_insensitive: bool, cancel: CancelToken | None
+) -> list[Match] | None:
     """Matches in file order (stopping after MAX_MATCHES), or None if rg could not run the search."""
     rg = rg_binary()
     if rg is None:
         return None
-    base = [rg, "--no-config", "--no-heading", "--with-filename", "--line-number", "--null", "--color",
-            "never", "--text", "--no-messages", "--no-ignore", "--hidden", "--encoding", "none",
-            "--max-count", str(MAX_MATCHES + 1)]
+    base = [
+        rg,
+        "--no-config",
+        "--no-heading",
+        "--with-filename",
+        "--line-number",
+        "--null",
+        "--color",
+        "never",
+        "--text",
+        "--no-messages",
+        "--no-ignore",
+        "--hidden",
+        "--encoding",
+        "none",
+        "--max-count",
+        str(MAX_MATCHES + 1),
+    ]
     base += (["--ignore-case"] if case_insensitive else []) + ["-e", pattern, "--"]
     found: list[Match] = []
     total, size = len(files.paths), _batch_size()

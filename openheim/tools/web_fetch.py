@@ -1,4 +1,5 @@
 """web_fetch: GET one http(s) URL behind an SSRF guard, with the connection pinned to the checked address."""
+
 from __future__ import annotations
 
 import socket
@@ -88,7 +89,7 @@ def _charset(content_type: str) -> str:
     for part in content_type.split(";")[1:]:
         key, _, value = part.partition("=")
         if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip('"\'')
+            return value.strip().strip("\"'")
     return "utf-8"
 
 
@@ -99,9 +100,12 @@ def decode_body(body: bytes, content_type: str) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-def _pinned_connection(target: Target, timeout: float, tls_context: ssl.SSLContext | None = None,
-                       on_socket: Callable[[socket.socket], None] = lambda sock: None,
-                       ) -> http.client.HTTPConnection:
+def _pinned_connection(
+    target: Target,
+    timeout: float,
+    tls_context: ssl.SSLContext | None = None,
+    on_socket: Callable[[socket.socket], None] = lambda sock: None,
+) -> http.client.HTTPConnection:
     """An http.client connection that connects to target.ip but speaks TLS/Host for target.host.
 
     ``on_socket`` receives every socket as soon as it exists, before it connects.
@@ -132,8 +136,15 @@ class _Fetch:
     http.client hands the socket to the response and forgets it, while the body is still read.
     """
 
-    def __init__(self, url: str, target: Target, timeout: float, cancel: CancelToken,
-                 tls_context: ssl.SSLContext | None = None, total: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        target: Target,
+        timeout: float,
+        cancel: CancelToken,
+        tls_context: ssl.SSLContext | None = None,
+        total: float | None = None,
+    ) -> None:
         self.url, self.target, self.timeout, self.cancel = url, target, timeout, cancel
         self.total = timeout if total is None else total
         self._lock = threading.Lock()
@@ -187,9 +198,13 @@ class _Fetch:
             self.conn.close()
 
     def _exchange(self) -> str:
-        headers = {"Host": self.target.host_header, "User-Agent": USER_AGENT,
-                   "Accept": "text/html, text/plain, application/json, application/xml, */*;q=0.5",
-                   "Accept-Encoding": "identity", "Connection": "close"}
+        headers = {
+            "Host": self.target.host_header,
+            "User-Agent": USER_AGENT,
+            "Accept": "text/html, text/plain, application/json, application/xml, */*;q=0.5",
+            "Accept-Encoding": "identity",
+            "Connection": "close",
+        }
         self.conn.request("GET", self.target.path, headers=headers)
         resp = self.conn.getresponse()
         result = interpret(self.url, resp.status, resp.getheader("Location"), resp.getheader("Content-Type") or "")
@@ -211,14 +226,17 @@ class _Fetch:
 def interpret(url: str, status: int, location: str | None, content_type: str) -> str | None:
     """The reply for a redirect, or None to go on reading; errors for other statuses and types (pure)."""
     if 300 <= status < 400 and location:
-        return (f"{url} redirected (HTTP {status}) to {urljoin(url, location)}. Redirects are not followed; "
-                "call web_fetch with that URL if you want its content.")
+        return (
+            f"{url} redirected (HTTP {status}) to {urljoin(url, location)}. Redirects are not followed; "
+            "call web_fetch with that URL if you want its content."
+        )
     if not 200 <= status < 300:
         raise ToolExecutionError(f"{url} returned HTTP {status}")
     mime = content_type.split(";")[0].strip().lower()
     if not allowed_content_type(mime):
-        raise ToolExecutionError(f"{url} has unsupported content type '{mime}'; only text, HTML, JSON and "
-                                 "XML can be fetched")
+        raise ToolExecutionError(
+            f"{url} has unsupported content type '{mime}'; only text, HTML, JSON and XML can be fetched"
+        )
     return None
 
 
@@ -247,8 +265,14 @@ class WebFetchTool(BaseTool):
         title = f"Fetch {short(url)}" if url else self.name
         return ToolView(title, self.capabilities.kind)
 
-    def __init__(self, resolver: Resolver | None = None, *, allowed_addresses: Iterable[str] = (),
-                 timeout: float = TIMEOUT, tls_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        resolver: Resolver | None = None,
+        *,
+        allowed_addresses: Iterable[str] = (),
+        timeout: float = TIMEOUT,
+        tls_context: ssl.SSLContext | None = None,
+    ) -> None:
         """``resolver``, ``allowed_addresses`` and ``tls_context`` are test seams; no config reaches them."""
         self._resolver = resolver or system_resolver
         self._allowed: frozenset[IPAddress] = frozenset()

@@ -1,4 +1,5 @@
 """write_file: create or overwrite a text file inside the sandbox."""
+
 from __future__ import annotations
 
 import errno
@@ -41,8 +42,9 @@ def write_text(path: Path, content: str, ctx: TurnContext) -> None:
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError:
-        raise ToolExecutionError("content is not valid Unicode text (it has an unpaired surrogate); "
-                                 "send the text without it") from None
+        raise ToolExecutionError(
+            "content is not valid Unicode text (it has an unpaired surrogate); send the text without it"
+        ) from None
     try:
         parent = open_dir(path.parent, create=True)
         try:
@@ -81,8 +83,7 @@ def replace_file(parent: int, name: str, data: bytes, path: Path) -> None:
     old = _existing(parent, name, path)
     temp = f".openheim-{os.urandom(8).hex()}.tmp"
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-                     dir_fd=parent)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=parent)
     except PermissionError:
         if old is None or old.st_nlink > 1:
             raise

@@ -4,6 +4,7 @@
 so nothing lands on the screen), signals become flags for the UI loop, and the terminal is restored on
 every way out, with a crash's traceback printed only after that.
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,7 @@
 The agent runs on the Turn's worker thread (started by the client); nothing here blocks on it, and no
 other thread calls curses. Commands (``:models`` ...) live in ``commands.py``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -185,6 +186,7 @@ class App:
 
     def background(self, work: Callable[[], Any], then: Callable[[Any], None]) -> None:
         """Run ``work`` off the UI thread; ``then(result or exception)`` runs on the UI thread."""
+
         def run() -> None:
             try:
                 result = work()
@@ -231,8 +233,10 @@ class App:
         block = load_image(path)
         self.images.append(block)
         size = len(block.data) * 3 // 4
-        self.info(f"image attached: {path} ({block.mime_type}, {size // 1024} KB); it goes with your next message "
-                  f"({len(self.images)} attached)")
+        self.info(
+            f"image attached: {path} ({block.mime_type}, {size // 1024} KB); it goes with your next message "
+            f"({len(self.images)} attached)"
+        )
 
     def _pump_turn(self) -> None:
         turn = self.turn
@@ -306,8 +310,9 @@ class App:
     def _tool_call(self, turn: Turn, call: events.ToolCall, key: str, depth: int, label: str) -> None:
         view = present(turn.present, call.tool_name, call.arguments)
         self.views[key] = view
-        item = self.transcript.add("tool", label + tool_line(view, call.tool_name, call.arguments),
-                                   status="running", depth=depth)
+        item = self.transcript.add(
+            "tool", label + tool_line(view, call.tool_name, call.arguments), status="running", depth=depth
+        )
         self.tools[key] = self.tails[key] = item
         if self.phase != "cancelling":
             self.phase = "running tools"
@@ -317,8 +322,7 @@ class App:
         item = self.tools.pop(key, None)
         if item is not None:
             item.set_status(status)
-        self.transcript.insert_after(self.tails.pop(key, item), "result", result.result, status=status,
-                                     depth=depth)
+        self.transcript.insert_after(self.tails.pop(key, item), "result", result.result, status=status, depth=depth)
 
     def _finish(self, turn: Turn) -> None:
         """The turn ended: its outcome, stop notice or error, and the context it left."""
@@ -397,8 +401,16 @@ class App:
         overlay = self.overlay
         assert overlay is not None
         height = self.chat_height()
-        moves = {"up": -1, "down": 1, "pgup": -5, "pgdn": 5, "home": -10**9, "end": 10**9, "wheel-up": -WHEEL,
-                 "wheel-down": WHEEL}
+        moves = {
+            "up": -1,
+            "down": 1,
+            "pgup": -5,
+            "pgdn": 5,
+            "home": -(10**9),
+            "end": 10**9,
+            "wheel-up": -WHEEL,
+            "wheel-down": WHEEL,
+        }
         if key.kind == "key" and key.value in moves:
             overlay.move(moves[key.value], height)
         elif key.kind == "text" and key.value in "kj" and not overlay.picker:
@@ -416,8 +428,14 @@ class App:
             line.insert(key.value)
             return
         edits: dict[str, Callable[[], None]] = {
-            "left": line.left, "right": line.right, "home": line.home, "backspace": line.backspace,
-            "delete": line.delete, "ctrl-u": line.clear, "ctrl-w": line.delete_word, "ctrl-k": line.kill_to_end,
+            "left": line.left,
+            "right": line.right,
+            "home": line.home,
+            "backspace": line.backspace,
+            "delete": line.delete,
+            "ctrl-u": line.clear,
+            "ctrl-w": line.delete_word,
+            "ctrl-k": line.kill_to_end,
         }
         name = key.value
         page = max(1, min(CHAT_PAGE, self.chat_height() - 2))
@@ -434,8 +452,14 @@ class App:
             if recalled is not None:
                 line.set(recalled)
         elif name in ("scroll-up", "scroll-down", "wheel-up", "wheel-down", "pgup", "pgdn"):
-            delta = {"scroll-up": -1, "scroll-down": 1, "wheel-up": -WHEEL, "wheel-down": WHEEL,
-                     "pgup": -page, "pgdn": page}[name]
+            delta = {
+                "scroll-up": -1,
+                "scroll-down": 1,
+                "wheel-up": -WHEEL,
+                "wheel-down": WHEEL,
+                "pgup": -page,
+                "pgdn": page,
+            }[name]
             self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
 
     def submit(self) -> None:
@@ -516,7 +540,7 @@ class PromptHistory:
     def add(self, text: str) -> None:
         if not self.entries or self.entries[-1] != text:
             self.entries.append(text)
-            del self.entries[:-self.limit]
+            del self.entries[: -self.limit]
         self.index = None
 
     def older(self, current: str) -> str | None:
@@ -551,5 +575,7 @@ def compaction_text(event: events.Compaction) -> str:
     """The one line the chat shows for a compaction."""
     if event.error is not None:
         return f"the conversation was not compacted: {event.error}"
-    return (f"conversation compacted: {event.keep_from} earlier messages summarised "
-            f"({len(event.summary)} characters); the full record stays in the session log")
+    return (
+        f"conversation compacted: {event.keep_from} earlier messages summarised "
+        f"({len(event.summary)} characters); the full record stays in the session log"
+    )

@@ -1,4 +1,5 @@
 """The `:` commands of the chat: sessions, models, config, MCP, skills, theme, memory and cost."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -155,8 +156,10 @@ def models(app: App, arg: str) -> None:
     pairs = sorted(app.client.models())
     current = (app.session.config.provider_name, app.session.config.model)
     problems = _provider_problems(app)
-    rows = [f"{p} / {m}" + ("  (current)" if (p, m) == current else "")
-            + (f"  ✗ {problems[p]}" if problems.get(p) else "") for p, m in pairs]
+    rows = [
+        f"{p} / {m}" + ("  (current)" if (p, m) == current else "") + (f"  ✗ {problems[p]}" if problems.get(p) else "")
+        for p, m in pairs
+    ]
     view = ListView("Models", rows, pairs, on_pick=lambda pair: _switch_model(app, pair))
     view.index = pairs.index(current) if current in pairs else 0
     app.overlay = view
@@ -187,8 +190,12 @@ def _switch_model(app: App, pair: tuple[str, str]) -> None:
 
 def config(app: App, arg: str) -> None:
     cfg, conf = app.session.config, app.client.config
-    rows = [f"{'Provider':<16}{cfg.provider_name}", f"{'Model':<16}{cfg.model}",
-            f"{'Max iterations':<16}{cfg.max_iterations}", f"{'Timeout':<16}{cfg.timeout_secs}s"]
+    rows = [
+        f"{'Provider':<16}{cfg.provider_name}",
+        f"{'Model':<16}{cfg.model}",
+        f"{'Max iterations':<16}{cfg.max_iterations}",
+        f"{'Timeout':<16}{cfg.timeout_secs}s",
+    ]
     for i, (name, provider) in enumerate(sorted(conf.providers.items())):
         mark = "  (default)" if name == conf.default_provider else ""
         rows.append(f"{'Providers' if i == 0 else '':<16}{name}{mark}: {provider.default_model}")
@@ -200,8 +207,12 @@ def config(app: App, arg: str) -> None:
 def theme(app: App, arg: str) -> None:
     if not arg:
         names = list(THEMES)
-        view = ListView("Themes", [n + ("  (current)" if n == app.theme else "") for n in names], names,
-                        on_pick=lambda name: set_theme(app, name))
+        view = ListView(
+            "Themes",
+            [n + ("  (current)" if n == app.theme else "") for n in names],
+            names,
+            on_pick=lambda name: set_theme(app, name),
+        )
         view.index = names.index(app.theme) if app.theme in names else 0
         app.overlay = view
         return
@@ -241,8 +252,9 @@ def mcp(app: App, arg: str) -> None:
         rows += ["", "prompts (:prompt server/name name=value ...):", *(f"  {p.summary()}" for p in prompts)]
     if any(s.state == "starting" for s in reported.values()):
         rows += ["", "some servers are still starting: :mcp again shows them (and their prompts) once they are up"]
-    app.overlay = ListView("MCP servers", rows,
-                           empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml")
+    app.overlay = ListView(
+        "MCP servers", rows, empty="no MCP servers configured\nadd an [mcp_servers.<name>] table to config.toml"
+    )
 
 
 def prompt(app: App, arg: str) -> None:
@@ -292,8 +304,9 @@ def _mcp_status(status: McpServerStatus | None) -> str:
 
 def skills(app: App, arg: str) -> None:
     found = app.client.skills()
-    rows = [f"{s.name:<20}{getattr(s, 'description', '') or ''}" + ("  (on)" if s.name in app.skills else "")
-            for s in found]
+    rows = [
+        f"{s.name:<20}{getattr(s, 'description', '') or ''}" + ("  (on)" if s.name in app.skills else "") for s in found
+    ]
     where = app.client.data_dir / "skills"
     app.overlay = ListView("Skills", rows, empty=f"no skills available\nadd <name>.md files to {where}")
 
@@ -351,13 +364,16 @@ def cost(app: App, arg: str) -> None:
     elif cfg.price is not None:
         spent = f"  cost     {dollars(0.0):>10}"
     else:
-        spent = (f"  cost     unknown: add [prices.\"{cfg.provider_name}/{cfg.model}\"] (input, output per million "
-                 "tokens) to config.toml")
-    app.info(f"this session: {app.calls} model call(s)\n"
-             f"  input    {u.input_tokens:>10,} tokens\n"
-             f"  output   {u.output_tokens:>10,} tokens\n"
-             f"  cached   {u.cache_read_tokens:>10,} tokens read, {u.cache_creation_tokens:,} written\n"
-             + spent)
+        spent = (
+            f'  cost     unknown: add [prices."{cfg.provider_name}/{cfg.model}"] (input, output per million '
+            "tokens) to config.toml"
+        )
+    app.info(
+        f"this session: {app.calls} model call(s)\n"
+        f"  input    {u.input_tokens:>10,} tokens\n"
+        f"  output   {u.output_tokens:>10,} tokens\n"
+        f"  cached   {u.cache_read_tokens:>10,} tokens read, {u.cache_creation_tokens:,} written\n" + spent
+    )
 
 
 def image(app: App, arg: str) -> None:
@@ -387,8 +403,11 @@ def compact(app: App, arg: str) -> None:
             from openheim.core.events import Compaction
 
             record = outcome.record
-            app.info(compaction_text(Compaction(record.at, record.keep_from, record.summary, record.model,
-                                                record.usage, True)))
+            app.info(
+                compaction_text(
+                    Compaction(record.at, record.keep_from, record.summary, record.model, record.usage, True)
+                )
+            )
 
     app.background(session.compact, done)
 
@@ -405,8 +424,10 @@ def undo(app: App, arg: str) -> None:
         app.info("\n".join(lines))
         return
     result = app.session.undo(turns, force=force)
-    lines.append(f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
-                 + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else ""))
+    lines.append(
+        f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
+        + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else "")
+    )
     app.info("\n".join(lines))
 
 
@@ -419,7 +440,22 @@ def fork(app: App, arg: str) -> None:
 
 
 COMMANDS: dict[str, Callable[[App, str], None]] = {
-    "q": quit_, "quit": quit_, "help": help_, "new": new, "sessions": sessions, "config": config,
-    "models": models, "mcp": mcp, "skills": skills, "theme": theme, "memory": memory, "cost": cost,
-    "image": image, "compact": compact, "undo": undo, "fork": fork, "plan": plan, "prompt": prompt,
+    "q": quit_,
+    "quit": quit_,
+    "help": help_,
+    "new": new,
+    "sessions": sessions,
+    "config": config,
+    "models": models,
+    "mcp": mcp,
+    "skills": skills,
+    "theme": theme,
+    "memory": memory,
+    "cost": cost,
+    "image": image,
+    "compact": compact,
+    "undo": undo,
+    "fork": fork,
+    "plan": plan,
+    "prompt": prompt,
 }

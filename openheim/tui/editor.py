@@ -1,4 +1,5 @@
 """The input line: editing keys over a string and a horizontally scrolled view of it (pure, no curses)."""
+
 from __future__ import annotations
 
 from openheim.tui.text import char_width
@@ -26,7 +27,7 @@ class InputLine:
     # --- editing -------------------------------------------------------------------
 
     def insert(self, s: str) -> None:
-        self.text = self.text[: self.cursor] + s + self.text[self.cursor:]
+        self.text = self.text[: self.cursor] + s + self.text[self.cursor :]
         self.cursor += len(s)
 
     def _cluster_start(self, i: int) -> int:
@@ -57,7 +58,7 @@ class InputLine:
     def backspace(self) -> None:
         if self.cursor > 0:
             start = self._cluster_start(self.cursor - 1)
-            self.text = self.text[:start] + self.text[self.cursor:]
+            self.text = self.text[:start] + self.text[self.cursor :]
             self.cursor = start
 
     def delete(self) -> None:
@@ -72,7 +73,7 @@ class InputLine:
             i -= 1
         while i > 0 and not self.text[i - 1].isspace():
             i -= 1
-        self.text = self.text[:i] + self.text[self.cursor:]
+        self.text = self.text[:i] + self.text[self.cursor :]
         self.cursor = i
 
     def kill_to_end(self) -> None:

@@ -2,6 +2,7 @@
 
 No curses here: ``compose`` is a function of the app's state and the size, tested without a terminal.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -31,7 +32,7 @@ MIN_HEIGHT, MIN_WIDTH = 3, 12
 def compose(app: App, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None]:
     """Every row at size h×w (chat or overlay, input line, footer) and the cursor (None: hidden)."""
     if h < MIN_HEIGHT or w < MIN_WIDTH:
-        return [[("terminal too small", "error")]][:max(1, h)], None
+        return [[("terminal too small", "error")]][: max(1, h)], None
     chat = h - 2
     if app.shown is not None:
         title, details = permission_view(app, app.shown)
@@ -59,7 +60,7 @@ def chat_lines(app: App, height: int, w: int) -> list[Line]:
         return welcome_lines(app.version, cfg.model, cfg.provider_name, app.skills, w)[:height]
     lines = app.transcript.lines(w)
     first = app.scroll.first(len(lines), height)
-    shown = lines[first:first + height]
+    shown = lines[first : first + height]
     return shown + [Line("", "assistant")] * (height - len(shown))
 
 

@@ -1,5 +1,6 @@
 """The chat's permission questions: each arrives as a PermissionAsked event of the turn and waits here,
 oldest first, until the person answers it. Everything happens on the UI thread: nothing polls or locks."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

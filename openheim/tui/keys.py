@@ -4,6 +4,7 @@ The screen turns curses' codes into ``Key`` names; ``KeyDecoder`` recognises a b
 (``ESC[200~ ... ESC[201~``), which ncurses hands over as loose characters, so pasted newlines are text,
 not Enter.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -11,9 +12,20 @@ from typing import NamedTuple
 PASTE_START = "\x1b[200~"
 PASTE_END = "\x1b[201~"
 CONTROL_NAMES = {
-    "\r": "enter", "\n": "ctrl-j", "\x7f": "backspace", "\x08": "backspace", "\x1b": "esc",
-    "\x03": "ctrl-c", "\x15": "ctrl-u", "\x17": "ctrl-w", "\x0b": "ctrl-k", "\x01": "home", "\x05": "end",
-    "\x0c": "ctrl-l", "\x04": "delete", "\t": "tab",
+    "\r": "enter",
+    "\n": "ctrl-j",
+    "\x7f": "backspace",
+    "\x08": "backspace",
+    "\x1b": "esc",
+    "\x03": "ctrl-c",
+    "\x15": "ctrl-u",
+    "\x17": "ctrl-w",
+    "\x0b": "ctrl-k",
+    "\x01": "home",
+    "\x05": "end",
+    "\x0c": "ctrl-l",
+    "\x04": "delete",
+    "\t": "tab",
 }
 
 
@@ -56,7 +68,7 @@ class KeyDecoder:
     def _in_paste(self, ch: str) -> list[Key]:
         assert self._paste is not None
         self._paste.append("\n" if ch == "\r" else ch)
-        tail = "".join(self._paste[-len(PASTE_END):])
+        tail = "".join(self._paste[-len(PASTE_END) :])
         if tail == PASTE_END:
             text = "".join(self._paste[: -len(PASTE_END)])
             self._paste = None

@@ -7,6 +7,7 @@ so a half-arrived reply never garbles what follows. Markers that carry meaning s
 (bullets, numbers, a quote bar, a code gutter, a link's address), so the reply reads the same with no
 colours (NO_COLOR) or attributes.
 """
+
 from __future__ import annotations
 
 import re
@@ -263,7 +264,7 @@ def wrap_spans(spans: list[Span], cells: int, first: str, rest: str, prefix_role
                 row.append((head, role))
                 rows.append(row)
                 row, used = [(rest, prefix_role)], width(rest)
-                word = word[len(head):]
+                word = word[len(head) :]
                 w = width(word)
             row.append((word, role))
             used += w
@@ -300,5 +301,5 @@ def _chunks(line: str, cells: int) -> list[str]:
     while line:
         head = _clip_cells(line, cells) or line[0]
         out.append(head)
-        line = line[len(head):]
+        line = line[len(head) :]
     return out

@@ -2,6 +2,7 @@
 
 Pure: each returns ``Line``s for a given height and width; the app draws them.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -22,8 +23,12 @@ PERMISSION_OPTIONS: list[tuple[str, str, Decision]] = [
     ("n", "Reject once", Decision.REJECT_ONCE),
     ("r", "Reject always", Decision.REJECT_ALWAYS),
 ]
-ANSWERED = {Decision.ALLOW_ONCE: "allowed", Decision.ALLOW_ALWAYS: "always allowed",
-            Decision.REJECT_ONCE: "rejected", Decision.REJECT_ALWAYS: "always rejected"}
+ANSWERED = {
+    Decision.ALLOW_ONCE: "allowed",
+    Decision.ALLOW_ALWAYS: "always allowed",
+    Decision.REJECT_ONCE: "rejected",
+    Decision.REJECT_ALWAYS: "always rejected",
+}
 
 
 @dataclass
@@ -94,16 +99,19 @@ def diff_lines(diff: DiffPreview, limit: int) -> list[Line]:
     return out
 
 
-def permission_lines(title: str, details: list[Line], selected: int, waiting: int, height: int,
-                     cells: int) -> list[Line]:
+def permission_lines(
+    title: str, details: list[Line], selected: int, waiting: int, height: int, cells: int
+) -> list[Line]:
     """The permission prompt in at most ``height`` rows: header, what the call does, the four options."""
     if height < 6:
         keys = " · ".join(f"{k} {label.lower()}" for k, label, _ in PERMISSION_OPTIONS)
         compact = [Line(ellipsize(f"allow {title}?", cells), "title"), Line(ellipsize(keys, cells), "accent")]
         return compact[-height:] if height > 0 else []
     more = f" ({waiting - 1} more waiting)" if waiting > 1 else ""
-    head = [Line(ellipsize(f"─── permission{more} ", cells), "title"),
-            Line(ellipsize("  " + flatten(title, 400), cells), "assistant")]
+    head = [
+        Line(ellipsize(f"─── permission{more} ", cells), "title"),
+        Line(ellipsize("  " + flatten(title, 400), cells), "assistant"),
+    ]
     options = []
     for i, (key, label, _) in enumerate(PERMISSION_OPTIONS):
         mark = "›" if i == selected else " "
@@ -116,8 +124,13 @@ def permission_lines(title: str, details: list[Line], selected: int, waiting: in
 def welcome_lines(version: str, model: str, provider: str, skills: list[str], cells: int) -> list[Line]:
     """The screen before the first message."""
     about = f"{model}  ·  {provider}" + (f"  ·  skills: {', '.join(skills)}" if skills else "")
-    lines = [Line(f"openheim  v{version}", "title"), Line(about, "assistant"), Line("", "assistant"),
-             Line("type a message to start", "info"), Line("", "assistant")]
+    lines = [
+        Line(f"openheim  v{version}", "title"),
+        Line(about, "assistant"),
+        Line("", "assistant"),
+        Line("type a message to start", "info"),
+        Line("", "assistant"),
+    ]
     lines += [Line(f"{cmd:<16}{what}", "dim") for cmd, what in WELCOME_COMMANDS]
     return [Line(ellipsize("  " + line.text if line.text else "", cells), line.role) for line in lines]
 

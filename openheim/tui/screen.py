@@ -2,6 +2,7 @@
 
 Only this module imports curses (lazily, from ``terminal()``), and only the UI thread calls it.
 """
+
 from __future__ import annotations
 
 import locale
@@ -58,6 +59,7 @@ def _known(curses: Any, fd: int) -> Callable[[str], bool]:
             return True
         except curses.error:
             return False
+
     return check
 
 
@@ -263,10 +265,19 @@ class Screen:
 
 def _key_names(curses: Any) -> dict[int, str]:
     names = {
-        "KEY_LEFT": "left", "KEY_RIGHT": "right", "KEY_UP": "up", "KEY_DOWN": "down",
-        "KEY_HOME": "home", "KEY_END": "end", "KEY_PPAGE": "pgup", "KEY_NPAGE": "pgdn",
-        "KEY_BACKSPACE": "backspace", "KEY_DC": "delete", "KEY_ENTER": "enter", "KEY_RESIZE": "resize",
-        "KEY_SR": "scroll-up", "KEY_SF": "scroll-down",  # Shift+↑/↓
+        "KEY_LEFT": "left",
+        "KEY_RIGHT": "right",
+        "KEY_UP": "up",
+        "KEY_DOWN": "down",
+        "KEY_HOME": "home",
+        "KEY_END": "end",
+        "KEY_PPAGE": "pgup",
+        "KEY_NPAGE": "pgdn",
+        "KEY_BACKSPACE": "backspace",
+        "KEY_DC": "delete",
+        "KEY_ENTER": "enter",
+        "KEY_RESIZE": "resize",
+        "KEY_SR": "scroll-up",
+        "KEY_SF": "scroll-down",  # Shift+↑/↓
     }
     return {getattr(curses, k): v for k, v in names.items() if hasattr(curses, k)}
-

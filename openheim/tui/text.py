@@ -1,4 +1,5 @@
 """Terminal text maths: cell widths, clipping and word wrapping (pure functions, no curses)."""
+
 from __future__ import annotations
 
 import re
@@ -61,7 +62,7 @@ def clip_left(text: str, cells: int) -> str:
     for i in range(len(text) - 1, -1, -1):
         w = char_width(text[i])
         if used + w > cells:
-            return text[i + 1:]
+            return text[i + 1 :]
         used += w
     return text
 
@@ -84,7 +85,7 @@ def _hard_split(token: str, cells: int) -> list[str]:
     while token:
         piece = clip(token, cells) or token[0]  # a wide char in a 1-cell line still moves on
         parts.append(piece)
-        token = token[len(piece):]
+        token = token[len(piece) :]
     return parts
 
 

@@ -3,6 +3,7 @@
 Colours are terminal colour numbers (0-7 the ANSI colours, 8-15 their bright forms); ``-1`` is the
 terminal's own colour, so the user's background shows through.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -36,9 +37,14 @@ class Style(NamedTuple):
 
 # a reply's Markdown: the same look with and without colours (attributes only)
 MARKDOWN = {
-    "md_bold": Style(bold=True), "md_italic": Style(italic=True), "md_bold_italic": Style(bold=True, italic=True),
-    "md_heading": Style(bold=True, underline=True), "md_link": Style(underline=True), "md_dim": Style(dim=True),
-    "md_quote": Style(dim=True), "md_code": Style(bold=True),
+    "md_bold": Style(bold=True),
+    "md_italic": Style(italic=True),
+    "md_bold_italic": Style(bold=True, italic=True),
+    "md_heading": Style(bold=True, underline=True),
+    "md_link": Style(underline=True),
+    "md_dim": Style(dim=True),
+    "md_quote": Style(dim=True),
+    "md_code": Style(bold=True),
 }
 
 
@@ -66,12 +72,23 @@ def style(role: str, theme: str, colours: int) -> Style:
         return MARKDOWN[role]
     a = accent(theme, colours)
     table = {
-        "user": a, "info": a, "rule": a, "accent": a, "prompt": a,
-        "thinking": Style(dim=True), "result": Style(dim=True), "dim": Style(dim=True),
-        "tool": Style(YELLOW), "tool_ok": Style(GREEN), "tool_error": Style(RED),
-        "result_error": Style(RED, dim=True), "error": Style(RED),
-        "selected": Style(reverse=True), "title": a._replace(bold=True),
-        "allow": Style(GREEN), "reject": Style(RED),
+        "user": a,
+        "info": a,
+        "rule": a,
+        "accent": a,
+        "prompt": a,
+        "thinking": Style(dim=True),
+        "result": Style(dim=True),
+        "dim": Style(dim=True),
+        "tool": Style(YELLOW),
+        "tool_ok": Style(GREEN),
+        "tool_error": Style(RED),
+        "result_error": Style(RED, dim=True),
+        "error": Style(RED),
+        "selected": Style(reverse=True),
+        "title": a._replace(bold=True),
+        "allow": Style(GREEN),
+        "reject": Style(RED),
     }
     return table.get(role, Style())
 

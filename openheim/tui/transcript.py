@@ -2,6 +2,7 @@
 
 Pure: no curses. A ``Line`` is one screen row of text with a role the theme turns into colours.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

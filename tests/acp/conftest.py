@@ -1,4 +1,5 @@
 """Fixtures of the ACP tests: a fake model (shell allowed), a raw-wire agent, a project directory."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """`openheim acp` driven by the real Python ACP client library (asyncio lives only here, in the tests)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -62,8 +63,9 @@ class FakeEditor:
     async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
         self.updates.append(update)
 
-    async def read_text_file(self, path: str, session_id: str, line: int | None = None,
-                             limit: int | None = None, **kw: Any) -> Any:
+    async def read_text_file(
+        self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **kw: Any
+    ) -> Any:
         self.reads.append(path)
         text = self.buffers[path] if path in self.buffers else Path(path).read_text()
         return ReadTextFileResponse(content=text)
@@ -73,12 +75,26 @@ class FakeEditor:
         self.buffers[path] = content
         return WriteTextFileResponse()
 
-    async def create_terminal(self, command: str, session_id: str, args: list | None = None, env: Any = None,
-                              cwd: str | None = None, output_byte_limit: int | None = None, **kw: Any) -> Any:
+    async def create_terminal(
+        self,
+        command: str,
+        session_id: str,
+        args: list | None = None,
+        env: Any = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kw: Any,
+    ) -> Any:
         self.terminal_calls.append("create")
         self.created.append([command, *(args or [])])
-        proc = await asyncio.create_subprocess_exec(command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        proc = await asyncio.create_subprocess_exec(
+            command,
+            *(args or []),
+            cwd=cwd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = proc
         return CreateTerminalResponse(terminal_id=terminal_id)
@@ -92,8 +108,9 @@ class FakeEditor:
         self.terminal_calls.append("output")
         proc = self.terminals[terminal_id]
         data = await proc.stdout.read() if proc.returncode is not None else b""
-        return TerminalOutputResponse(output=data.decode(), truncated=False,
-                                      exit_status=TerminalExitStatus(exit_code=proc.returncode))
+        return TerminalOutputResponse(
+            output=data.decode(), truncated=False, exit_status=TerminalExitStatus(exit_code=proc.returncode)
+        )
 
     async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
         self.terminal_calls.append("kill")
@@ -157,11 +174,22 @@ def run(scenario, editor: FakeEditor, tmp_path: Path, caps: ClientCapabilities |
 
     async def main() -> None:
         with open(tmp_path / "agent.err", "ab") as err:
-            async with spawn_agent_process(editor, sys.executable, "-m", "openheim", "acp", env=client_env(),
-                                           cwd="/", transport_kwargs={"stderr": err}, observers=[tap]) as (conn, _):
-                init = await conn.initialize(protocol_version=PROTOCOL_VERSION,
-                                             client_capabilities=caps or ClientCapabilities(),
-                                             client_info=Implementation(name="pytest", version="1"))
+            async with spawn_agent_process(
+                editor,
+                sys.executable,
+                "-m",
+                "openheim",
+                "acp",
+                env=client_env(),
+                cwd="/",
+                transport_kwargs={"stderr": err},
+                observers=[tap],
+            ) as (conn, _):
+                init = await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=caps or ClientCapabilities(),
+                    client_info=Implementation(name="pytest", version="1"),
+                )
                 assert init.protocol_version == 1
                 await asyncio.wait_for(scenario(conn), 30)
 
@@ -172,9 +200,16 @@ def run(scenario, editor: FakeEditor, tmp_path: Path, caps: ClientCapabilities |
 
 def test_prompt_with_tool_calls(srv, project, tmp_path):
     (project / "in.txt").write_text("input data\n")
-    srv.enqueue(Reply(text="Reading.", tool_calls=[ToolCall("read_file", {"path": "in.txt"}),
-                                                   ToolCall("write_file", {"path": "out.txt", "content": "copied\n"})]),
-                Reply(text="Done."))
+    srv.enqueue(
+        Reply(
+            text="Reading.",
+            tool_calls=[
+                ToolCall("read_file", {"path": "in.txt"}),
+                ToolCall("write_file", {"path": "out.txt", "content": "copied\n"}),
+            ],
+        ),
+        Reply(text="Done."),
+    )
     editor = FakeEditor()
 
     async def scenario(conn):
@@ -196,8 +231,14 @@ def test_prompt_with_tool_calls(srv, project, tmp_path):
 
 def test_permission_deny_allow_and_always(srv, project, tmp_path):
     write = lambda name: Reply(tool_calls=[ToolCall("write_file", {"path": name, "content": name})])
-    srv.enqueue(write("denied.txt"), Reply(text="ok"), write("always.txt"), Reply(text="ok"),
-                write("again.txt"), Reply(text="ok"))
+    srv.enqueue(
+        write("denied.txt"),
+        Reply(text="ok"),
+        write("always.txt"),
+        Reply(text="ok"),
+        write("again.txt"),
+        Reply(text="ok"),
+    )
     editor = FakeEditor(choice="reject_once")
 
     async def scenario(conn):
@@ -217,10 +258,15 @@ def test_permission_deny_allow_and_always(srv, project, tmp_path):
 def test_fs_delegation_uses_the_editor_buffer_not_the_disk(srv, project, tmp_path):
     path = project / "main.py"
     path.write_text("DISK = 1\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "main.py"})]),
-                Reply(tool_calls=[ToolCall("edit_file", {"path": "main.py", "old_string": "BUFFER = 2",
-                                                         "new_string": "EDITED = 3"})]),
-                Reply(text="edited"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "main.py"})]),
+        Reply(
+            tool_calls=[
+                ToolCall("edit_file", {"path": "main.py", "old_string": "BUFFER = 2", "new_string": "EDITED = 3"})
+            ]
+        ),
+        Reply(text="edited"),
+    )
     editor = FakeEditor(buffers={str(path): "BUFFER = 2\n"})
 
     async def scenario(conn):
@@ -237,8 +283,7 @@ def test_fs_delegation_uses_the_editor_buffer_not_the_disk(srv, project, tmp_pat
 
 
 def test_terminal_delegation_embeds_the_terminal(srv, project, tmp_path):
-    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo from-terminal"})]),
-                Reply(text="ran"))
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo from-terminal"})]), Reply(text="ran"))
     editor = FakeEditor()
 
     async def scenario(conn):
@@ -254,8 +299,10 @@ def test_terminal_delegation_embeds_the_terminal(srv, project, tmp_path):
 
 def test_terminal_delegation_runs_the_command_inside_the_sandbox_helper(srv, project, tmp_path):
     outside = tmp_path / "outside-acp"
-    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": f"echo inside > in.txt; touch {outside}"})]),
-                Reply(text="ran"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("execute_command", {"command": f"echo inside > in.txt; touch {outside}"})]),
+        Reply(text="ran"),
+    )
     editor = FakeEditor()
 
     async def scenario(conn):
@@ -334,8 +381,10 @@ def test_cancel_during_a_long_terminal_command(srv, project, tmp_path):
 
 def test_load_replays_in_a_fresh_process_then_list_resume_close(srv, project, tmp_path):
     (project / "a.txt").write_text("alpha\n")
-    srv.enqueue(Reply(text="Let me read.", thinking="plan", tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
-                Reply(text="It is alpha."))
+    srv.enqueue(
+        Reply(text="Let me read.", thinking="plan", tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
+        Reply(text="It is alpha."),
+    )
     first = FakeEditor()
     ids = {}
 
@@ -358,10 +407,17 @@ def test_load_replays_in_a_fresh_process_then_list_resume_close(srv, project, tm
     load_id = next(m["id"] for d, m in tap.frames if d == "out" and m.get("method") == "session/load")
     incoming = [m for d, m in tap.frames if d == "in"]
     answer = next(i for i, m in enumerate(incoming) if m.get("id") == load_id and "method" not in m)
-    replayed = [m["params"]["update"]["sessionUpdate"] for m in incoming[:answer]
-                if m.get("method") == "session/update"]
-    assert replayed == ["user_message_chunk", "agent_thought_chunk", "agent_message_chunk", "tool_call",
-                        "tool_call_update", "agent_message_chunk"]
+    replayed = [
+        m["params"]["update"]["sessionUpdate"] for m in incoming[:answer] if m.get("method") == "session/update"
+    ]
+    assert replayed == [
+        "user_message_chunk",
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+    ]
     texts = [u.content.text for u in second.updates if u.session_update == "agent_message_chunk"]
     assert texts == ["Let me read.", "It is alpha."]
 
@@ -373,18 +429,21 @@ class PagingEditor(FakeEditor):
         super().__init__(**kw)
         self.asked_for: list[tuple] = []
 
-    async def read_text_file(self, path: str, session_id: str, line: int | None = None,
-                             limit: int | None = None, **kw: Any) -> Any:
+    async def read_text_file(
+        self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **kw: Any
+    ) -> Any:
         self.asked_for.append((line, limit))
-        rows = Path(path).read_text().splitlines(keepends=True)[(line or 1) - 1:]
+        rows = Path(path).read_text().splitlines(keepends=True)[(line or 1) - 1 :]
         return ReadTextFileResponse(content="".join(rows[:limit] if limit is not None else rows))
 
 
 def test_read_through_the_editor_tells_the_model_how_to_read_on(srv, project, tmp_path):
     (project / "long.txt").write_text("".join(f"row {i}\n" for i in range(1, 11)))
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 3, "limit": 4})]),
-                Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 7, "limit": 4})]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 3, "limit": 4})]),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "long.txt", "offset": 7, "limit": 4})]),
+        Reply(text="done"),
+    )
     editor = PagingEditor()
 
     async def scenario(conn):

@@ -1,5 +1,6 @@
 """ACP: usage updates carry the session's cost in dollars; an image sent in a prompt is stored by hash and
 comes back, as an image, from session/load in a new process."""
+
 from __future__ import annotations
 
 import base64
@@ -8,8 +9,9 @@ from acp_wire import AcpWire, updates
 from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAA"
-                       "AABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
 
 
 def test_usage_updates_carry_the_cost_and_images_survive_session_load(isolated_home, project):
@@ -45,8 +47,9 @@ def test_budgets_max_cost_stops_an_acp_turn(isolated_home, project):
     extra = '[prices."fake/fake-model"]\ninput = 3.0\noutput = 15.0\n[budgets]\nmax_cost = 0.05\n'
     with FakeLLMServer(wire="openai") as server:
         write_config(isolated_home, server.base_url, extra=extra)
-        server.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000))
-                         for _ in range(3)])
+        server.enqueue(
+            *[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})], usage=(10_000, 1000)) for _ in range(3)]
+        )
         wire = AcpWire()
         try:
             wire.initialize()

@@ -1,5 +1,6 @@
 """Long sessions over ACP with the real client library: compaction updates, /compact, session/load from the
 compacted state, and /undo of a turn that wrote through the editor (fs channel) and its terminal."""
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def test_compaction_over_acp_and_load_from_the_compacted_state(isolated_home, tm
 
 
 def test_undo_over_acp_restores_fs_channel_and_terminal_changes(isolated_home, tmp_path):
-    project = (tmp_path / "project")
+    project = tmp_path / "project"
     seed_tree(project)
     project = project.resolve()
     original = tree(project)

@@ -1,5 +1,6 @@
 """`openheim acp` connects the MCP servers an editor passes in session/new (stdio and http), scoped to the
 session: their tools are offered next to the built-ins, and they stop when the session closes or stdin ends."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,12 @@ pytest.importorskip("mcp")
 
 
 def stdio_entry(name: str, tag: str, env: dict | None = None) -> dict:
-    return {"name": name, "command": PYTHON, "args": [SERVER, "--tag", tag],
-            "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+    return {
+        "name": name,
+        "command": PYTHON,
+        "args": [SERVER, "--tag", tag],
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+    }
 
 
 def offered(request) -> set[str]:
@@ -30,8 +35,9 @@ def test_a_client_supplied_stdio_server_is_used_and_stops_with_the_session(wire,
     tag = new_tag()
     srv.enqueue(Reply(tool_calls=[ToolCall("editor__env", {"name": "EDITOR_SECRET"})]), Reply(text="done"))
     wire.initialize()
-    sid = wire.result("session/new", {"cwd": str(project),
-                                      "mcpServers": [stdio_entry("editor", tag, {"EDITOR_SECRET": "s3"})]})["sessionId"]
+    sid = wire.result(
+        "session/new", {"cwd": str(project), "mcpServers": [stdio_entry("editor", tag, {"EDITOR_SECRET": "s3"})]}
+    )["sessionId"]
     other = wire.new_session(project)
     response, frames = wire.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn"
@@ -83,10 +89,21 @@ def test_a_client_supplied_http_server_and_a_bad_entry(wire, srv, project):
     with HttpServer() as http:
         srv.enqueue(Reply(tool_calls=[ToolCall("remote__header", {"name": "authorization"})]), Reply(text="ok"))
         wire.initialize()
-        sid = wire.result("session/new", {"cwd": str(project), "mcpServers": [
-            {"type": "http", "name": "remote", "url": http.url,
-             "headers": [{"name": "Authorization", "value": "Bearer from-the-editor"}]},
-            {"type": "websocket", "name": "old", "url": http.url, "headers": []}]})["sessionId"]
+        sid = wire.result(
+            "session/new",
+            {
+                "cwd": str(project),
+                "mcpServers": [
+                    {
+                        "type": "http",
+                        "name": "remote",
+                        "url": http.url,
+                        "headers": [{"name": "Authorization", "value": "Bearer from-the-editor"}],
+                    },
+                    {"type": "websocket", "name": "old", "url": http.url, "headers": []},
+                ],
+            },
+        )["sessionId"]
         response, _ = wire.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn"
     assert srv.requests[1].body["messages"][-1]["content"] == "Bearer from-the-editor"
@@ -108,11 +125,13 @@ def test_the_python_acp_client_passes_its_servers(srv, project):
         editor = FakeEditor()
         import sys
 
-        async with spawn_agent_process(editor, sys.executable, "-m", "openheim", "acp", env=client_env(),
-                                       cwd=str(project)) as (conn, _proc):
+        async with spawn_agent_process(
+            editor, sys.executable, "-m", "openheim", "acp", env=client_env(), cwd=str(project)
+        ) as (conn, _proc):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            server = McpServerStdio(name="lib", command=PYTHON, args=[SERVER, "--tag", tag],
-                                    env=[EnvVariable(name="X", value="1")])
+            server = McpServerStdio(
+                name="lib", command=PYTHON, args=[SERVER, "--tag", tag], env=[EnvVariable(name="X", value="1")]
+            )
             session = await conn.new_session(cwd=str(project), mcp_servers=[server])
             result = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
             return result.stop_reason

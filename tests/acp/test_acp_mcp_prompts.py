@@ -1,6 +1,7 @@
 """`openheim acp` with an MCP server that has prompts, driven by the real ACP client library: each prompt is an
 available command (`server.name`, its arguments as the input hint) next to the built-in ones, and
 `/server.name name=value` reaches the model as the prompt's text; a cancel while it is fetched ends the prompt."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,9 +33,17 @@ def test_acp_announces_prompts_and_expands_a_slash_command(srv, project, tmp_pat
 
     async def main() -> tuple[list, str, str]:
         with open(tmp_path / "agent.err", "ab") as err:
-            async with spawn_agent_process(editor, sys.executable, "-m", "openheim", "acp", env=client_env(),
-                                           cwd=str(project), transport_kwargs={"stderr": err},
-                                           observers=[tap]) as (conn, _proc):
+            async with spawn_agent_process(
+                editor,
+                sys.executable,
+                "-m",
+                "openheim",
+                "acp",
+                env=client_env(),
+                cwd=str(project),
+                transport_kwargs={"stderr": err},
+                observers=[tap],
+            ) as (conn, _proc):
                 await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
                 server = McpServerStdio(name="docs", command=PYTHON, args=[EXTRAS], env=[])
                 session = await conn.new_session(cwd=str(project), mcp_servers=[server])
@@ -47,13 +56,15 @@ def test_acp_announces_prompts_and_expands_a_slash_command(srv, project, tmp_pat
                 missing = await conn.prompt(session_id=session.session_id, prompt=[text_block("/docs.review")])
                 error = editor.text()
                 # a cancel while the prompt is fetched answers "cancelled" at once; no turn runs
-                slow = asyncio.ensure_future(conn.prompt(session_id=session.session_id,
-                                                         prompt=[text_block("/docs.slow seconds=5")]))
+                slow = asyncio.ensure_future(
+                    conn.prompt(session_id=session.session_id, prompt=[text_block("/docs.slow seconds=5")])
+                )
                 await asyncio.sleep(0.3)
                 await conn.cancel(session_id=session.session_id)
                 cancelled = (await asyncio.wait_for(slow, 2)).stop_reason
-                done = await conn.prompt(session_id=session.session_id,
-                                         prompt=[text_block("/docs.review code=print(1)")])
+                done = await conn.prompt(
+                    session_id=session.session_id, prompt=[text_block("/docs.review code=print(1)")]
+                )
                 return commands, f"{missing.stop_reason} {error}", f"{cancelled} {done.stop_reason}"
 
     commands, missing, done = asyncio.run(main())
@@ -62,8 +73,10 @@ def test_acp_announces_prompts_and_expands_a_slash_command(srv, project, tmp_pat
     assert {"compact", "undo", "docs.review", "docs.greet"} <= set(by_name)
     assert by_name["docs.review"].description == "Review a piece of code"
     assert by_name["docs.review"].input.root.hint == "code=… [language=…]"
-    assert missing == "end_turn /docs.review: Invalid argument: prompt docs/review needs code; its arguments: " \
-                      "code=… [language=…]\n"
+    assert (
+        missing == "end_turn /docs.review: Invalid argument: prompt docs/review needs code; its arguments: "
+        "code=… [language=…]\n"
+    )
     assert done == "cancelled end_turn"
     assert len(srv.requests) == 1
     assert last_user_text(srv.requests[0]) == "Please review this python code:\nprint(1)"

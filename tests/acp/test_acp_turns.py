@@ -1,4 +1,5 @@
 """`openheim acp` turns on the wire: busy sessions, concurrency, cancellation and shutdown."""
+
 from __future__ import annotations
 
 import itertools
@@ -67,8 +68,9 @@ def test_cancel_during_a_long_command_kills_it_and_closes_the_tool_call(wire, sr
     frame = wire.next_frame()
     while frame.get("method") != "session/request_permission":
         frame = wire.next_frame()
-    wire.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected",
-                                                                             "optionId": "allow_once"}}})
+    wire.send(
+        {"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}
+    )
     pid = _wait_for_pid(project / "pid")
     wire.notify("session/cancel", {"sessionId": sid})
     response, frames = wire.until_response(request_id)
@@ -103,8 +105,9 @@ def test_eof_exits_zero_fast_and_leaves_no_child(srv, project):
     frame = wire.next_frame()
     while frame.get("method") != "session/request_permission":
         frame = wire.next_frame()
-    wire.send({"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected",
-                                                                             "optionId": "allow_once"}}})
+    wire.send(
+        {"jsonrpc": "2.0", "id": frame["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}
+    )
     pid = _wait_for_pid(project / "pid")
     started = time.monotonic()
     assert wire.close(timeout=3) == 0
@@ -186,8 +189,13 @@ def test_terminal_created_after_cancel_is_killed_and_released(srv, project):
             frame = agent.next_frame()
             assert frame is not None
             if frame.get("method") == "session/request_permission":
-                agent.send({"jsonrpc": "2.0", "id": frame["id"],
-                            "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+                agent.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": frame["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                    }
+                )
             elif frame.get("method") == "terminal/create":
                 create = frame
         agent.notify("session/cancel", {"sessionId": sid})
@@ -196,7 +204,9 @@ def test_terminal_created_after_cancel_is_killed_and_released(srv, project):
         agent.send({"jsonrpc": "2.0", "id": create["id"], "result": {"terminalId": "late-1"}})  # too late
         late = [agent.next_frame(5) for _ in range(2)]
         assert {(f["method"], f["params"]["terminalId"]) for f in late if f} == {
-            ("terminal/kill", "late-1"), ("terminal/release", "late-1")}
+            ("terminal/kill", "late-1"),
+            ("terminal/release", "late-1"),
+        }
     finally:
         agent.close()
 

@@ -1,4 +1,5 @@
 """Pure pieces of the ACP layer: content conversion, replay, titles, decisions, error mapping, framing."""
+
 from __future__ import annotations
 
 import io
@@ -33,6 +34,8 @@ def tool_locations(name, args, cwd):
 
 def diff_content(name, args, cwd, client_io):
     return toolcalls.diff_content(_builtins().present(name, args, ViewContext(cwd, client_io)))
+
+
 from openheim.acp.util import RpcError, error_for, stop_reason
 from openheim.core.models import (
     ImageBlock,
@@ -55,14 +58,16 @@ from openheim.errors import (
 
 
 def test_prompt_blocks_convert_every_supported_kind():
-    blocks = prompt_blocks([
-        {"type": "text", "text": "hi"},
-        {"type": "image", "data": "QUJD", "mimeType": "image/png"},
-        {"type": "resource_link", "uri": "file:///p/a%20b.py", "name": "a b.py"},
-        {"type": "resource_link", "uri": "https://x.dev/doc", "name": "doc"},
-        {"type": "resource", "resource": {"uri": "file:///p/c.py", "text": "print(1)"}},
-        {"type": "resource", "resource": {"uri": "file:///p/i.png", "blob": "QUJD", "mimeType": "image/png"}},
-    ])
+    blocks = prompt_blocks(
+        [
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "QUJD", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "file:///p/a%20b.py", "name": "a b.py"},
+            {"type": "resource_link", "uri": "https://x.dev/doc", "name": "doc"},
+            {"type": "resource", "resource": {"uri": "file:///p/c.py", "text": "print(1)"}},
+            {"type": "resource", "resource": {"uri": "file:///p/i.png", "blob": "QUJD", "mimeType": "image/png"}},
+        ]
+    )
     assert blocks[0] == TextBlock("hi") and blocks[1] == ImageBlock("QUJD", "image/png")
     assert "/p/a b.py" in blocks[2].text and "read_file" in blocks[2].text
     assert blocks[3].text == "[referenced resource: doc (https://x.dev/doc)]"
@@ -70,15 +75,20 @@ def test_prompt_blocks_convert_every_supported_kind():
     assert blocks[5] == ImageBlock("QUJD", "image/png")
 
 
-@pytest.mark.parametrize("prompt, needle", [
-    ([], "at least one"),
-    (["text"], "must be a content block"),
-    ([{"type": "audio", "data": "x", "mimeType": "audio/wav"}], "audio"),
-    ([{"type": "text"}], "malformed 'text'"),
-    ([{"type": "video"}], "unsupported prompt content type 'video'"),
-    ([{"type": "resource", "resource": {"uri": "file:///x.bin", "blob": "AA==", "mimeType": "application/zip"}}],
-     "binary"),
-])
+@pytest.mark.parametrize(
+    "prompt, needle",
+    [
+        ([], "at least one"),
+        (["text"], "must be a content block"),
+        ([{"type": "audio", "data": "x", "mimeType": "audio/wav"}], "audio"),
+        ([{"type": "text"}], "malformed 'text'"),
+        ([{"type": "video"}], "unsupported prompt content type 'video'"),
+        (
+            [{"type": "resource", "resource": {"uri": "file:///x.bin", "blob": "AA==", "mimeType": "application/zip"}}],
+            "binary",
+        ),
+    ],
+)
 def test_prompt_blocks_reject_with_a_reason(prompt, needle):
     with pytest.raises(RpcError) as e:
         prompt_blocks(prompt)
@@ -89,23 +99,50 @@ def test_replay_mirrors_live_updates_and_closes_unanswered_calls():
     messages = [
         Message.system("sys"),
         Message("user", [TextBlock("read it"), ImageBlock("QUJD", "image/png")]),
-        Message("assistant", [ThinkingBlock("hmm"), TextBlock("ok"),
-                              ToolUseBlock("c1", "read_file", '{"path": "a.txt"}'),
-                              ToolUseBlock("c2", "execute_command", '{"command": "ls"}')]),
+        Message(
+            "assistant",
+            [
+                ThinkingBlock("hmm"),
+                TextBlock("ok"),
+                ToolUseBlock("c1", "read_file", '{"path": "a.txt"}'),
+                ToolUseBlock("c2", "execute_command", '{"command": "ls"}'),
+            ],
+        ),
         Message.tool_result("c1", "read_file", "alpha"),
         Message.user("next"),
     ]
-    out = list(replay(messages, lambda name, args: _builtins().present(name, args, ViewContext(Path("/p"), with_diff=False))))
+    out = list(
+        replay(messages, lambda name, args: _builtins().present(name, args, ViewContext(Path("/p"), with_diff=False)))
+    )
     for update in out:
         check("SessionUpdate", update)
     kinds = [u["sessionUpdate"] for u in out]
-    assert kinds == ["user_message_chunk", "user_message_chunk", "agent_thought_chunk", "agent_message_chunk",
-                     "tool_call", "tool_call", "tool_call_update", "tool_call_update", "user_message_chunk"]
+    assert kinds == [
+        "user_message_chunk",
+        "user_message_chunk",
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call",
+        "tool_call_update",
+        "tool_call_update",
+        "user_message_chunk",
+    ]
     assert out[4]["locations"] == [{"path": "/p/a.txt"}] and out[4]["title"] == "Read a.txt"
     assert out[6]["status"] == "completed" and out[7] == {
-        "sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "failed",
-        "content": [{"type": "content", "content": {"type": "text", "text":
-                     "No result: the turn was interrupted before this tool call finished."}}]}
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c2",
+        "status": "failed",
+        "content": [
+            {
+                "type": "content",
+                "content": {
+                    "type": "text",
+                    "text": "No result: the turn was interrupted before this tool call finished.",
+                },
+            }
+        ],
+    }
 
 
 def test_titles_and_locations():
@@ -206,8 +243,10 @@ def test_oversized_line_is_refused_and_serving_continues(isolated_home):
     with FakeLLMServer(wire="openai") as srv:
         write_config(isolated_home, srv.base_url)
         state = OpenheimClient.builder().build()
-        lines = (b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"p" * 5000 + b'"}}\n'
-                 b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n')
+        lines = (
+            b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"p" * 5000 + b'"}}\n'
+            b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}\n'
+        )
         out = io.BytesIO()
         assert serve_stdio(state, io.BytesIO(lines), out, max_line=1000) == 0
     frames = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -222,9 +261,11 @@ def test_stray_prints_go_to_stderr_once_the_protocol_owns_stdout():
 
     from cli_helpers import ROOT
 
-    code = ("import os\nfrom openheim.commands.acp import protocol_streams\n"
-            "inp, out = protocol_streams()\nprint('stray print')\nos.system('echo stray child')\n"
-            "out.write(b'{}\\n')\nout.flush()\n")
+    code = (
+        "import os\nfrom openheim.commands.acp import protocol_streams\n"
+        "inp, out = protocol_streams()\nprint('stray print')\nos.system('echo stray child')\n"
+        "out.write(b'{}\\n')\nout.flush()\n"
+    )
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=30)
     assert r.returncode == 0, r.stderr

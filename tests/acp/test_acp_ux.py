@@ -1,5 +1,6 @@
 """ACP with the real client library: a cancelled reply comes back on session/load, marked as interrupted; the
 update_plan tool's state goes out as `plan` session updates (checked against the ACP schema by the tap)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,10 +42,15 @@ def test_a_cancelled_reply_is_replayed_by_session_load(srv, project, tmp_path):
 
 def test_update_plan_goes_out_as_plan_updates(srv, project, tmp_path):
     first = {"plan": [{"step": "look", "status": "in_progress"}, {"step": "fix", "status": "pending"}]}
-    second = {"plan": [{"step": "look", "status": "completed"}, {"step": "fix", "status": "in_progress"}],
-              "explanation": "looked"}
-    srv.enqueue(Reply(tool_calls=[ToolCall("update_plan", first)]), Reply(tool_calls=[ToolCall("update_plan", second)]),
-                Reply(text="done"))
+    second = {
+        "plan": [{"step": "look", "status": "completed"}, {"step": "fix", "status": "in_progress"}],
+        "explanation": "looked",
+    }
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("update_plan", first)]),
+        Reply(tool_calls=[ToolCall("update_plan", second)]),
+        Reply(text="done"),
+    )
     editor = FakeEditor()
 
     async def scenario(conn):
@@ -53,6 +59,8 @@ def test_update_plan_goes_out_as_plan_updates(srv, project, tmp_path):
 
     run(scenario, editor, tmp_path)
     plans = [[(e.content, e.status, e.priority) for e in u.entries] for u in editor.of("plan")]
-    assert plans == [[("look", "in_progress", "medium"), ("fix", "pending", "medium")],
-                     [("look", "completed", "medium"), ("fix", "in_progress", "medium")]]
+    assert plans == [
+        [("look", "in_progress", "medium"), ("fix", "pending", "medium")],
+        [("look", "completed", "medium"), ("fix", "in_progress", "medium")],
+    ]
     assert not editor.asked  # a read-only tool: no permission question

@@ -1,4 +1,5 @@
 """`openheim acp` on the wire: hand-made JSON-RPC lines in, every stdout line checked against the ACP schema."""
+
 from __future__ import annotations
 
 import json
@@ -53,13 +54,16 @@ def test_notifications_and_stray_responses_get_no_answer(wire):
     assert wire.proc.poll() is None
 
 
-@pytest.mark.parametrize("params, needle", [
-    ({"mcpServers": []}, "'cwd' is required"),
-    ({"cwd": "relative/dir", "mcpServers": []}, "absolute"),
-    ({"cwd": "/tmp", "mcpServers": "nope"}, "mcpServers"),
-    ({"cwd": "/tmp", "mcpServers": [], "_meta": {"skills": "x"}}, "skills"),
-    ({"cwd": "/tmp", "mcpServers": [], "_meta": {"model": "no-such-model"}}, "no-such-model"),
-])
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({"mcpServers": []}, "'cwd' is required"),
+        ({"cwd": "relative/dir", "mcpServers": []}, "absolute"),
+        ({"cwd": "/tmp", "mcpServers": "nope"}, "mcpServers"),
+        ({"cwd": "/tmp", "mcpServers": [], "_meta": {"skills": "x"}}, "skills"),
+        ({"cwd": "/tmp", "mcpServers": [], "_meta": {"model": "no-such-model"}}, "no-such-model"),
+    ],
+)
 def test_bad_session_new_params_get_32602_with_a_reason(wire, params, needle):
     wire.initialize()
     response, _ = wire.call("session/new", params)
@@ -74,8 +78,10 @@ def test_params_that_are_not_an_object_get_32602(wire):
 
 def test_unknown_and_malformed_session_ids(wire, project):
     wire.initialize()
-    response, _ = wire.call("session/prompt", {"sessionId": "5d0d1e9a-0000-4000-8000-000000000000",
-                                               "prompt": [{"type": "text", "text": "hi"}]})
+    response, _ = wire.call(
+        "session/prompt",
+        {"sessionId": "5d0d1e9a-0000-4000-8000-000000000000", "prompt": [{"type": "text", "text": "hi"}]},
+    )
     assert response["error"]["code"] == -32002
     response, _ = wire.call("session/prompt", {"sessionId": "../etc", "prompt": [{"type": "text", "text": "x"}]})
     assert response["error"]["code"] == -32602
@@ -116,8 +122,10 @@ def test_slash_command_runs_the_turn_with_that_skill(wire, srv, project, isolate
 
 def test_prompt_streams_updates_before_the_answer_and_nothing_after(wire, srv, project):
     (project / "notes.txt").write_text("the answer is 42\n")
-    srv.enqueue(Reply(text="Looking", thinking="let me think",
-                      tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]), Reply(text="It says 42."))
+    srv.enqueue(
+        Reply(text="Looking", thinking="let me think", tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
+        Reply(text="It says 42."),
+    )
     wire.initialize()
     sid = wire.new_session(project)
     response, frames = wire.prompt(sid, "what do my notes say?")
@@ -143,8 +151,9 @@ def test_prompt_streams_updates_before_the_answer_and_nothing_after(wire, srv, p
 def test_write_file_permission_shows_a_diff_and_reject_never_writes(wire, srv, project):
     target = project / "a.txt"
     target.write_text("old line\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "new line\n"})]),
-                Reply(text="ok"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "new line\n"})]), Reply(text="ok")
+    )
     wire.initialize()
     sid = wire.new_session(project)
     asked = []
@@ -157,20 +166,23 @@ def test_write_file_permission_shows_a_diff_and_reject_never_writes(wire, srv, p
     assert response["result"]["stopReason"] == "end_turn"
     assert target.read_text() == "old line\n"
     params = asked[0]["params"]
-    assert [o["optionId"] for o in params["options"]] == ["allow_once", "allow_always", "reject_once",
-                                                           "reject_always"]
+    assert [o["optionId"] for o in params["options"]] == ["allow_once", "allow_always", "reject_once", "reject_always"]
     assert params["toolCall"]["title"] == "Write a.txt" and params["toolCall"]["kind"] == "edit"
-    assert params["toolCall"]["content"] == [{"type": "diff", "path": str(target), "oldText": "old line\n",
-                                              "newText": "new line\n"}]
+    assert params["toolCall"]["content"] == [
+        {"type": "diff", "path": str(target), "oldText": "old line\n", "newText": "new line\n"}
+    ]
     assert updates(frames, "tool_call_update")[-1]["status"] == "failed"
     assert "Permission denied" in json.dumps(srv.requests[1].body["messages"][-1])
 
 
-@pytest.mark.parametrize("answer", [
-    {"outcome": {"outcome": "cancelled"}},
-    {"outcome": {"outcome": "selected", "optionId": "bogus"}},
-    "error",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"outcome": {"outcome": "cancelled"}},
+        {"outcome": {"outcome": "selected", "optionId": "bogus"}},
+        "error",
+    ],
+)
 def test_permission_cancelled_unknown_or_error_never_runs_the_tool(wire, srv, project, answer):
     srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "x"})]), Reply(text="ok"))
     wire.initialize()
@@ -188,13 +200,15 @@ def test_permission_cancelled_unknown_or_error_never_runs_the_tool(wire, srv, pr
 
 
 def test_execute_command_title_names_the_command_and_runs_after_allow(wire, srv, project):
-    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo hi > made.txt"})]),
-                Reply(text="ok"))
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "echo hi > made.txt"})]), Reply(text="ok"))
     wire.initialize()
     sid = wire.new_session(project)
     asked = []
-    response, frames = wire.prompt(sid, "go", on_request=lambda f: asked.append(f) or
-                                   {"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+    response, frames = wire.prompt(
+        sid,
+        "go",
+        on_request=lambda f: asked.append(f) or {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+    )
     assert response["result"]["stopReason"] == "end_turn"
     assert (project / "made.txt").read_text() == "hi\n"
     assert asked[0]["params"]["toolCall"]["title"] == "Run `echo hi > made.txt`"
@@ -207,16 +221,19 @@ def test_prompt_content_blocks_become_context(wire, srv, project):
     prompt = [
         {"type": "text", "text": "look"},
         {"type": "resource_link", "uri": f"file://{project}/x.py", "name": "x.py"},
-        {"type": "resource", "resource": {"uri": f"file://{project}/y.py", "text": "EMBEDDED-TEXT",
-                                          "mimeType": "text/x-python"}},
+        {
+            "type": "resource",
+            "resource": {"uri": f"file://{project}/y.py", "text": "EMBEDDED-TEXT", "mimeType": "text/x-python"},
+        },
         {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
     ]
     response, _ = wire.call("session/prompt", {"sessionId": sid, "prompt": prompt})
     assert response["result"]["stopReason"] == "end_turn"
     sent = json.dumps(srv.requests[-1].body["messages"][-1])
     assert "EMBEDDED-TEXT" in sent and f"{project}/x.py" in sent and "image" in sent
-    response, _ = wire.call("session/prompt", {"sessionId": sid, "prompt": [
-        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
+    response, _ = wire.call(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]}
+    )
     assert response["error"]["code"] == -32602 and "audio" in response["error"]["message"]
 
 
@@ -249,8 +266,12 @@ def test_sessions_are_scoped_to_their_own_cwd(wire, srv, tmp_path):
     for d in (a, b):
         d.mkdir()
         (d / "f.txt").write_text(f"in {d.name}\n")
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "f.txt"})]), Reply(text="ok"),
-                Reply(tool_calls=[ToolCall("read_file", {"path": "../a/f.txt"})]), Reply(text="ok"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("read_file", {"path": "f.txt"})]),
+        Reply(text="ok"),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "../a/f.txt"})]),
+        Reply(text="ok"),
+    )
     wire.initialize()
     wire.prompt(wire.new_session(b), "read")
     assert "in b" in json.dumps(srv.requests[1].body["messages"][-1])
@@ -268,18 +289,23 @@ def test_modes_and_config_options(wire, project):
     assert options["mode"]["category"] == "mode"
     response, frames = wire.call("session/set_mode", {"sessionId": sid, "modeId": "architect"})
     assert response["result"] == {}
-    assert updates(frames, "current_mode_update") == [{"sessionUpdate": "current_mode_update",
-                                                       "currentModeId": "architect"}]
+    assert updates(frames, "current_mode_update") == [
+        {"sessionUpdate": "current_mode_update", "currentModeId": "architect"}
+    ]
     pushed = updates(frames, "config_option_update")[0]["configOptions"]
     assert {o["id"]: o["currentValue"] for o in pushed}["mode"] == "architect"
-    result = wire.result("session/set_config_option", {"sessionId": sid, "configId": "model",
-                                                       "value": "fake/other-model"})
+    result = wire.result(
+        "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "fake/other-model"}
+    )
     current = {o["id"]: o["currentValue"] for o in result["configOptions"]}
     assert current == {"model": "fake/other-model", "mode": "architect"}
     result = wire.result("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "code"})
     assert {o["id"]: o["currentValue"] for o in result["configOptions"]}["mode"] == "code"
-    for bad in ({"configId": "nope", "value": "x"}, {"configId": "model", "value": "ghost-model"},
-                {"configId": "mode", "value": "yolo"}):
+    for bad in (
+        {"configId": "nope", "value": "x"},
+        {"configId": "model", "value": "ghost-model"},
+        {"configId": "mode", "value": "yolo"},
+    ):
         response, _ = wire.call("session/set_config_option", {"sessionId": sid, **bad})
         assert response["error"]["code"] == -32602, (bad, response)
 
@@ -321,11 +347,15 @@ def _assert_setup_error(wire: AcpWire, cwd, needle: str) -> None:
     try:
         assert wire.initialize()["protocolVersion"] == 1
         assert wire.result("authenticate", {"methodId": "none"}) == {}
-        for method, params in [("session/new", {"cwd": str(cwd), "mcpServers": []}), ("session/list", {}),
-                               ("session/load", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666",
-                                                 "cwd": str(cwd), "mcpServers": []}),
-                               ("session/prompt", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666",
-                                                   "prompt": [{"type": "text", "text": "hi"}]})]:
+        for method, params in [
+            ("session/new", {"cwd": str(cwd), "mcpServers": []}),
+            ("session/list", {}),
+            ("session/load", {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666", "cwd": str(cwd), "mcpServers": []}),
+            (
+                "session/prompt",
+                {"sessionId": "8b3f0c8e-1111-4222-8333-444455556666", "prompt": [{"type": "text", "text": "hi"}]},
+            ),
+        ]:
             response, _ = wire.call(method, params)
             error = response["error"]
             assert error["code"] == -32603 and needle in error["message"], (method, error)
@@ -341,14 +371,18 @@ def _assert_setup_error(wire: AcpWire, cwd, needle: str) -> None:
 
 def test_no_config_file_answers_initialize_then_says_run_init(isolated_home, project):
     assert not (isolated_home / "config.toml").exists()
-    _assert_setup_error(AcpWire(), project, f"Config file not found at {isolated_home / 'config.toml'}. "
-                                            "Run `openheim init` to create one.")
+    _assert_setup_error(
+        AcpWire(),
+        project,
+        f"Config file not found at {isolated_home / 'config.toml'}. Run `openheim init` to create one.",
+    )
 
 
 def test_no_api_key_answers_initialize_then_names_the_variable(isolated_home, project):
     (isolated_home / "config.toml").write_text(
         'default_provider = "openai"\n[providers.openai]\napi_base = "https://api.openai.com/v1"\n'
-        'default_model = "gpt-4o"\nmodels = ["gpt-4o"]\nenv_var = "OPENAI_API_KEY"\n')
+        'default_model = "gpt-4o"\nmodels = ["gpt-4o"]\nenv_var = "OPENAI_API_KEY"\n'
+    )
     _assert_setup_error(AcpWire(), project, "set the OPENAI_API_KEY environment variable")
 
 
@@ -356,8 +390,9 @@ def test_session_new_meta_picks_model_and_skills(wire, srv, project, isolated_ho
     (isolated_home / "skills").mkdir()
     (isolated_home / "skills" / "tidy.md").write_text("Keep it tidy, TIDY-MARKER.\n")
     wire.initialize()
-    result = wire.result("session/new", {"cwd": str(project), "mcpServers": [],
-                                         "_meta": {"model": "other-model", "skills": ["tidy"]}})
+    result = wire.result(
+        "session/new", {"cwd": str(project), "mcpServers": [], "_meta": {"model": "other-model", "skills": ["tidy"]}}
+    )
     current = {o["id"]: o["currentValue"] for o in result["configOptions"]}
     assert current["model"] == "fake/other-model"
     wire.prompt(result["sessionId"], "hello")
@@ -375,10 +410,16 @@ def test_usage_update_only_when_the_context_window_is_known(isolated_home, proje
             assert wire.result("authenticate", {"methodId": "none"}) == {}
             response, frames = wire.prompt(wire.new_session(project), "count")
             assert response["result"]["stopReason"] == "end_turn"
-            usage = {"totalTokens": 1025, "inputTokens": 120, "outputTokens": 5, "cachedReadTokens": 900,
-                     "cachedWriteTokens": 0}  # cache reads and writes apart, in _meta
-            assert updates(frames, "usage_update") == [{"sessionUpdate": "usage_update", "used": 1025,
-                                                         "size": 8000, "_meta": {"openheim": {"usage": usage}}}]
+            usage = {
+                "totalTokens": 1025,
+                "inputTokens": 120,
+                "outputTokens": 5,
+                "cachedReadTokens": 900,
+                "cachedWriteTokens": 0,
+            }  # cache reads and writes apart, in _meta
+            assert updates(frames, "usage_update") == [
+                {"sessionUpdate": "usage_update", "used": 1025, "size": 8000, "_meta": {"openheim": {"usage": usage}}}
+            ]
         finally:
             wire.close()
 

@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python tests/bench/bench_acp.py
 """
+
 from __future__ import annotations
 
 import os
@@ -76,9 +77,18 @@ def writer_rate() -> float:
     writer = Writer(os.fdopen(write_fd, "wb", buffering=1 << 16)).start()
     start = time.perf_counter()
     for i in range(UPDATES):
-        writer.send_line(encode({"jsonrpc": "2.0", "method": "session/update", "params": {
-            "sessionId": "5d0d1e9a-0000-4000-8000-000000000000", "update": text_chunk("agent_message_chunk",
-                                                                                       f"token {i} ")}}))
+        writer.send_line(
+            encode(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": "5d0d1e9a-0000-4000-8000-000000000000",
+                        "update": text_chunk("agent_message_chunk", f"token {i} "),
+                    },
+                }
+            )
+        )
     counted.wait(60)
     elapsed = time.perf_counter() - start
     writer.close()
@@ -98,8 +108,9 @@ def main() -> int:
     home = Path(tempfile.mkdtemp()) / ".openheim"
     home.mkdir()
     project = Path(tempfile.mkdtemp()).resolve()
-    os.environ.update(OPENHEIM_HOME=str(home), HOME=str(home.parent), NO_PROXY="127.0.0.1,localhost",
-                      PYTHONPATH=str(ROOT))
+    os.environ.update(
+        OPENHEIM_HOME=str(home), HOME=str(home.parent), NO_PROXY="127.0.0.1,localhost", PYTHONPATH=str(ROOT)
+    )
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url)
         idle = AcpWire()
@@ -124,19 +135,30 @@ def main() -> int:
     early = (statistics.median(times[:50]) - own_early) * 1000  # short history: the fixed cost of a prompt
     late = (statistics.median(times[-50:]) - own_late) * 1000  # ~1,000 stored messages resent every prompt
     rows = [
-        ("ACP prompt overhead beyond the fake server (ms)", f"{overhead_ms:.2f}", "<= 10", f"{overhead_ms / 10:.2f}",
-         overhead_ms <= 10),
-        ("  of which the ACP layer (vs. library prompt) (ms)", f"{acp_ms:.2f}", "<= 10", f"{acp_ms / 10:.2f}",
-         acp_ms <= 10),
+        (
+            "ACP prompt overhead beyond the fake server (ms)",
+            f"{overhead_ms:.2f}",
+            "<= 10",
+            f"{overhead_ms / 10:.2f}",
+            overhead_ms <= 10,
+        ),
+        (
+            "  of which the ACP layer (vs. library prompt) (ms)",
+            f"{acp_ms:.2f}",
+            "<= 10",
+            f"{acp_ms / 10:.2f}",
+            acp_ms <= 10,
+        ),
         ("  first 50 prompts (short history) (ms)", f"{early:.2f}", "info", "", True),
         ("  last 50 prompts (~1,000-message history) (ms)", f"{late:.2f}", "info", "", True),
-        ("writer session/update lines per second", f"{rate:,.0f}", ">= 20,000", f"{20000 / rate:.2f}",
-         rate >= 20000),
+        ("writer session/update lines per second", f"{rate:,.0f}", ">= 20,000", f"{20000 / rate:.2f}", rate >= 20000),
         ("idle RSS of openheim acp (MiB)", f"{rss:.1f}", "<= 45", f"{rss / 45:.2f}", rss <= 45),
     ]
-    print(f"{PROMPTS} prompts: median {per_prompt * 1000:.2f} ms per prompt, p90 "
-          f"{statistics.quantiles(times, n=10)[-1] * 1000:.2f} ms; fake server alone {own * 1000:.2f} ms; "
-          f"library prompt in-process {library * 1000:.2f} ms")
+    print(
+        f"{PROMPTS} prompts: median {per_prompt * 1000:.2f} ms per prompt, p90 "
+        f"{statistics.quantiles(times, n=10)[-1] * 1000:.2f} ms; fake server alone {own * 1000:.2f} ms; "
+        f"library prompt in-process {library * 1000:.2f} ms"
+    )
     table(rows)
     return 0 if all(r[4] for r in rows) else 1
 

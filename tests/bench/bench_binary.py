@@ -5,6 +5,7 @@ one) and `run` first-token latency against the fake server; each as a ratio to t
 Run: .venv/bin/python tests/bench/bench_binary.py   (build first: bash build/build.sh; the regular install's
 venv is the one bench_user.py uses, built on first use)
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,9 @@ START_LIMIT_S = 0.25
 def first_byte(argv: list[str], env: dict, cwd: Path) -> float:
     """Seconds from exec to the first byte on stdout (the first token of `run`); the rest is drained."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.read(1)
     elapsed = time.perf_counter() - start
@@ -59,9 +61,17 @@ def site_packages(venv: Path) -> Path:
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or "unknown CPU")
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown CPU",
+    )
+    return (
+        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def main() -> int:
@@ -73,8 +83,15 @@ def main() -> int:
     rows = []
     size = BINARY.stat().st_size / 1e6
     deps = tree_mb(site_packages(venv))
-    rows.append(("binary size vs the install's site-packages", f"{size:.1f}/{deps:.0f} MB", f"<= {SIZE_LIMIT_MB} MB",
-                 f"{size / deps:.2f}x", size <= SIZE_LIMIT_MB))
+    rows.append(
+        (
+            "binary size vs the install's site-packages",
+            f"{size:.1f}/{deps:.0f} MB",
+            f"<= {SIZE_LIMIT_MB} MB",
+            f"{size / deps:.2f}x",
+            size <= SIZE_LIMIT_MB,
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTHONPATH")}
@@ -89,11 +106,24 @@ def main() -> int:
         rows.append(("first start ever (unpacks once per user)", f"{first * 1000:.0f} ms", "info", "", True))
         subprocess.run([str(BINARY), "--version"], env=env, check=True, capture_output=True)  # unpack for HOME
         frozen, source = interleaved([[str(BINARY), "--version"], [installed, "--version"]], env, home, RUNS)
-        rows.append(("--version start: binary vs install", f"{frozen['wall'] * 1000:.0f}/{source['wall'] * 1000:.0f} ms",
-                     f"<= {START_LIMIT_S * 1000:.0f} ms", f"{frozen['wall'] / source['wall']:.1f}x",
-                     frozen["wall"] <= START_LIMIT_S))
-        rows.append(("--version cpu: binary vs install", f"{frozen['cpu'] * 1000:.0f}/{source['cpu'] * 1000:.0f} ms",
-                     "", f"{frozen['cpu'] / source['cpu']:.1f}x", True))
+        rows.append(
+            (
+                "--version start: binary vs install",
+                f"{frozen['wall'] * 1000:.0f}/{source['wall'] * 1000:.0f} ms",
+                f"<= {START_LIMIT_S * 1000:.0f} ms",
+                f"{frozen['wall'] / source['wall']:.1f}x",
+                frozen["wall"] <= START_LIMIT_S,
+            )
+        )
+        rows.append(
+            (
+                "--version cpu: binary vs install",
+                f"{frozen['cpu'] * 1000:.0f}/{source['cpu'] * 1000:.0f} ms",
+                "",
+                f"{frozen['cpu'] / source['cpu']:.1f}x",
+                True,
+            )
+        )
         server, url = start_server(5)
         try:
             write_config(home, url)
@@ -102,8 +132,15 @@ def main() -> int:
             assert server.stdin is not None
             server.stdin.close()
             server.wait(timeout=10)
-        rows.append(("run first token: binary vs install", f"{b * 1000:.0f}/{s * 1000:.0f} ms",
-                     f"<= {START_LIMIT_S * 1000:.0f} ms more", f"{b / s:.2f}x", b - s <= START_LIMIT_S))
+        rows.append(
+            (
+                "run first token: binary vs install",
+                f"{b * 1000:.0f}/{s * 1000:.0f} ms",
+                f"<= {START_LIMIT_S * 1000:.0f} ms more",
+                f"{b / s:.2f}x",
+                b - s <= START_LIMIT_S,
+            )
+        )
     table(rows)
     print(f"binary: {BINARY} ({BINARY.stat().st_size} bytes); install: {installed}")
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} (wall times grow with it, cpu times less)")

@@ -3,6 +3,7 @@ store, measured side by side), undo of a 100-file turn, and what compaction cost
 
 Run: .venv/bin/python tests/bench/bench_checkpoints.py
 """
+
 from __future__ import annotations
 
 import os
@@ -127,9 +128,11 @@ def bench_undo(base: Path) -> list[tuple[str, float, str]]:
     undo = (time.perf_counter() - start) * 1000
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     exact = after == before and len(result.restored) == 80 and len(result.removed) == 20
-    return [("checkpoint before the turn (first, 10k files)", ensure, ""),
-            ("recording the turn's 100 changes", finish, ""),
-            ("undo of a 100-file turn (plan + restore)", undo, f"target <= 1000 ms; exact: {exact}")]
+    return [
+        ("checkpoint before the turn (first, 10k files)", ensure, ""),
+        ("recording the turn's 100 changes", finish, ""),
+        ("undo of a 100-file turn (plan + restore)", undo, f"target <= 1000 ms; exact: {exact}"),
+    ]
 
 
 def bench_compaction(home: Path) -> list[tuple[str, str]]:
@@ -150,21 +153,28 @@ def bench_compaction(home: Path) -> list[tuple[str, str]]:
             session = client.new_session(home / "work")
             for turn in range(60):
                 seen = len(srv.requests)
-                srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt"}, id=f"c{turn}")]),
-                            Reply(text=f"read it, turn {turn}"))
+                srv.enqueue(
+                    Reply(tool_calls=[ToolCall("read_file", {"path": "big.txt"}, id=f"c{turn}")]),
+                    Reply(text=f"read it, turn {turn}"),
+                )
                 before = len(srv.summary_requests)
                 session.prompt(f"turn {turn}: read big.txt again")
                 if len(srv.summary_requests) > before:
                     calls = len(srv.requests) - seen
                     turn_requests = srv.requests[seen:]
                     at = next(i for i, r in enumerate(turn_requests) if r.body is srv.summary_requests[-1])
-                    peak = max(len(r.raw) for r in srv.requests[:seen + at])
+                    peak = max(len(r.raw) for r in srv.requests[: seen + at])
                     compacted = len(turn_requests[at + 1].raw)
-                    return [("model calls in the compacting turn", f"{calls} (2 without compaction)"),
-                            ("largest request before compaction", f"{peak / 4 / window:.0%} of the window"),
-                            ("first request after compaction", f"{compacted / 4 / window:.0%} of the window "
-                                                               f"({compacted} bytes ~ {compacted // 4} tokens; "
-                                                               "target <= 30%)")]
+                    return [
+                        ("model calls in the compacting turn", f"{calls} (2 without compaction)"),
+                        ("largest request before compaction", f"{peak / 4 / window:.0%} of the window"),
+                        (
+                            "first request after compaction",
+                            f"{compacted / 4 / window:.0%} of the window "
+                            f"({compacted} bytes ~ {compacted // 4} tokens; "
+                            "target <= 30%)",
+                        ),
+                    ]
     return [("compaction", "did not happen")]
 
 

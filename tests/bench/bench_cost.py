@@ -8,6 +8,7 @@ and the tool list, before rolling breakpoints came), "after" this checkout, in t
 
 Run: .venv/bin/python tests/bench/bench_cost.py [--before REF]
 """
+
 from __future__ import annotations
 
 import os
@@ -39,12 +40,25 @@ def loop_usage(argv: list[str], pythonpath: str = "") -> list[tuple[int, int, in
         for i in range(5):
             (work / f"file{i}.txt").write_text("x")
         write_config(home, srv.base_url, kind="anthropic")
-        srv.enqueue(*[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]) for _ in range(ITERATIONS - 1)],
-                    Reply(text="done"))
-        env = {**os.environ, "OPENHEIM_HOME": str(home), "HOME": str(home), "NO_PROXY": "127.0.0.1",
-               "PYTHONPATH": pythonpath}
-        subprocess.run([*argv, "run", "--max-iterations", str(ITERATIONS), "look"], cwd=work, env=env, check=True,
-                       capture_output=True, stdin=subprocess.DEVNULL)
+        srv.enqueue(
+            *[Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]) for _ in range(ITERATIONS - 1)],
+            Reply(text="done"),
+        )
+        env = {
+            **os.environ,
+            "OPENHEIM_HOME": str(home),
+            "HOME": str(home),
+            "NO_PROXY": "127.0.0.1",
+            "PYTHONPATH": pythonpath,
+        }
+        subprocess.run(
+            [*argv, "run", "--max-iterations", str(ITERATIONS), "look"],
+            cwd=work,
+            env=env,
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
         return list(srv.billed)
 
 
@@ -63,10 +77,22 @@ def main(argv: list[str]) -> int:
         print(f"{i:>7} | {cells[0]:>36} | {cells[1]:>36}")
     total_before, total_after = sum(map(billed, before)), sum(map(billed, after))
     worst = min(u[1] / max(1, sum(u)) for u in after[2:])
-    rows = [(f"{ITERATIONS}-iteration tool loop: billed input tokens", f"{total_after:,.0f}/{total_before:,.0f}",
-             "after < before", f"{total_after / total_before:.2f}x", total_after < total_before),
-            ("cache reads from the 3rd request on (lowest share)", f"{worst:.0%}", f">= {TARGET_READ_SHARE:.0%}", "",
-             worst >= TARGET_READ_SHARE)]
+    rows = [
+        (
+            f"{ITERATIONS}-iteration tool loop: billed input tokens",
+            f"{total_after:,.0f}/{total_before:,.0f}",
+            "after < before",
+            f"{total_after / total_before:.2f}x",
+            total_after < total_before,
+        ),
+        (
+            "cache reads from the 3rd request on (lowest share)",
+            f"{worst:.0%}",
+            f">= {TARGET_READ_SHARE:.0%}",
+            "",
+            worst >= TARGET_READ_SHARE,
+        ),
+    ]
     table(rows)
     print(f"billed = input + 1.25 x cache writes + 0.1 x cache reads; before = {ref}, after = this checkout")
     return 0 if all(r[4] for r in rows) else 1

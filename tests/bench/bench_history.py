@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python tests/bench/bench_history.py
 """
+
 from __future__ import annotations
 
 import statistics
@@ -26,9 +27,14 @@ def sample_message(i: int) -> Message:
     if kind == 0:
         return Message.user(f"please look at file number {i} and tell me what it does " * 2)
     if kind == 1:
-        return Message("assistant", [ThinkingBlock("Let me read the file first. " * 4, "sig" * 10),
-                                     TextBlock("Reading it."),
-                                     ToolUseBlock(f"call_{i}", "read_file", f'{{"path": "src/file_{i}.py"}}')])
+        return Message(
+            "assistant",
+            [
+                ThinkingBlock("Let me read the file first. " * 4, "sig" * 10),
+                TextBlock("Reading it."),
+                ToolUseBlock(f"call_{i}", "read_file", f'{{"path": "src/file_{i}.py"}}'),
+            ],
+        )
     if kind == 2:
         return Message.tool_result(f"call_{i - 1}", "read_file", "def f(x):\n    return x * 2\n" * 40)
     return Message.assistant("The file defines a function that doubles its argument. " * 3)
@@ -69,8 +75,10 @@ def bench_load(hm: HistoryManager) -> float:
 
 def bench_fit() -> tuple[float, int]:
     history = [sample_message(i) for i in range(BIG)]
-    tools = [Tool(f"tool_{i}", "Does a thing. " * 20, {"type": "object", "properties": {"a": {"type": "string"}}})
-             for i in range(15)]
+    tools = [
+        Tool(f"tool_{i}", "Does a thing. " * 20, {"type": "object", "properties": {"a": {"type": "string"}}})
+        for i in range(15)
+    ]
     system = Message.system("You are a general purpose multiprovider LLM agent. " * 50)
     fitter = ContextFitter(200_000)
     dropped = fitter.fit(history, system, tools).dropped

@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python tests/bench/bench_llm.py
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,11 @@ CHUNKS = 20_000
 PARSE_TARGET_US = 30.0
 E2E_TARGET = 1.5
 RUNS = 5
-WIRES = {"openai": (OpenAIClient, ChatStreamParser, "/chat/completions", "openai_compatible"),
-         "anthropic": (AnthropicClient, MessagesStreamParser, "/messages", "anthropic"),
-         "gemini": (GeminiClient, GenerateStreamParser, "/models/m:streamGenerateContent?alt=sse", "gemini")}
+WIRES = {
+    "openai": (OpenAIClient, ChatStreamParser, "/chat/completions", "openai_compatible"),
+    "anthropic": (AnthropicClient, MessagesStreamParser, "/messages", "anthropic"),
+    "gemini": (GeminiClient, GenerateStreamParser, "/models/m:streamGenerateContent?alt=sse", "gemini"),
+}
 REPLY = Reply(text="word " * CHUNKS, chunk_size=5, usage=(10, CHUNKS))
 
 
@@ -44,7 +47,7 @@ def stream_bytes(wire: str) -> bytes:
 def parse_cost_us(wire: str) -> tuple[float, int]:
     """Median µs per content chunk for bytes → SSE events → JSON → parser → on_chunk, in memory."""
     raw = stream_bytes(wire)
-    pieces = [raw[i:i + 16384] for i in range(0, len(raw), 16384)]
+    pieces = [raw[i : i + 16384] for i in range(0, len(raw), 16384)]
     parser_cls = WIRES[wire][1]
     times, count = [], 0
     for _ in range(RUNS):
@@ -88,8 +91,19 @@ def client_seconds(base_url: str, wire: str) -> float:
 
 
 def curl_seconds(base_url: str, wire: str, curl: str) -> float:
-    argv = [curl, "-sN", "-o", "/dev/null", "-X", "POST", base_url + WIRES[wire][2], "-H",
-            "Content-Type: application/json", "-d", json.dumps(body_for(wire))]
+    argv = [
+        curl,
+        "-sN",
+        "-o",
+        "/dev/null",
+        "-X",
+        "POST",
+        base_url + WIRES[wire][2],
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        json.dumps(body_for(wire)),
+    ]
     times = []
     for _ in range(RUNS):
         start = time.perf_counter()
@@ -100,6 +114,7 @@ def curl_seconds(base_url: str, wire: str, curl: str) -> float:
 
 def serve(wire: str, burst: bool) -> None:
     """Child mode: answer every request with the 20,000-chunk reply until stdin closes."""
+
     class Always(FakeLLMServer):
         def next_item(self, body: object) -> Reply:
             return REPLY
@@ -133,8 +148,15 @@ def main() -> int:
     rows = []
     for wire in WIRES:
         us, count = parse_cost_us(wire)
-        rows.append((f"(in-process) {wire}: parse µs/chunk ({count} chunks)", f"{us:.1f} µs", f"<= {PARSE_TARGET_US:.0f} µs",
-                     f"{us / PARSE_TARGET_US:.2f}", us <= PARSE_TARGET_US))
+        rows.append(
+            (
+                f"(in-process) {wire}: parse µs/chunk ({count} chunks)",
+                f"{us:.1f} µs",
+                f"<= {PARSE_TARGET_US:.0f} µs",
+                f"{us / PARSE_TARGET_US:.2f}",
+                us <= PARSE_TARGET_US,
+            )
+        )
     curl = shutil.which("curl")
     for wire in WIRES:
         for burst in (False, True):

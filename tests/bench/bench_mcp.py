@@ -10,6 +10,7 @@
 
 Run: .venv/bin/python tests/bench/bench_mcp.py  (--start-up: only the rows c, d, e and g)
 """
+
 from __future__ import annotations
 
 import json
@@ -33,21 +34,26 @@ CALLS = 400
 
 def import_cost(runs: int = 7) -> tuple[float, float]:
     """Median CPU seconds and RSS growth (MiB) of loading the MCP client as openheim does, in a fresh interpreter."""
-    code = ("import resource, time\n"
-            "def rss(): return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
-            "r, t = rss(), time.process_time()\n"
-            "from openheim.mcp.bridge import load_sdk; load_sdk()\n"
-            "print(time.process_time() - t, (rss() - r) / 2**20)")
-    out = [subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
-           for _ in range(runs)]
+    code = (
+        "import resource, time\n"
+        "def rss(): return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
+        "r, t = rss(), time.process_time()\n"
+        "from openheim.mcp.bridge import load_sdk; load_sdk()\n"
+        "print(time.process_time() - t, (rss() - r) / 2**20)"
+    )
+    out = [
+        subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+        for _ in range(runs)
+    ]
     return statistics.median(float(o[0]) for o in out), statistics.median(float(o[1]) for o in out)
 
 
 def timed_run(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     """(seconds from exec to the first stdout byte, seconds from the end of stdout's answer to the exit)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.read(1)
     first_at = time.perf_counter()
@@ -72,7 +78,7 @@ def paired(a: list[str], b: list[str], env: dict, cwd: Path, runs: int = 9) -> t
     for _ in range(runs):
         ra.append(timed_run(a, env, cwd))
         rb.append(timed_run(b, env, cwd))
-    med = (lambda rs: tuple(statistics.median(r[i] for r in rs) for i in range(2)))
+    med = lambda rs: tuple(statistics.median(r[i] for r in rs) for i in range(2))
     return med(ra), med(rb)
 
 
@@ -81,11 +87,17 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     their tool lists remembered; and with a server that never answers (given up on once)."""
     env = env_with_home(home)
     time_server = str(Path(PY).with_name("mcp-server-time"))
-    three = (f'\n[mcp_servers.time]\ncommand = "{time_server}"\nargs = []\n' + toml("fake", SDK_SERVER)
-             + f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n')
+    three = (
+        f'\n[mcp_servers.time]\ncommand = "{time_server}"\nargs = []\n'
+        + toml("fake", SDK_SERVER)
+        + f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n'
+    )
     mute = f'\n[mcp_servers.mute]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "600"]\n'
-    configs = {"none": "", "three": "mcp_startup_timeout_secs = 20\n" + three,
-               "mute": "mcp_startup_timeout_secs = 1\n" + mute}
+    configs = {
+        "none": "",
+        "three": "mcp_startup_timeout_secs = 20\n" + three,
+        "mute": "mcp_startup_timeout_secs = 1\n" + mute,
+    }
     argv = {}
     for label, extra in configs.items():
         write_config(home, srv.base_url, extra=extra)
@@ -97,40 +109,89 @@ def slow_start_rows(home: Path, srv: FakeLLMServer) -> list:
     rows = []
     (none_fb, none_exit), (three_fb, three_exit) = paired(argv["none"], argv["three"], env, home)
     ratio = three_fb / none_fb
-    rows.append(("c) first byte: 3 servers (1 slow, remembered) / none",
-                 f"{three_fb * 1000:.0f}/{none_fb * 1000:.0f} ms", "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+    rows.append(
+        (
+            "c) first byte: 3 servers (1 slow, remembered) / none",
+            f"{three_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
+            "<= 1.2x",
+            f"{ratio:.2f}x",
+            ratio <= 1.2,
+        )
+    )
     lag = three_exit - none_exit
-    rows.append(("d) exit after the answer: 3 servers - none", f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
-                 "<= +100 ms", f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    rows.append(
+        (
+            "d) exit after the answer: 3 servers - none",
+            f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
+            "<= +100 ms",
+            f"{lag * 1000:+.0f}ms",
+            lag <= 0.1,
+        )
+    )
     lags = {"none": [], "three": []}
     for _ in range(7):  # servers running at exit: the model calls a tool first (an MCP one when there are some)
-        for label, call in (("none", ToolCall("list_dir", {"path": "."})),
-                            ("three", ToolCall("fake__echo", {"text": "x"}))):
+        for label, call in (
+            ("none", ToolCall("list_dir", {"path": "."})),
+            ("three", ToolCall("fake__echo", {"text": "x"})),
+        ):
             srv.enqueue(Reply(tool_calls=[call]), Reply(text="done"))
             lags[label].append(timed_run([*argv[label][:-1], "--approve", "all", "use a tool"], env, home)[1])
     none_exit, three_exit = (statistics.median(lags[k]) for k in ("none", "three"))
     lag = three_exit - none_exit
-    rows.append(("d) ... after an MCP call (servers up): 3 - none",
-                 f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms", "<= +100 ms",
-                 f"{lag * 1000:+.0f}ms", lag <= 0.1))
+    rows.append(
+        (
+            "d) ... after an MCP call (servers up): 3 - none",
+            f"{three_exit * 1000:.0f}-{none_exit * 1000:.0f} ms",
+            "<= +100 ms",
+            f"{lag * 1000:+.0f}ms",
+            lag <= 0.1,
+        )
+    )
     slow_only = f'\n[mcp_servers.slow]\ncommand = "{PY}"\nargs = ["{SDK_SERVER}", "--delay", "3"]\n'
     write_config(home, srv.base_url, extra=slow_only)
     (home / "slow.toml").write_text((home / "config.toml").read_text())
     (home / "config.toml").unlink()
     status = [*openheim_argv(), "--config", "{}", "mcp", "--tools"]
-    slow, three = compare([a.replace("{}", str(home / "slow.toml")) for a in status],
-                          [a.replace("{}", str(home / "three.toml")) for a in status], env, runs=5, cwd=home)[:2]
-    rows.append(("g) mcp --tools: 3 SDK servers - slowest alone", f"{three:.2f}-{slow:.2f} s", "<= +0.5 s",
-                 f"{three - slow:+.2f}s", three - slow <= 0.5))
-    own = statistics.median(own_start([[time_server], [PY, SDK_SERVER], [PY, SDK_SERVER, "--delay", "3"]])
-                            for _ in range(3))
-    rows.append(("g) ... 3 SDK servers - their own start together", f"{three:.2f}-{own:.2f} s", "<= +0.5 s",
-                 f"{three - own:+.2f}s", three - own <= 0.5))
+    slow, three = compare(
+        [a.replace("{}", str(home / "slow.toml")) for a in status],
+        [a.replace("{}", str(home / "three.toml")) for a in status],
+        env,
+        runs=5,
+        cwd=home,
+    )[:2]
+    rows.append(
+        (
+            "g) mcp --tools: 3 SDK servers - slowest alone",
+            f"{three:.2f}-{slow:.2f} s",
+            "<= +0.5 s",
+            f"{three - slow:+.2f}s",
+            three - slow <= 0.5,
+        )
+    )
+    own = statistics.median(
+        own_start([[time_server], [PY, SDK_SERVER], [PY, SDK_SERVER, "--delay", "3"]]) for _ in range(3)
+    )
+    rows.append(
+        (
+            "g) ... 3 SDK servers - their own start together",
+            f"{three:.2f}-{own:.2f} s",
+            "<= +0.5 s",
+            f"{three - own:+.2f}s",
+            three - own <= 0.5,
+        )
+    )
     rows += raw_status_rows(home, srv, env, status)
     (none_fb, _), (mute_fb, _) = paired(argv["none"], argv["mute"], env, home)
     ratio = mute_fb / none_fb
-    rows.append(("e) first byte: a never-answering server / none", f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
-                 "<= 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+    rows.append(
+        (
+            "e) first byte: a never-answering server / none",
+            f"{mute_fb * 1000:.0f}/{none_fb * 1000:.0f} ms",
+            "<= 1.2x",
+            f"{ratio:.2f}x",
+            ratio <= 1.2,
+        )
+    )
     return rows
 
 
@@ -142,29 +203,60 @@ def raw_status_rows(home: Path, srv: FakeLLMServer, env: dict, status: list[str]
         write_config(home, srv.base_url, extra=extra)
         (home / f"{label}.toml").write_text((home / "config.toml").read_text())
     (home / "config.toml").unlink()
-    alone, three = compare([a.replace("{}", str(home / "raw-slow.toml")) for a in status],
-                           [a.replace("{}", str(home / "raw-three.toml")) for a in status], env, runs=5, cwd=home)[:2]
+    alone, three = compare(
+        [a.replace("{}", str(home / "raw-slow.toml")) for a in status],
+        [a.replace("{}", str(home / "raw-three.toml")) for a in status],
+        env,
+        runs=5,
+        cwd=home,
+    )[:2]
     own = statistics.median(own_start([[PY, RAW_SERVER, "--delay", "3"]]) for _ in range(3))
-    return [("g) mcp --tools: 3 stdlib servers - slowest alone", f"{three:.2f}-{alone:.2f} s", "<= +0.5 s",
-             f"{three - alone:+.2f}s", three - alone <= 0.5),
-            ("g) ... 3 stdlib servers - the slowest's own start", f"{three:.2f}-{own:.2f} s", "report",
-             f"{three - own:+.2f}s", True)]
+    return [
+        (
+            "g) mcp --tools: 3 stdlib servers - slowest alone",
+            f"{three:.2f}-{alone:.2f} s",
+            "<= +0.5 s",
+            f"{three - alone:+.2f}s",
+            three - alone <= 0.5,
+        ),
+        (
+            "g) ... 3 stdlib servers - the slowest's own start",
+            f"{three:.2f}-{own:.2f} s",
+            "report",
+            f"{three - own:+.2f}s",
+            True,
+        ),
+    ]
 
 
 def own_start(commands: list[list[str]]) -> float:
     """Seconds from spawning the servers (all at once) until each has answered tools/list, through plain pipes
     with a sync client (no SDK, no openheim): the servers' own start-up, contention between them included."""
     start = time.perf_counter()
-    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, bufsize=1) for argv in commands]
+    procs = [
+        subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
+        )
+        for argv in commands
+    ]
 
     def send(proc: subprocess.Popen, message: dict) -> None:
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
         proc.stdin.flush()
 
     for proc in procs:
-        send(proc, {"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        send(
+            proc,
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            },
+        )
     for proc in procs:
         while json.loads(proc.stdout.readline()).get("id") != 1:
             pass
@@ -195,19 +287,31 @@ def startup_rows(home: Path, srv: FakeLLMServer) -> list:
         (home / "none.toml").write_text(none_cfg)
         (home / "one.toml").write_text(one_cfg)
         (home / "config.toml").unlink()
-        base, one, rss = compare([*openheim_argv(), "--config", str(home / "none.toml"), "run", "hi"],
-                                 [*openheim_argv(), "--config", str(home / "one.toml"), "run", "hi"], env,
-                                 runs=7, cwd=home)
-        rows.append((f"a) run 'hi': 0 vs 1 stdio ({label})", f"{base * 1000:.0f}/{one * 1000:.0f} ms",
-                     "report", f"{one / base:.2f}x", True))
+        base, one, rss = compare(
+            [*openheim_argv(), "--config", str(home / "none.toml"), "run", "hi"],
+            [*openheim_argv(), "--config", str(home / "one.toml"), "run", "hi"],
+            env,
+            runs=7,
+            cwd=home,
+        )
+        rows.append(
+            (
+                f"a) run 'hi': 0 vs 1 stdio ({label})",
+                f"{base * 1000:.0f}/{one * 1000:.0f} ms",
+                "report",
+                f"{one / base:.2f}x",
+                True,
+            )
+        )
         rows.append((f"a) ... peak RSS with 1 server ({label})", f"{rss / 1024:.1f} MB", "report", "", True))
     return rows
 
 
 def raw_round_trips(script: str, calls: int) -> float:
     """Median seconds per tools/call echo over the server's own pipes, with a plain sync client (no SDK)."""
-    proc = subprocess.Popen([PY, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(
+        [PY, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
+    )
 
     def request(request_id: int, method: str, params: dict) -> dict:
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + "\n")
@@ -217,8 +321,11 @@ def raw_round_trips(script: str, calls: int) -> float:
             if message.get("id") == request_id:
                 return message
 
-    request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                              "clientInfo": {"name": "bench", "version": "1"}})
+    request(
+        0,
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+    )
     proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
     proc.stdin.flush()
     times = []
@@ -238,8 +345,15 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     from openheim.client import OpenheimClient
     from openheim.core.turn_context import TurnContext
 
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp / "d")
-              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("s", {"command": PY, "args": [script]}).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .api_key("k")
+        .data_dir(tmp / "d")
+        .llm_factory(lambda cfg: ScriptedLlm([]))
+        .mcp_server("s", {"command": PY, "args": [script]})
+        .build()
+    )
     with client:
         assert client.mcp_servers(wait=60)[0].connected
         tools, ctx = client.state.runtime_tools(), TurnContext()
@@ -268,8 +382,15 @@ def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:
         line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM"))
         return int(line.split()[1]) / 1000
 
-    client = (OpenheimClient.builder().api_base("http://127.0.0.1:9/v1").api_key("k").data_dir(tmp / "big")
-              .llm_factory(lambda cfg: ScriptedLlm([])).mcp_server("big", {"command": PY, "args": [HOSTILE]}).build())
+    client = (
+        OpenheimClient.builder()
+        .api_base("http://127.0.0.1:9/v1")
+        .api_key("k")
+        .data_dir(tmp / "big")
+        .llm_factory(lambda cfg: ScriptedLlm([]))
+        .mcp_server("big", {"command": PY, "args": [HOSTILE]})
+        .build()
+    )
     with client:
         assert client.mcp_servers(wait=60)[0].connected
         tools, ctx = client.state.runtime_tools(), TurnContext()
@@ -307,8 +428,15 @@ def main() -> None:
             extra = (through - own) * 1000
             rows.append((f"b) echo call, plain pipes ({label})", f"{own * 1000:.2f} ms", "", "", True))
             rows.append((f"b) echo call via bridge ({label})", f"{through * 1000:.2f} ms", "", "", True))
-            rows.append((f"b) bridge overhead per call ({label})", f"{extra:.2f} ms", "<= 2 ms",
-                         f"{extra / 2:.2f}x", extra <= 2))
+            rows.append(
+                (
+                    f"b) bridge overhead per call ({label})",
+                    f"{extra:.2f} ms",
+                    "<= 2 ms",
+                    f"{extra / 2:.2f}x",
+                    extra <= 2,
+                )
+            )
     table(rows)
 
 

@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python tests/bench/bench_memory.py [--small]   (--small: 2k and 20k notes, a smoke run)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,7 +103,9 @@ def row(name: str, value: float, unit: str, target: float | None, higher_is_bett
     ratio = value / target
     ok = ratio >= 1 if higher_is_better else ratio <= 1
     sign = ">=" if higher_is_better else "<="
-    return f"{name:<42}{value:>10.1f} {unit:<9}{sign + format(target, 'g'):>10}{ratio:>8.2f}  {'pass' if ok else 'FAIL'}"
+    return (
+        f"{name:<42}{value:>10.1f} {unit:<9}{sign + format(target, 'g'):>10}{ratio:>8.2f}  {'pass' if ok else 'FAIL'}"
+    )
 
 
 def report(small: int, large: int, at: dict[int, dict[str, float]], inserts: dict[int, float]) -> bool:
@@ -111,18 +114,24 @@ def report(small: int, large: int, at: dict[int, dict[str, float]], inserts: dic
     for n in (small, large):
         m = at[n]
         k = f"{n // 1000}k"
-        lines += [row(f"FTS5 search p50 @ {k}", m["fts"], "ms", FTS_TARGET_MS),
-                  row(f"KNN search p50, {DIMS} dims @ {k}", m["knn"], "ms", KNN_TARGET_MS),
-                  row(f"insert, vectors precomputed @ {k}", inserts[n], "notes/s", INSERT_TARGET, True),
-                  row(f"FTS5 p50, query with a stop word @ {k}", m["fts_stop"], "ms", None),
-                  row(f"LongTermMemory.search p50 (semantic) @ {k}", m["ltm"], "ms", None),
-                  row(f"insert, one transaction per note @ {k}", m["single"], "notes/s", None)]
+        lines += [
+            row(f"FTS5 search p50 @ {k}", m["fts"], "ms", FTS_TARGET_MS),
+            row(f"KNN search p50, {DIMS} dims @ {k}", m["knn"], "ms", KNN_TARGET_MS),
+            row(f"insert, vectors precomputed @ {k}", inserts[n], "notes/s", INSERT_TARGET, True),
+            row(f"FTS5 p50, query with a stop word @ {k}", m["fts_stop"], "ms", None),
+            row(f"LongTermMemory.search p50 (semantic) @ {k}", m["ltm"], "ms", None),
+            row(f"insert, one transaction per note @ {k}", m["single"], "notes/s", None),
+        ]
     for line in lines:
         print(line)
         passed &= not line.endswith("FAIL")
     print(f"\ngrowth {small // 1000}k -> {large // 1000}k notes (x{large // small} data):")
-    for key, label in (("fts", "FTS5 p50"), ("knn", "KNN p50"), ("fts_stop", "FTS5 stop-word p50"),
-                       ("ltm", "LongTermMemory.search p50")):
+    for key, label in (
+        ("fts", "FTS5 p50"),
+        ("knn", "KNN p50"),
+        ("fts_stop", "FTS5 stop-word p50"),
+        ("ltm", "LongTermMemory.search p50"),
+    ):
         print(f"  {label:<28} x{at[large][key] / at[small][key]:.2f}")
     print(f"  {'insert throughput':<28} x{inserts[large] / inserts[small]:.2f}")
     return passed

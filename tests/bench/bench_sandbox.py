@@ -4,6 +4,7 @@ out of /proc/PID/environ costs at start-up (overwrite in place vs re-exec).
 Both command paths go through ExecuteCommandTool.execute (the code the model's calls take), alternately, so
 machine load hits both. Run: .venv/bin/python tests/bench/bench_sandbox.py
 """
+
 from __future__ import annotations
 
 import os
@@ -45,15 +46,27 @@ def command_overhead(root: Path) -> tuple[float, float]:
 
 
 # ctypes is imported first: openheim loads it anyway at start-up (the non-dumpable prctl), so it is not this cost
-SCRUB = ("import ctypes, time, sys; sys.path.insert(0, {root!r}); from openheim.sandbox.environ import scrub_initial_environ;"
-         "t = time.perf_counter(); scrub_initial_environ(['BENCH_KEY']); print(time.perf_counter() - t)")
+SCRUB = (
+    "import ctypes, time, sys; sys.path.insert(0, {root!r}); from openheim.sandbox.environ import scrub_initial_environ;"
+    "t = time.perf_counter(); scrub_initial_environ(['BENCH_KEY']); print(time.perf_counter() - t)"
+)
 
 
 def scrub_cost() -> float:
     """Seconds the in-place overwrite takes (measured inside a process started with the key set)."""
     env = {**os.environ, "BENCH_KEY": "sk-" + "x" * 60}
-    times = [float(subprocess.run([sys.executable, "-c", SCRUB.format(root=str(Path(__file__).resolve().parents[2]))],
-                                  env=env, capture_output=True, text=True, check=True).stdout) for _ in range(5)]
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", SCRUB.format(root=str(Path(__file__).resolve().parents[2]))],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for _ in range(5)
+    ]
     return statistics.median(times)
 
 
@@ -72,14 +85,32 @@ def main() -> int:
         off, on = command_overhead(Path(tmp))
     added_ms = (on - off) * 1000
     scrub, reexec = scrub_cost(), reexec_cost()
-    print(f"{COMMANDS} x `true` through execute_command: {off * 1000:.1f} ms unsandboxed, {on * 1000:.1f} ms "
-          f"sandboxed (median): +{added_ms:.1f} ms per command")
-    print(f"key out of /proc/PID/environ: overwrite in place {scrub * 1e6:.0f} us; re-exec would add "
-          f"{reexec * 1000:.1f} ms per start")
-    table([("sandbox: ms added per command (median)", f"{added_ms:.1f} ms", f"<= {TARGET_MS:g} ms",
-            f"{on / off:.2f}x", added_ms <= TARGET_MS),
-           ("key scrub vs re-exec at start-up", f"{scrub * 1e6:.0f} us", f"< {reexec * 1e6:.0f} us",
-            f"{reexec / max(scrub, 1e-9):.0f}x", scrub < reexec)])
+    print(
+        f"{COMMANDS} x `true` through execute_command: {off * 1000:.1f} ms unsandboxed, {on * 1000:.1f} ms "
+        f"sandboxed (median): +{added_ms:.1f} ms per command"
+    )
+    print(
+        f"key out of /proc/PID/environ: overwrite in place {scrub * 1e6:.0f} us; re-exec would add "
+        f"{reexec * 1000:.1f} ms per start"
+    )
+    table(
+        [
+            (
+                "sandbox: ms added per command (median)",
+                f"{added_ms:.1f} ms",
+                f"<= {TARGET_MS:g} ms",
+                f"{on / off:.2f}x",
+                added_ms <= TARGET_MS,
+            ),
+            (
+                "key scrub vs re-exec at start-up",
+                f"{scrub * 1e6:.0f} us",
+                f"< {reexec * 1e6:.0f} us",
+                f"{reexec / max(scrub, 1e-9):.0f}x",
+                scrub < reexec,
+            ),
+        ]
+    )
     return 0 if added_ms <= TARGET_MS else 1
 
 

@@ -2,6 +2,7 @@
 
 Run: .venv/bin/python tests/bench/bench_search.py
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,12 @@ def main() -> int:
         pure = best_of(lambda: run_search(str(root), PATTERN, False, use_rg=False))
         pure_d = best_of(lambda: run_search(str(root), PYTHON_ONLY_PATTERN, False))
         grep = best_of(lambda: subprocess.run(["grep", "-rnE", PATTERN, str(root)], capture_output=True))
-        rows = [("search (auto: rg when portable)", auto), ("search (pure Python)", pure),
-                (r"search (\d pattern, Python)", pure_d), ("grep -rn", grep)]
+        rows = [
+            ("search (auto: rg when portable)", auto),
+            ("search (pure Python)", pure),
+            (r"search (\d pattern, Python)", pure_d),
+            ("grep -rn", grep),
+        ]
         if rg is None:
             print("rg is not available; ratios against rg cannot be computed")
             for name, value in rows:

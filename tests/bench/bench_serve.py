@@ -13,6 +13,7 @@ a request of that size measured alone (so queueing inside the fake model under l
 4. Under load: 50 sockets, each with a session, send one prompt at the same moment; p50 and p99 of the time
    to each one's first agent_message_chunk, and serve's peak RSS (VmHWM).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,15 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def start_serve(project: Path) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENHEIM_SERVE_TOKEN": TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "openheim", "serve", "--port", "0"], cwd=project, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openheim", "serve", "--port", "0"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stderr.readline()
     match = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
     if not match:
@@ -135,12 +143,15 @@ def overhead_vs_stdio(project: Path, srv: FakeLLMServer) -> list[tuple]:
         wire.close()
         stop(proc)
     sent = [r.raw for r in srv.requests]
-    own = statistics.median([fake_alone(srv.base_url, sent[len(sent) // 2], 30),
-                             fake_alone(srv.base_url, sent[-1], 30)])
+    own = statistics.median(
+        [fake_alone(srv.base_url, sent[len(sent) // 2], 30), fake_alone(srv.base_url, sent[-1], 30)]
+    )
     s, w = statistics.median(stdio) * 1000, statistics.median(over_ws) * 1000
     so, wo = s - own * 1000, w - own * 1000
-    print(f"{PROMPTS} prompts each: stdio median {s:.2f} ms, /acp median {w:.2f} ms, fake model alone "
-          f"{own * 1000:.2f} ms; p95 stdio {p95(stdio) * 1000:.2f} ms, /acp {p95(over_ws) * 1000:.2f} ms")
+    print(
+        f"{PROMPTS} prompts each: stdio median {s:.2f} ms, /acp median {w:.2f} ms, fake model alone "
+        f"{own * 1000:.2f} ms; p95 stdio {p95(stdio) * 1000:.2f} ms, /acp {p95(over_ws) * 1000:.2f} ms"
+    )
     return [
         ("prompt over /acp vs stdio (median, ratio)", f"{w / s:.2f}x", "<= 1.5x", f"{w / s / 1.5:.2f}", w / s <= 1.5),
         ("  overhead beyond the fake model: stdio (ms)", f"{so:.2f}", "info", "", True),
@@ -184,8 +195,18 @@ async def connect_many(port: int, project: Path, count: int, batch: int = 50) ->
     clients: list[Client] = []
     while len(clients) < count:
         n = min(batch, count - len(clients))
-        sockets = await asyncio.gather(*(connect(f"ws://127.0.0.1:{port}/acp", compression=None, open_timeout=60,
-                                                 additional_headers=AUTH, ping_interval=None) for _ in range(n)))
+        sockets = await asyncio.gather(
+            *(
+                connect(
+                    f"ws://127.0.0.1:{port}/acp",
+                    compression=None,
+                    open_timeout=60,
+                    additional_headers=AUTH,
+                    ping_interval=None,
+                )
+                for _ in range(n)
+            )
+        )
         clients += await asyncio.gather(*(Client(ws).open(project) for ws in sockets))
     return clients
 
@@ -204,15 +225,18 @@ async def held(port: int, project: Path, own: float, pid: int) -> list[tuple]:
             times = [await active.prompt(f"held {n} {i}") for i in range(60)]
             await active.ws.close()
             over = (p95(times) - own) * 1000
-            print(f"  {n} idle sockets held: p95 prompt overhead {over:.2f} ms, median "
-                  f"{(statistics.median(times) - own) * 1000:.2f} ms, serve RSS {rss_mib(pid):.0f} MiB")
+            print(
+                f"  {n} idle sockets held: p95 prompt overhead {over:.2f} ms, median "
+                f"{(statistics.median(times) - own) * 1000:.2f} ms, serve RSS {rss_mib(pid):.0f} MiB"
+            )
             if over < LIMIT_MS:
                 best = n
     finally:
         for c in clients:
             await c.ws.close()
-    rows.append((f"idle sockets held, p95 overhead < {LIMIT_MS:.0f} ms", f">= {best}", f">= {HELD[0]}", "",
-                 best >= HELD[0]))
+    rows.append(
+        (f"idle sockets held, p95 overhead < {LIMIT_MS:.0f} ms", f">= {best}", f">= {HELD[0]}", "", best >= HELD[0])
+    )
     return rows
 
 
@@ -240,8 +264,10 @@ async def active(port: int, project: Path, own: float) -> list[tuple]:
             await c.ws.close()
         over = (p95(times) - own) * 1000
         rate = len(times) / ACTIVE_SECONDS
-        print(f"  {n} sockets prompting at once: {rate:.0f} prompts/s, p95 overhead {over:.2f} ms, median "
-              f"{(statistics.median(times) - own) * 1000:.2f} ms")
+        print(
+            f"  {n} sockets prompting at once: {rate:.0f} prompts/s, p95 overhead {over:.2f} ms, median "
+            f"{(statistics.median(times) - own) * 1000:.2f} ms"
+        )
         if over < LIMIT_MS:
             best = n
     return [(f"sockets prompting at once, p95 < {LIMIT_MS:.0f} ms", f"{best}", ">= 4", "", best >= 4)]
@@ -259,8 +285,16 @@ async def first_tokens(port: int, project: Path, count: int) -> list[float]:
         await start.wait()
         sent = time.perf_counter()
         c.next_id += 1
-        await c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "session/prompt", "params": {
-            "sessionId": c.sid, "prompt": [{"type": "text", "text": "load"}]}}))
+        await c.ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": c.next_id,
+                    "method": "session/prompt",
+                    "params": {"sessionId": c.sid, "prompt": [{"type": "text", "text": "load"}]},
+                }
+            )
+        )
         first = None
         while True:
             frame = json.loads(await c.ws.recv())
@@ -281,8 +315,12 @@ async def first_tokens(port: int, project: Path, count: int) -> list[float]:
 
 
 def under_load(project: Path, home: Path) -> list[tuple]:
-    fake = subprocess.Popen([sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(
+        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     write_config(home, fake.stdout.readline().strip())
     proc, port = start_serve(project)
     try:
@@ -294,12 +332,20 @@ def under_load(project: Path, home: Path) -> list[tuple]:
         fake.wait(10)
     cuts = statistics.quantiles(times, n=100, method="inclusive")  # never beyond the largest time
     p50, p99 = statistics.median(times) * 1000, cuts[98] * 1000
-    print(f"  {LOAD_CLIENTS} sockets prompting at the same moment: first token p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
-          f"max {max(times) * 1000:.0f} ms; serve peak RSS {peak:.0f} MiB")
-    return [(f"{LOAD_CLIENTS} clients at once: first token p99 / p50", f"{p99:.0f}/{p50:.0f} ms", "<= 3x",
-             f"{p99 / p50:.2f}x", p99 <= 3 * p50),
-            (f"{LOAD_CLIENTS} clients at once: serve peak RSS", f"{peak:.0f} MiB", "<= 120 MB", "",
-             peak * 1.048576 <= 120)]
+    print(
+        f"  {LOAD_CLIENTS} sockets prompting at the same moment: first token p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms; serve peak RSS {peak:.0f} MiB"
+    )
+    return [
+        (
+            f"{LOAD_CLIENTS} clients at once: first token p99 / p50",
+            f"{p99:.0f}/{p50:.0f} ms",
+            "<= 3x",
+            f"{p99 / p50:.2f}x",
+            p99 <= 3 * p50,
+        ),
+        (f"{LOAD_CLIENTS} clients at once: serve peak RSS", f"{peak:.0f} MiB", "<= 120 MB", "", peak * 1.048576 <= 120),
+    ]
 
 
 FAKE_MODEL = """
@@ -313,8 +359,12 @@ with FakeLLMServer(wire="openai") as srv:
 
 
 def many_sockets(project: Path, home: Path) -> list[tuple]:
-    fake = subprocess.Popen([sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(
+        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     base = fake.stdout.readline().strip()
     write_config(home, base)
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(40)]
@@ -339,8 +389,9 @@ def main() -> int:
     home = Path(tempfile.mkdtemp()) / ".openheim"
     home.mkdir()
     project = Path(tempfile.mkdtemp()).resolve()
-    os.environ.update(OPENHEIM_HOME=str(home), HOME=str(home.parent), NO_PROXY="127.0.0.1,localhost",
-                      PYTHONPATH=str(ROOT))
+    os.environ.update(
+        OPENHEIM_HOME=str(home), HOME=str(home.parent), NO_PROXY="127.0.0.1,localhost", PYTHONPATH=str(ROOT)
+    )
     if "--load" in sys.argv:
         rows = under_load(project, home)
         table(rows)

@@ -11,6 +11,7 @@ Run: .venv/bin/python tests/bench/bench_user.py [--before REF] [--venv-name NAME
 about a minute; --before REF adds the same rows for a regular install of git revision REF, measured in the same run;
 --venv-name keeps this checkout's install apart from another checkout's, default openheim-bench-venv)
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,9 @@ RUNS = 9
 def run_piped(argv: list[str], env: dict, cwd: Path | None = None) -> tuple[float, float, int]:
     """(wall s, cpu s, peak RSS KiB) of one run whose stdout is a pipe this process drains."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     while proc.stdout.read(65536):
         pass
     err = proc.stderr.read()
@@ -59,9 +61,16 @@ def paired(argvs: list[list[str]], env: dict, cwd: Path | None = None, runs: int
             cpus[i].append(c)
             rss[i] = max(rss[i], r)
     med = statistics.median
-    return [{"wall": med(w), "cpu": med(c), "rss_kib": r,
-             "cpu_ratio": med(x / y for x, y in zip(c, cpus[0])),
-             "wall_ratio": med(x / y for x, y in zip(w, walls[0]))} for w, c, r in zip(walls, cpus, rss)]
+    return [
+        {
+            "wall": med(w),
+            "cpu": med(c),
+            "rss_kib": r,
+            "cpu_ratio": med(x / y for x, y in zip(c, cpus[0])),
+            "wall_ratio": med(x / y for x, y in zip(w, walls[0])),
+        }
+        for w, c, r in zip(walls, cpus, rss)
+    ]
 
 
 def ratio_row(name: str, base: dict, m: dict, target: float) -> tuple[str, str, str, str, bool]:
@@ -98,15 +107,17 @@ def serve_forever(text_chunks: int) -> None:
 
 
 def start_server(chunks: int) -> tuple[subprocess.Popen, str]:
-    child = subprocess.Popen([sys.executable, __file__, "--serve", str(chunks)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(chunks)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     return child, child.stdout.readline().strip()
 
 
 def write_config(home: Path, base_url: str, extra: str = "") -> None:
     (home / "config.toml").write_text(
         f'default_provider = "fake"\n[providers.fake]\nkind = "openai_compatible"\napi_base = "{base_url}"\n'
-        'default_model = "m"\nmodels = ["m"]\napi_key = "sk-bench"\n' + extra)
+        'default_model = "m"\nmodels = ["m"]\napi_key = "sk-bench"\n' + extra
+    )
 
 
 class Bench:
@@ -117,8 +128,16 @@ class Bench:
         self.rows: list[tuple[str, str, str, str, bool]] = []
         self.versus: list[tuple[str, str, str, str]] = []
 
-    def row(self, name: str, baseline: list[str], args: list[str], env: dict, target: float,
-            cwd: Path | None = None, runs: int = RUNS) -> tuple[dict, dict]:
+    def row(
+        self,
+        name: str,
+        baseline: list[str],
+        args: list[str],
+        env: dict,
+        target: float,
+        cwd: Path | None = None,
+        runs: int = RUNS,
+    ) -> tuple[dict, dict]:
         """The baseline's figures and this checkout's."""
         argvs = [baseline] + [[str(v / "bin" / "openheim"), *args] for v in self.installs]
         base, after, *before = paired(argvs, env, cwd, runs)
@@ -131,18 +150,21 @@ class Bench:
 def import_profile(venv: Path, env: dict, cwd: Path) -> list[str]:
     """`python -X importtime` of `openheim run hi`: module counts and the slowest imports, as lines to print."""
     argv = [str(venv / "bin" / "python"), "-X", "importtime", str(venv / "bin" / "openheim"), "run", "hi"]
-    err = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         check=True).stderr
+    err = subprocess.run(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
+    ).stderr
     rows = []
     for line in err.splitlines():
         if line.startswith("import time:") and "|" in line and "self [us]" not in line:
-            own, cumulative, name = (part.strip() for part in line[len("import time:"):].split("|"))
+            own, cumulative, name = (part.strip() for part in line[len("import time:") :].split("|"))
             rows.append((int(own), int(cumulative), name))
     ours = [r for r in rows if r[2].lstrip().split(".")[0] == "openheim"]
     top = sorted(rows, key=lambda r: -r[0])[:12]
-    lines = [f"python -X importtime: `run hi` imports {len(rows)} modules ({len(ours)} of openheim), "
-             f"{sum(r[0] for r in rows) / 1000:.0f} ms of import in all ({sum(r[0] for r in ours) / 1000:.0f} ms "
-             "in openheim's own modules); the slowest by self time:"]
+    lines = [
+        f"python -X importtime: `run hi` imports {len(rows)} modules ({len(ours)} of openheim), "
+        f"{sum(r[0] for r in rows) / 1000:.0f} ms of import in all ({sum(r[0] for r in ours) / 1000:.0f} ms "
+        "in openheim's own modules); the slowest by self time:"
+    ]
     lines += [f"  {own / 1000:7.1f} ms  {name.strip()}" for own, _, name in top]
     return lines
 
@@ -172,8 +194,14 @@ def main(argv: list[str]) -> int:
         long, long_url = start_server(CHUNKS)
         try:
             write_config(home, short_url)
-            base, hi = bench.row("run hi / floor.py (cpu, paired)", floor + ["--url", short_url, "hi"],
-                                 ["run", "hi"], env, 1.15, cwd=home)
+            base, hi = bench.row(
+                "run hi / floor.py (cpu, paired)",
+                floor + ["--url", short_url, "hi"],
+                ["run", "hi"],
+                env,
+                1.15,
+                cwd=home,
+            )
             bench.rows.append(rss_row("  run hi peak RSS", hi, 35))
             bench.rows.append(rss_row("  floor.py peak RSS", base, None))
             notes += import_profile(venv, env, home)
@@ -187,16 +215,29 @@ def main(argv: list[str]) -> int:
                 # the same install, two homes: the one configuring the MCP server is given by env(1)
                 with_mcp = ["env", f"OPENHEIM_HOME={mcp_home}", f"HOME={mcp_home}"] + plain
                 no_mcp, one = paired([plain, with_mcp], env, home, runs=5)
-                bench.rows.append(("run hi with 1 MCP server (time) / without", f"{one['wall'] * 1000:.0f}/"
-                                   f"{no_mcp['wall'] * 1000:.0f} ms wall", "info", f"{one['wall_ratio']:.2f}x",
-                                   True))
+                bench.rows.append(
+                    (
+                        "run hi with 1 MCP server (time) / without",
+                        f"{one['wall'] * 1000:.0f}/{no_mcp['wall'] * 1000:.0f} ms wall",
+                        "info",
+                        f"{one['wall_ratio']:.2f}x",
+                        True,
+                    )
+                )
                 bench.rows.append(rss_row("  run hi with 1 MCP server peak RSS", one, None))
             else:
                 bench.rows.append(("run hi with 1 MCP server", "mcp-server-time missing", "info", "-", True))
 
             write_config(home, long_url)
-            bench.row(f"{CHUNKS} chunks: run x | pipe / floor.py (cpu, paired)",
-                      floor + ["--url", long_url, "x"], ["run", "x"], env, 1.05, cwd=home, runs=7)
+            bench.row(
+                f"{CHUNKS} chunks: run x | pipe / floor.py (cpu, paired)",
+                floor + ["--url", long_url, "x"],
+                ["run", "x"],
+                env,
+                1.05,
+                cwd=home,
+                runs=7,
+            )
         finally:
             for child in (short, long):
                 child.stdin.close()

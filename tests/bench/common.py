@@ -1,4 +1,5 @@
 """Shared helpers for benchmarks: timing subprocesses, peak RSS, a printed table."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def env_with_home(home: Path) -> dict:
-    return {**os.environ, "OPENHEIM_HOME": str(home), "HOME": str(home), "PYTHONPATH": str(ROOT),
-            "NO_PROXY": "127.0.0.1,localhost"}
+    return {
+        **os.environ,
+        "OPENHEIM_HOME": str(home),
+        "HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
 
 
 def time_command(argv: list[str], env: dict | None = None, runs: int = 7, cwd: Path | None = None) -> tuple[float, int]:
@@ -22,8 +28,9 @@ def time_command(argv: list[str], env: dict | None = None, runs: int = 7, cwd: P
     times, rss = [], 0
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         times.append(time.perf_counter() - start)
         rss = max(rss, usage.ru_maxrss)

@@ -3,6 +3,7 @@ written as anyone would with their public APIs. Benchmarks divide openheim's fig
 
 Run: python floor.py --url http://127.0.0.1:PORT/v1 "hi"   (an OpenAI-compatible Chat Completions server)
 """
+
 import json
 import sys
 
@@ -17,8 +18,9 @@ import sseclient
 @click.argument("prompt")
 def main(url: str, model: str, prompt: str) -> None:
     body = {"model": model, "stream": True, "messages": [{"role": "user", "content": prompt}]}
-    with requests.post(url + "/chat/completions", json=body, headers={"Authorization": "Bearer sk-floor"},
-                       stream=True, timeout=120) as resp:
+    with requests.post(
+        url + "/chat/completions", json=body, headers={"Authorization": "Bearer sk-floor"}, stream=True, timeout=120
+    ) as resp:
         resp.raise_for_status()
         out = sys.stdout
         for event in sseclient.SSEClient(resp.iter_content(chunk_size=None)).events():

@@ -1,4 +1,5 @@
 """Run every benchmark script in this directory, one after another."""
+
 from __future__ import annotations
 
 import subprocess

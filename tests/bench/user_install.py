@@ -3,6 +3,7 @@
 The venv is kept in the system temp dir and reinstalled (without re-fetching dependencies) whenever
 the package's sources change.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,16 +34,21 @@ def user_venv(root: Path = ROOT, name: str = "openheim-bench-venv") -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(root)], check=True)
     else:
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--force-reinstall", "--no-deps", str(root)],
-                       check=True)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "--force-reinstall", "--no-deps", str(root)], check=True
+        )
     stamp_file.write_text(stamp)
     return venv
 
 
 def revision_venv(ref: str) -> Path:
     """A regular install of git revision ``ref`` of this repository, in its own venv (for before/after rows)."""
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)

@@ -1,4 +1,5 @@
 """Fixtures of the `openheim serve` tests: a fake model, a project directory, a server with a token."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """ACP over `openheim serve`'s WebSockets: `/acp` (bare frames) and the `agent` channel of `/ws`."""
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,11 @@ def _shape(frames: list[dict]) -> list:
 
 def test_acp_over_a_socket_is_the_same_protocol_as_stdio(server, srv, project):
     """One script, stdio and /acp: the same frames (only the framing differs)."""
+
     def script(client, sid):
-        srv.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "note.txt", "content": "hi"})]),
-                    Reply(text="wrote it"))
+        srv.enqueue(
+            Reply(tool_calls=[ToolCall("write_file", {"path": "note.txt", "content": "hi"})]), Reply(text="wrote it")
+        )
         response, frames = client.prompt(sid, "write a note")
         return _shape([*frames, response])
 
@@ -156,8 +159,10 @@ def test_malformed_frames_get_errors_and_the_socket_lives_on(server, project):
         env.ws.send("[1, 2")
         assert env.system.get(timeout=5)["message"].startswith("Invalid message: not JSON")
         env.ws.send(json.dumps({"channel": "telepathy", "data": {}}))
-        assert env.system.get(timeout=5) == {"type": "error",
-                                             "message": "Unknown channel 'telepathy'; use 'agent' or 'fs'"}
+        assert env.system.get(timeout=5) == {
+            "type": "error",
+            "message": "Unknown channel 'telepathy'; use 'agent' or 'fs'",
+        }
         env.ws.send(json.dumps({"data": {}}))
         assert "expected" in env.system.get(timeout=5)["message"]
         env.send("not a request")

@@ -1,4 +1,5 @@
 """Who may use `openheim serve`: the token on every request and upgrade, the Host and Origin checks, CORS."""
+
 from __future__ import annotations
 
 import http.client
@@ -65,8 +66,12 @@ def test_without_a_token_only_loopback_host_names_are_served(srv, project):
         assert get(server, "/api/models", {"Host": f"localhost:{server.port}"})[0] == 200
         status, _, body = get(server, "/api/models", {"Host": f"rebind.example:{server.port}"})
         assert status == 403 and "loopback Host" in json.loads(body)["error"]
-        upgrade = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
-                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        upgrade = {
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        }
         assert get(server, "/acp", {**upgrade, "Host": "rebind.example"})[0] == 403
         assert get(server, "/acp", {**upgrade, "Host": f"127.0.0.1:{server.port}"})[0] == 101
         with pytest.raises(InvalidStatus) as refused:  # a second Host header is refused outright
@@ -90,10 +95,16 @@ def test_cors_answers_only_configured_origins(srv, project):
         assert headers["access-control-allow-origin"] == "https://app.example" and headers["vary"] == "Origin"
         _, headers, _ = get(server, "/api/models", {"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in headers
-        status, headers, _ = get(server, "/api/models", {"Origin": "https://app.example",
-                                                         "Access-Control-Request-Method": "GET",
-                                                         "Access-Control-Request-Headers": "authorization"},
-                                 method="OPTIONS")
+        status, headers, _ = get(
+            server,
+            "/api/models",
+            {
+                "Origin": "https://app.example",
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Headers": "authorization",
+            },
+            method="OPTIONS",
+        )
         assert status == 204 and headers["access-control-allow-headers"] == "Authorization"
         assert "GET" in headers["access-control-allow-methods"]
         status, headers, _ = get(server, "/api/models", {"Origin": "https://evil.example"}, method="OPTIONS")
@@ -138,22 +149,32 @@ def test_a_non_loopback_address_needs_a_token():
 
 
 def test_serve_section_is_validated():
-    base = {"default_provider": "p", "providers": {"p": {"api_base": "https://x", "default_model": "m",
-                                                         "models": ["m"]}}}
+    base = {
+        "default_provider": "p",
+        "providers": {"p": {"api_base": "https://x", "default_model": "m", "models": ["m"]}},
+    }
     config = parse_config({**base, "serve": {"port": 8080, "cors_origins": ["https://a.example/"]}})
     assert config.serve.port == 8080 and config.serve.cors_origins == ["https://a.example"]
     assert config.serve.token_env == "OPENHEIM_SERVE_TOKEN"
     assert not config.serve.allow_client_mcp_commands and config.serve.max_message_bytes == 8 * 1024 * 1024
-    tuned = parse_config({**base, "serve": {"allow_client_mcp_commands": True, "max_message_bytes": 65536,
-                                            "max_file_bytes": 1 << 20}}).serve
+    tuned = parse_config(
+        {**base, "serve": {"allow_client_mcp_commands": True, "max_message_bytes": 65536, "max_file_bytes": 1 << 20}}
+    ).serve
     assert (tuned.allow_client_mcp_commands, tuned.max_message_bytes, tuned.max_file_bytes) == (True, 65536, 1 << 20)
     options = resolve_options(tuned, None, 0, "t", environ={})
     assert (options.allow_client_mcp_commands, options.max_message_bytes, options.max_frame_bytes) == (
-        True, 65536, (1 << 20) + 64 * 1024)
-    for bad, message in (({"port": 70000}, "at most 65535"), ({"cors_origins": ["*"]}, "no wildcard"),
-                         ({"cors_origins": ["https://a.example/path"]}, "must be an origin"),
-                         ({"host": 1}, "must be a string"), ({"max_message_bytes": 10}, "at least 1024"),
-                         ({"allow_client_mcp_commands": "yes"}, "true or false")):
+        True,
+        65536,
+        (1 << 20) + 64 * 1024,
+    )
+    for bad, message in (
+        ({"port": 70000}, "at most 65535"),
+        ({"cors_origins": ["*"]}, "no wildcard"),
+        ({"cors_origins": ["https://a.example/path"]}, "must be an origin"),
+        ({"host": 1}, "must be a string"),
+        ({"max_message_bytes": 10}, "at least 1024"),
+        ({"allow_client_mcp_commands": "yes"}, "true or false"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, "serve": bad})
 

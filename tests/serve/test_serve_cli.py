@@ -1,4 +1,5 @@
 """`openheim serve` as a user runs it: a subprocess, its flags, and a graceful stop on SIGTERM/SIGINT."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,10 @@ def test_sigterm_cancels_running_turns_saves_them_and_closes_sockets_with_1001(s
         assert config["work_dir"] == str(project)  # no work_dir configured: the directory serve started in
         srv.enqueue(Reply(text=" ".join(["slowly"] * 300), delay=0.05))
         with connect(base.replace("http", "ws") + f"/acp?token={token}") as ws:
+
             def call(request_id, method, params):
                 ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+
             call(1, "initialize", {"protocolVersion": 1})
             call(2, "session/new", {"cwd": str(project), "mcpServers": []})
             frames = [json.loads(ws.recv(timeout=10)) for _ in range(2)]
@@ -87,7 +90,8 @@ def test_a_network_address_without_a_token_is_refused(srv, project):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "Error: Config error: binding 0.0.0.0 makes the agent reachable from the network, so it needs a token: "
-        "set OPENHEIM_SERVE_TOKEN (or pass --token) to a long random string"]
+        "set OPENHEIM_SERVE_TOKEN (or pass --token) to a long random string"
+    ]
 
 
 def test_token_from_the_environment_guards_every_request(srv, project):
@@ -120,8 +124,11 @@ def test_serve_section_sets_host_and_port(srv, project, isolated_home):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     config = isolated_home / "config.toml"
-    config.write_text(config.read_text().replace('default_provider = "fake"\n',
-                                                 f'default_provider = "fake"\n[serve]\nport = {port}\n', 1))
+    config.write_text(
+        config.read_text().replace(
+            'default_provider = "fake"\n', f'default_provider = "fake"\n[serve]\nport = {port}\n', 1
+        )
+    )
     proc = spawn("serve", cwd=project)
     try:
         assert f"listening on http://127.0.0.1:{port}/?token=" in proc.stderr.readline()

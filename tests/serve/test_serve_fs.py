@@ -1,4 +1,5 @@
 """The `fs` channel of `/ws`: every operation, ids echoed, and every sandbox refusal of the file tools."""
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,17 @@ def outside(project):
 
 def test_write_read_list_mkdir_rename_delete(fs, project):
     assert fs.fs_call(action="write", path="docs/a/note.md", content="héllo\n", id=1) == {
-        "type": "write_success", "path": "docs/a/note.md", "id": 1}
+        "type": "write_success",
+        "path": "docs/a/note.md",
+        "id": 1,
+    }
     assert (project / "docs/a/note.md").read_text() == "héllo\n"
     assert fs.fs_call(action="read", path="docs/a/note.md", id="r") == {
-        "type": "file_content", "path": "docs/a/note.md", "content": "héllo\n", "id": "r"}
+        "type": "file_content",
+        "path": "docs/a/note.md",
+        "content": "héllo\n",
+        "id": "r",
+    }
     listing = fs.fs_call(action="list", path="docs", id={"n": [1]})
     assert listing["type"] == "file_list" and listing["id"] == {"n": [1]}
     assert [(e["name"], e["is_dir"]) for e in listing["entries"]] == [("a", True)]
@@ -44,7 +52,11 @@ def test_write_read_list_mkdir_rename_delete(fs, project):
     assert fs.fs_call(action="mkdir", path="x/y/z") == {"type": "mkdir_success", "path": "x/y/z"}
     assert (project / "x/y/z").is_dir()
     assert fs.fs_call(action="rename", **{"from": "docs/a/note.md", "to": "x/note.md"}, id=None) == {
-        "type": "rename_success", "from": "docs/a/note.md", "to": "x/note.md", "id": None}
+        "type": "rename_success",
+        "from": "docs/a/note.md",
+        "to": "x/note.md",
+        "id": None,
+    }
     assert (project / "x/note.md").read_text() == "héllo\n"
     assert fs.fs_call(action="delete", path="x/note.md")["type"] == "delete_success"
     assert fs.fs_call(action="delete", path="x")["type"] == "delete_success"
@@ -91,8 +103,9 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("request_, expected", REFUSALS, ids=[f"{r['action']}:{r.get('path', r.get('from'))!r}"[:60]
-                                                               for r, _ in REFUSALS])
+@pytest.mark.parametrize(
+    "request_, expected", REFUSALS, ids=[f"{r['action']}:{r.get('path', r.get('from'))!r}"[:60] for r, _ in REFUSALS]
+)
 def test_every_sandbox_refusal_of_the_file_tools(fs, project, outside, request_, expected):
     before = sorted(p.name for p in outside.iterdir())
     reply = fs.fs_call(**request_, id=42)
@@ -121,17 +134,23 @@ def test_sandbox_messages_are_the_file_tools_own(project, outside):
         assert sent[-1] == {"type": "error", "message": str(refused.value)}
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"path": "a"}, "Invalid payload: missing field `action`"),
-    ({"action": "chmod", "path": "a"}, "Invalid payload: unknown action `chmod`, expected one of `watch`"),
-    ({"action": "read"}, "Invalid payload: missing field `path`"),
-    ({"action": "read", "path": 7}, "Invalid payload: field `path` must be a string"),
-    ({"action": "write", "path": "a"}, "Invalid payload: missing field `content`"),
-    ({"action": "rename", "from": "a"}, "Invalid payload: missing field `to`"),
-    ({"action": "list", "path": ".", "recursive": "yes"}, "Invalid payload: field `recursive` must be true or false"),
-    ("read a", "Invalid payload: expected an object"),
-    (None, "Invalid payload: expected an object"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"path": "a"}, "Invalid payload: missing field `action`"),
+        ({"action": "chmod", "path": "a"}, "Invalid payload: unknown action `chmod`, expected one of `watch`"),
+        ({"action": "read"}, "Invalid payload: missing field `path`"),
+        ({"action": "read", "path": 7}, "Invalid payload: field `path` must be a string"),
+        ({"action": "write", "path": "a"}, "Invalid payload: missing field `content`"),
+        ({"action": "rename", "from": "a"}, "Invalid payload: missing field `to`"),
+        (
+            {"action": "list", "path": ".", "recursive": "yes"},
+            "Invalid payload: field `recursive` must be true or false",
+        ),
+        ("read a", "Invalid payload: expected an object"),
+        (None, "Invalid payload: expected an object"),
+    ],
+)
 def test_malformed_requests_are_answered_with_one_error(fs, data, message):
     fs.send_fs(data)
     reply = fs.fs.get(timeout=5)
@@ -159,7 +178,9 @@ def test_io_failures_are_errors_not_hangs(fs, project):
     for request, message in cases:
         reply = fs.fs_call(**request)
         assert reply == {"type": "error", "message": reply["message"]} and reply["message"].startswith(message), (
-            request, reply)
+            request,
+            reply,
+        )
 
 
 def _events(fs, count: int, timeout: float = 5.0) -> list[dict]:

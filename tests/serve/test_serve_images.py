@@ -1,5 +1,6 @@
 """The web page's images and cost, in headless Chromium: an image chosen with the file picker and one pasted
 into the message box reach the model; the header shows what the session spent; reopening replays the images."""
+
 from __future__ import annotations
 
 import base64
@@ -48,7 +49,9 @@ def test_file_picker_and_paste_send_images(browser, isolated_home, project, tmp_
             find("#prompt").send_keys("what are these", Keys.ENTER)
             wait(browser, lambda d: texts(d, ".msg.agent") == ["two dots"])
             assert images_in(srv.requests[0].body, "openai") == [
-                ("image/png", base64.b64encode(PNG).decode()), ("image/gif", base64.b64encode(GIF).decode())]
+                ("image/png", base64.b64encode(PNG).decode()),
+                ("image/gif", base64.b64encode(GIF).decode()),
+            ]
             shown = browser.find_elements(By.CSS_SELECTOR, ".msg.user img")
             assert [img.get_property("naturalWidth") for img in shown] == [1, 1]  # decoded: the page's CSP allows it
             assert texts(browser, ".attachment span") == []

@@ -1,4 +1,5 @@
 """Many clients at once: 50 sockets prompting concurrently, none held up by one that never reads."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,12 @@ def _silent_client(server, project):
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", server.port))
-    ws = connect(f"ws://127.0.0.1:{server.port}/acp", sock=sock, max_queue=1,
-                 additional_headers={"Authorization": f"Bearer {TOKEN}"}).__enter__()
+    ws = connect(
+        f"ws://127.0.0.1:{server.port}/acp",
+        sock=sock,
+        max_queue=1,
+        additional_headers={"Authorization": f"Bearer {TOKEN}"},
+    ).__enter__()
 
     def call(request_id: int, method: str, params: dict) -> dict:
         ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
@@ -39,8 +44,16 @@ def test_fifty_sockets_prompt_at_once_and_a_client_that_never_reads_is_dropped(s
     with running_server(project, token=TOKEN, max_pending=256 * 1024) as server:
         silent, silent_sid = _silent_client(server, project)
         srv.enqueue(Reply(text="x" * BIG_REPLY_CHARS, chunk_size=4000))
-        silent.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                                "params": {"sessionId": silent_sid, "prompt": [{"type": "text", "text": "flood"}]}}))
+        silent.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "session/prompt",
+                    "params": {"sessionId": silent_sid, "prompt": [{"type": "text", "text": "flood"}]},
+                }
+            )
+        )
         deadline = time.monotonic() + 10
         while not srv.requests:  # the flood is on its way before the others start
             assert time.monotonic() < deadline

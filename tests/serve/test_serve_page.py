@@ -1,4 +1,5 @@
 """The web page of `openheim serve`, driven in Debian's headless Chromium (selenium + chromium-driver)."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,10 @@ CHROMEDRIVER = shutil.which("chromedriver")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 if not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"):
-    pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; "
-                ".ci/run installs them)", allow_module_level=True)
+    pytest.skip(
+        "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run installs them)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +29,19 @@ def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     profile = tmp_path_factory.mktemp("chromium-profile")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1280,860", f"--user-data-dir={profile}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,860",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
@@ -64,13 +77,18 @@ def test_chat_with_a_token_protected_server(browser, srv, project):
         assert not find("#token-dialog").is_displayed()
 
         # a prompt with thinking, a tool call that asks permission, and a streamed reply
-        srv.enqueue(Reply(thinking="The user wants a note, so I will write one.",
-                          tool_calls=[ToolCall("write_file", {"path": "note.txt", "content": "hello, browser"})]),
-                    Reply(text="Done: note.txt now says hello.", chunk_size=4))
+        srv.enqueue(
+            Reply(
+                thinking="The user wants a note, so I will write one.",
+                tool_calls=[ToolCall("write_file", {"path": "note.txt", "content": "hello, browser"})],
+            ),
+            Reply(text="Done: note.txt now says hello.", chunk_size=4),
+        )
         find("#prompt").send_keys("Please write a note", Keys.ENTER)
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".permission button"))
-        assert [b.get_attribute("data-option") for b in browser.find_elements(By.CSS_SELECTOR, ".permission button")] \
-            == ["allow_once", "allow_always", "reject_once", "reject_always"]
+        assert [
+            b.get_attribute("data-option") for b in browser.find_elements(By.CSS_SELECTOR, ".permission button")
+        ] == ["allow_once", "allow_always", "reject_once", "reject_always"]
         assert "Write note.txt" in find(".permission p").text
         find(".permission button[data-option=allow_once]").click()
         wait(browser, lambda d: texts(d, ".msg.agent") == ["Done: note.txt now says hello."])

@@ -1,6 +1,7 @@
 """The serve page as a new user meets it, in headless Chromium: a loading state until the sessions arrive,
 Markdown replies rendered safely (model HTML stays text), the permission prompt inside its tool card with a
 diff preview, the plan, the model picker, and deleting a session after a confirmation."""
+
 from __future__ import annotations
 
 from fake_llm import Reply, ToolCall
@@ -19,10 +20,12 @@ document.addEventListener("DOMContentLoaded", () => {
 });
 """
 
-MARKDOWN = ("## Summary\n\nSome **bold words**, *slanted* and `inline_code`.\n\n- first item\n- second **item**\n"
-            "  - nested item\n\n1. one\n2. two\n\n> quoted text\n\n```python\ndef f():\n    return '<b>x</b>'\n```\n\n"
-            "A [safe link](https://example.org/docs) and a [bad one](javascript:alert(1)). "
-            "<img src=x onerror=\"window.__xss=1\"> <script>window.__xss=2</script> **unfinished")
+MARKDOWN = (
+    "## Summary\n\nSome **bold words**, *slanted* and `inline_code`.\n\n- first item\n- second **item**\n"
+    "  - nested item\n\n1. one\n2. two\n\n> quoted text\n\n```python\ndef f():\n    return '<b>x</b>'\n```\n\n"
+    "A [safe link](https://example.org/docs) and a [bad one](javascript:alert(1)). "
+    '<img src=x onerror="window.__xss=1"> <script>window.__xss=2</script> **unfinished'
+)
 
 
 def find(driver, selector):
@@ -102,9 +105,14 @@ def test_page_ux(browser, srv, project, isolated_home):  # noqa: F811
             assert browser.execute_script("return window.__xss === undefined")
 
             # permission prompt inside its tool card, with the diff the call will make
-            srv.enqueue(Reply(tool_calls=[ToolCall("edit_file", {"path": "notes.txt", "old_string": "old line",
-                                                                 "new_string": "new line"})]),
-                        Reply(text="edited"))
+            srv.enqueue(
+                Reply(
+                    tool_calls=[
+                        ToolCall("edit_file", {"path": "notes.txt", "old_string": "old line", "new_string": "new line"})
+                    ]
+                ),
+                Reply(text="edited"),
+            )
             send(browser, "edit it")
             wait(browser, lambda d: finds(d, ".tool .permission .preview"))
             preview = find(browser, ".tool .permission .preview").text
@@ -116,13 +124,18 @@ def test_page_ux(browser, srv, project, isolated_home):  # noqa: F811
             order = browser.execute_script(
                 "const c = [...document.querySelectorAll('#transcript > *')];"
                 "return [c.indexOf(document.querySelector('.tool')), "
-                "c.indexOf([...document.querySelectorAll('.msg.agent')].pop())]")
+                "c.indexOf([...document.querySelectorAll('.msg.agent')].pop())]"
+            )
             assert order[0] < order[1]  # the card (with its answered prompt) before the reply that followed
             assert (project / "notes.txt").read_text() == "alpha\nnew line\nomega\n"
 
             # the plan
-            plan = {"plan": [{"step": "look around", "status": "completed"},
-                             {"step": "fix the bug", "status": "in_progress"}]}
+            plan = {
+                "plan": [
+                    {"step": "look around", "status": "completed"},
+                    {"step": "fix the bug", "status": "in_progress"},
+                ]
+            }
             srv.enqueue(Reply(tool_calls=[ToolCall("update_plan", plan)]), Reply(text="planned"))
             send(browser, "plan it")
             wait(browser, lambda d: "planned" in texts(d, ".msg.agent"))

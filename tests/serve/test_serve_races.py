@@ -1,5 +1,6 @@
 """The fs sidecar under real races, and what one client can do to the server's memory, time and sockets: a real
 `openheim serve` subprocess, WebSocket clients, real files, a thread swapping directories for symlinks."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ ROUNDS = 300
 
 def strict(text: str):
     """Parse as strict JSON: NaN and infinities are not JSON."""
+
     def refuse(name):
         raise ValueError(f"{name} in a frame the server sent")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -211,11 +214,23 @@ def test_huge_frames_are_refused_unparsed_and_stall_nobody(srv, project):
                 ws.send('{"channel":"agent","data":[' + "{}," * (9 * 1024 * 1024 // 3) + "{}]}")
                 answer = json.loads(ws.recv(timeout=10))
                 assert answer["channel"] == "system" and "larger than 8388608 bytes" in answer["data"]["message"]
-                ws.send(json.dumps({"channel": "fs", "data": {"action": "write", "path": "big.txt",
-                                                              "content": "x" * (10 * 1024 * 1024)}}))
+                ws.send(
+                    json.dumps(
+                        {
+                            "channel": "fs",
+                            "data": {"action": "write", "path": "big.txt", "content": "x" * (10 * 1024 * 1024)},
+                        }
+                    )
+                )
                 assert json.loads(ws.recv(timeout=10))["data"]["type"] == "write_success"  # the fs cap is 16 MiB
-                ws.send(json.dumps({"channel": "fs", "data": {"action": "write", "path": "bigger.txt",
-                                                              "content": "x" * (16 * 1024 * 1024 + 1)}}))
+                ws.send(
+                    json.dumps(
+                        {
+                            "channel": "fs",
+                            "data": {"action": "write", "path": "bigger.txt", "content": "x" * (16 * 1024 * 1024 + 1)},
+                        }
+                    )
+                )
                 assert "larger than 16 MiB" in json.loads(ws.recv(timeout=10))["data"]["message"]
             done.set()
 
@@ -251,8 +266,10 @@ def test_a_slow_reader_gets_the_whole_rest_reply(srv, project):
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
             s.connect(("127.0.0.1", served.port))
-            s.sendall(f"GET /api/sessions/{sid} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      f"Authorization: Bearer {served.token}\r\n\r\n".encode())
+            s.sendall(
+                f"GET /api/sessions/{sid} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {served.token}\r\n\r\n".encode()
+            )
             chunks, started = [], time.monotonic()
             while chunk := s.recv(16 * 1024):
                 chunks.append(chunk)
@@ -269,12 +286,13 @@ def test_ids_and_nesting_json_cannot_write_are_errors_not_invalid_frames_or_trac
         auth = {"Authorization": f"Bearer {served.token}"}
         with connect(f"ws://127.0.0.1:{served.port}/ws", additional_headers=auth) as ws:
             assert strict(ws.recv(timeout=10))["data"]["type"] == "connected"
-            for frame in ('{"channel":"fs","data":{"action":"list","path":".","id":NaN}}',
-                          '{"channel":"fs","data":{"action":"list","path":".","id":1e400}}',
-                          '{"channel":"fs","data":{"action":"list","path":".","id":-Infinity}}',
-                          "[" * 100_000 + "]" * 100_000,
-                          '{"channel":"fs","data":{"action":"list","path":".","id":' + "[" * 100_000 + "]" * 100_000
-                          + "}}"):
+            for frame in (
+                '{"channel":"fs","data":{"action":"list","path":".","id":NaN}}',
+                '{"channel":"fs","data":{"action":"list","path":".","id":1e400}}',
+                '{"channel":"fs","data":{"action":"list","path":".","id":-Infinity}}',
+                "[" * 100_000 + "]" * 100_000,
+                '{"channel":"fs","data":{"action":"list","path":".","id":' + "[" * 100_000 + "]" * 100_000 + "}}",
+            ):
                 ws.send(frame)
                 answer = strict(ws.recv(timeout=10))
                 assert answer["channel"] == "system" and answer["data"]["type"] == "error", answer
@@ -291,8 +309,11 @@ def test_session_cwd_with_a_nul_byte_or_that_does_not_exist_is_invalid_params(sr
     with serve_process(project) as served:
         client = WsAcp(served, "/acp", token=served.token)
         client.initialize()
-        for cwd, words in ((f"{project}/a\u0000b", "NUL byte"), (f"{project}/missing", "not an existing directory"),
-                           (f"{project}/file.txt", "not an existing directory")):
+        for cwd, words in (
+            (f"{project}/a\u0000b", "NUL byte"),
+            (f"{project}/missing", "not an existing directory"),
+            (f"{project}/file.txt", "not an existing directory"),
+        ):
             (project / "file.txt").write_text("x")
             response, _ = client.call("session/new", {"cwd": cwd, "mcpServers": []})
             assert response["error"]["code"] == -32602 and words in response["error"]["message"], response
@@ -330,6 +351,7 @@ def big_tree(tmp_path):
 def test_many_sockets_watching_one_tree_share_one_scan(srv, big_tree):
     project = big_tree
     with serve_process(project) as served:
+
         def watcher() -> WsAcp:
             client = WsAcp(served, "/ws", token=served.token)
             assert client.fs.get(timeout=10)["type"] == "connected"

@@ -1,4 +1,5 @@
 """The REST API's answers: the public config (no secret anywhere), models, skills, tools, MCP, sessions."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ SECRETS = ("sk-test-SECRET-123", "mcp-env-SECRET", "mcp-header-SECRET", "mcp-arg
 
 
 def get(server, path: str) -> tuple[int, object]:
-    request = urllib.request.Request(f"http://127.0.0.1:{server.port}{path}",
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}{path}", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     try:
         with urllib.request.urlopen(request) as r:
             return r.status, json.load(r)
@@ -26,11 +28,15 @@ def get(server, path: str) -> tuple[int, object]:
 @pytest.fixture
 def secret_config(srv, isolated_home, project):
     config = isolated_home / "config.toml"
-    config.write_text(config.read_text() + (
-        '[mcp_servers.tools]\ncommand = "mcp-tool"\nargs = ["--key", "mcp-arg-SECRET"]\n'
-        'env = { TOOL_KEY = "mcp-env-SECRET" }\n'
-        '[mcp_servers.remote]\nurl = "https://user:userinfo-SECRET@mcp.example/mcp?k=x"\n'
-        'headers = { Authorization = "mcp-header-SECRET" }\n'))
+    config.write_text(
+        config.read_text()
+        + (
+            '[mcp_servers.tools]\ncommand = "mcp-tool"\nargs = ["--key", "mcp-arg-SECRET"]\n'
+            'env = { TOOL_KEY = "mcp-env-SECRET" }\n'
+            '[mcp_servers.remote]\nurl = "https://user:userinfo-SECRET@mcp.example/mcp?k=x"\n'
+            'headers = { Authorization = "mcp-header-SECRET" }\n'
+        )
+    )
     (isolated_home / "skills").mkdir()
     (isolated_home / "skills" / "review.md").write_text("Review the code.\n")
     (isolated_home / "skills" / "explain.md").write_text("Explain it.\n")
@@ -47,8 +53,16 @@ def test_no_endpoint_shows_a_secret(secret_config, project):
         client.prompt(sid, "hello")
     finally:
         client.close()
-    for path in ("/api/config", "/api/models", "/api/skills", "/api/tools", "/api/mcp-servers", "/api/sessions",
-                 f"/api/sessions/{sid}", "/api/openapi.json"):
+    for path in (
+        "/api/config",
+        "/api/models",
+        "/api/skills",
+        "/api/tools",
+        "/api/mcp-servers",
+        "/api/sessions",
+        f"/api/sessions/{sid}",
+        "/api/openapi.json",
+    ):
         status, body = get(server, path)
         assert status == 200, (path, body)
         text = json.dumps(body)
@@ -63,8 +77,9 @@ def test_config_models_skills_tools_and_mcp(secret_config, project):
     assert config["mcp_servers"]["tools"]["env"] == {"TOOL_KEY": "<redacted>"}
     assert config["mcp_servers"]["remote"]["url"] == "https://mcp.example/mcp"
     assert get(server, "/api/models")[1] == {
-        "default_provider": "fake", "providers": {"fake": {"default_model": "fake-model",
-                                                           "models": ["fake-model", "other-model"]}}}
+        "default_provider": "fake",
+        "providers": {"fake": {"default_model": "fake-model", "models": ["fake-model", "other-model"]}},
+    }
     assert get(server, "/api/skills")[1] == ["explain", "review"]
     tools = {t["name"]: t for t in get(server, "/api/tools")[1]}
     assert tools["read_file"]["read_only"] is True and tools["write_file"]["read_only"] is False

@@ -1,6 +1,7 @@
 """Who `openheim serve` trusts, driven as an outsider would: a real `openheim serve` subprocess and WebSocket
 clients. A client cannot run host commands through MCP, a token is always needed (and never leaks to a tool or a
 log line), the data dir is out of reach whatever the root, and one client cannot push another's sessions out."""
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,11 @@ def test_a_client_cannot_run_host_commands_through_mcp_servers(srv, project, tmp
     with serve_process(project) as served:
         client = WsAcp(served, "/acp", token=served.token)
         client.initialize()
-        for method, params in (("session/new", {"cwd": str(project), "mcpServers": [evil]}),
-                               ("session/load", {"sessionId": "0" * 8, "cwd": str(project), "mcpServers": [evil]}),
-                               ("session/new", {"cwd": str(project), "mcpServers": [{**evil, "type": "stdio"}]})):
+        for method, params in (
+            ("session/new", {"cwd": str(project), "mcpServers": [evil]}),
+            ("session/load", {"sessionId": "0" * 8, "cwd": str(project), "mcpServers": [evil]}),
+            ("session/new", {"cwd": str(project), "mcpServers": [{**evil, "type": "stdio"}]}),
+        ):
             response, _ = client.call(method, params)
             assert response["error"]["code"] == -32602, response
             assert "allow_client_mcp_commands" in response["error"]["message"]
@@ -104,8 +107,10 @@ def test_no_token_is_loopback_only_and_warns(srv, project):
 def test_the_token_never_reaches_a_tool_nor_a_log_line(srv, project, isolated_home):
     _config(isolated_home, srv, "allow_shell = true\n")
     token = "configured-serve-token-4f1c2b9d8e7a"
-    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": "env; echo ARGS=$OPENHEIM_SERVE_TOKEN"})]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(tool_calls=[ToolCall("execute_command", {"command": "env; echo ARGS=$OPENHEIM_SERVE_TOKEN"})]),
+        Reply(text="done"),
+    )
     with serve_process(project, env={"OPENHEIM_SERVE_TOKEN": token, "OPENHEIM_LOG": "debug"}) as served:
         assert served.token is None  # a configured token is never printed
         client = WsAcp(served, "/acp", token=token)  # Authorization: Bearer
@@ -133,25 +138,33 @@ def test_the_data_dir_is_out_of_reach_when_the_root_contains_it(srv, isolated_ho
     config = isolated_home / "config.toml"
     before = config.read_text()
     os.symlink(config, home / "cfg-link")
-    srv.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": ".openheim/config.toml"}),
-                                  ToolCall("search", {"pattern": "sk-test-SECRET"}),
-                                  ToolCall("read_file", {"path": "cfg-link"})]),
-                Reply(text="done"))
+    srv.enqueue(
+        Reply(
+            tool_calls=[
+                ToolCall("read_file", {"path": ".openheim/config.toml"}),
+                ToolCall("search", {"pattern": "sk-test-SECRET"}),
+                ToolCall("read_file", {"path": "cfg-link"}),
+            ]
+        ),
+        Reply(text="done"),
+    )
     with serve_process(home) as served:
         fs = WsAcp(served, "/ws", token=served.token)
         assert fs.fs.get(timeout=5)["type"] == "connected"
-        for request in ({"action": "read", "path": ".openheim/config.toml"},
-                        {"action": "read", "path": str(config)},
-                        {"action": "read", "path": "cfg-link"},
-                        {"action": "list", "path": ".openheim"},
-                        {"action": "watch", "path": ".openheim"},
-                        {"action": "write", "path": ".openheim/config.toml", "content": "default_provider = 'x'"},
-                        {"action": "write", "path": ".openheim/history/evil.jsonl", "content": "{}"},
-                        {"action": "mkdir", "path": ".openheim/agents"},
-                        {"action": "delete", "path": ".openheim"},
-                        {"action": "delete", "path": ".openheim/config.toml"},
-                        {"action": "rename", "from": ".openheim", "to": "stolen"},
-                        {"action": "rename", "from": "cfg-link", "to": ".openheim/moved"}):
+        for request in (
+            {"action": "read", "path": ".openheim/config.toml"},
+            {"action": "read", "path": str(config)},
+            {"action": "read", "path": "cfg-link"},
+            {"action": "list", "path": ".openheim"},
+            {"action": "watch", "path": ".openheim"},
+            {"action": "write", "path": ".openheim/config.toml", "content": "default_provider = 'x'"},
+            {"action": "write", "path": ".openheim/history/evil.jsonl", "content": "{}"},
+            {"action": "mkdir", "path": ".openheim/agents"},
+            {"action": "delete", "path": ".openheim"},
+            {"action": "delete", "path": ".openheim/config.toml"},
+            {"action": "rename", "from": ".openheim", "to": "stolen"},
+            {"action": "rename", "from": "cfg-link", "to": ".openheim/moved"},
+        ):
             reply = fs.fs_call(**request)
             assert reply["type"] == "error" and "data directory" in reply["message"], (request, reply)
         listing = fs.fs_call(action="list", path=".", recursive=True)["entries"]

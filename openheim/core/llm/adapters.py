@@ -1,4 +1,5 @@
 """Custom providers that only answer whole replies: a blocking ``send`` gets a streaming wrapper."""
+
 from __future__ import annotations
 
 import threading
@@ -64,5 +65,7 @@ def as_llm_client(provider: object) -> LlmClient:
         return provider  # type: ignore[return-value]
     if callable(getattr(provider, "send", None)):
         return SendOnlyClient(provider)  # type: ignore[arg-type]
-    raise TypeError(f"{type(provider).__name__} is not an LLM client: implement stream(messages, tools, on_chunk, "
-                    "cancel) -> Choice, or send(messages, tools) -> Choice")
+    raise TypeError(
+        f"{type(provider).__name__} is not an LLM client: implement stream(messages, tools, on_chunk, "
+        "cancel) -> Choice, or send(messages, tools) -> Choice"
+    )

@@ -1,4 +1,5 @@
 """Anthropic Messages API client (streaming, prompt caching, adaptive thinking)."""
+
 from __future__ import annotations
 
 import logging
@@ -40,9 +41,14 @@ log = logging.getLogger(__name__)
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 16000
 CACHE = {"type": "ephemeral"}
-_STOP = {"tool_use": FinishReason.TOOL_CALLS, "end_turn": FinishReason.STOP, "max_tokens": FinishReason.MAX_TOKENS,
-         "model_context_window_exceeded": FinishReason.MAX_TOKENS, "refusal": FinishReason.REFUSAL,
-         "pause_turn": FinishReason.PAUSED}
+_STOP = {
+    "tool_use": FinishReason.TOOL_CALLS,
+    "end_turn": FinishReason.STOP,
+    "max_tokens": FinishReason.MAX_TOKENS,
+    "model_context_window_exceeded": FinishReason.MAX_TOKENS,
+    "refusal": FinishReason.REFUSAL,
+    "pause_turn": FinishReason.PAUSED,
+}
 _RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error"})
 _NO_CHUNKS: list[Chunk] = []
 CUT_STREAM = "Anthropic stream ended before message_stop"
@@ -53,15 +59,13 @@ CUT_STREAM = "Anthropic stream ended before message_stop"
 
 def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig) -> dict[str, Any]:
     """The Messages API request body, with prompt-cache breakpoints (see ``mark_cache_breakpoints``)."""
-    body: dict[str, Any] = {"model": cfg.model, "max_tokens": cfg.max_tokens or DEFAULT_MAX_TOKENS,
-                            "stream": True}
+    body: dict[str, Any] = {"model": cfg.model, "max_tokens": cfg.max_tokens or DEFAULT_MAX_TOKENS, "stream": True}
     system = system_text(messages)
     if system:
         body["system"] = [{"type": "text", "text": system, "cache_control": CACHE}]
     body["messages"] = build_messages(messages)
     if tools:
-        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-                         for t in tools]
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
         body["tools"][-1]["cache_control"] = CACHE
     mark_cache_breakpoints(body["messages"])
     if cfg.thinking:
@@ -178,14 +182,31 @@ def stream_error(payload: dict[str, Any]) -> Exception:
     return ApiError(f"Anthropic streaming error: {message}", retryable=err.get("type") in _RETRYABLE_ERRORS)
 
 
-_USAGE = {"input_tokens": NUMBER, "output_tokens": NUMBER, "cache_creation_input_tokens": NUMBER,
-          "cache_read_input_tokens": NUMBER}
-_BLOCK = {"type": str, "text": str, "thinking": str, "signature": str, "data": str, "id": str, "name": str,
-          "input": ANY}
-SHAPE = {"message": {"usage": _USAGE}, "usage": _USAGE, "index": int, "content_block": _BLOCK,
-         "delta": {"type": str, "text": str, "thinking": str, "partial_json": str, "signature": str,
-                   "stop_reason": str},
-         "content": [_BLOCK], "stop_reason": str}
+_USAGE = {
+    "input_tokens": NUMBER,
+    "output_tokens": NUMBER,
+    "cache_creation_input_tokens": NUMBER,
+    "cache_read_input_tokens": NUMBER,
+}
+_BLOCK = {
+    "type": str,
+    "text": str,
+    "thinking": str,
+    "signature": str,
+    "data": str,
+    "id": str,
+    "name": str,
+    "input": ANY,
+}
+SHAPE = {
+    "message": {"usage": _USAGE},
+    "usage": _USAGE,
+    "index": int,
+    "content_block": _BLOCK,
+    "delta": {"type": str, "text": str, "thinking": str, "partial_json": str, "signature": str, "stop_reason": str},
+    "content": [_BLOCK],
+    "stop_reason": str,
+}
 
 
 def _text(value: Any, what: str) -> str:
@@ -321,14 +342,17 @@ class AnthropicClient:
         self.provider_name = cfg.provider_name
         self.model = cfg.model
         self.url = join(cfg.api_base, "/messages")
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                        "Accept-Encoding": "identity", "anthropic-version": API_VERSION}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+            "anthropic-version": API_VERSION,
+        }
         if cfg.api_key:
             self.headers["x-api-key"] = cfg.api_key
         self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
 
-    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken) -> Choice:
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
             return read_reply(resp, MessagesStreamParser(), on_chunk, self.url)

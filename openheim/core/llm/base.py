@@ -1,4 +1,5 @@
 """The LlmClient protocol: one streaming call per model request."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,5 +34,4 @@ class LlmClient(Protocol):
     @property
     def model(self) -> str: ...
 
-    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken) -> Choice: ...
+    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk, cancel: CancelToken) -> Choice: ...

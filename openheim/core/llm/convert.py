@@ -1,4 +1,5 @@
 """Small conversions every provider wire shares: tool-call ids, tool arguments, system text."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Google Gemini client (generateContent streamed over SSE; key in the x-goog-api-key header only)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-                      "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"})
+REFUSALS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
 _RETRYABLE_STATUS = frozenset({"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
 _NO_CHUNKS: list[Chunk] = []
 CUT_STREAM = "Gemini stream ended before a finishReason"
@@ -50,8 +61,9 @@ CUT_STREAM = "Gemini stream ended before a finishReason"
 # --- request -------------------------------------------------------------------
 
 
-def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig,
-                  output: OutputSchema | None = None) -> dict[str, Any]:
+def build_request(
+    messages: list[Message], tools: list[Tool], cfg: AgentConfig, output: OutputSchema | None = None
+) -> dict[str, Any]:
     """The generateContent request body (camelCase); ``output``: the answer's schema, as responseSchema."""
     body: dict[str, Any] = {"contents": build_contents(messages)}
     if tools:
@@ -93,8 +105,7 @@ def build_contents(messages: list[Message]) -> list[dict[str, Any]]:
             continue
         if m.role == "tool":
             results = [b for b in m.content if isinstance(b, ToolResultBlock)]
-            parts = [{"functionResponse": {"name": b.tool_name, "response": {"result": b.content}}}
-                     for b in results]
+            parts = [{"functionResponse": {"name": b.tool_name, "response": {"result": b.content}}} for b in results]
             if out and out[-1]["role"] == "user":
                 out[-1]["parts"].extend(parts)
             elif parts:
@@ -179,15 +190,19 @@ def stream_error(payload: dict[str, Any]) -> Exception:
 
 def parse_usage(u: dict[str, Any]) -> Usage:
     cached = int(u.get("cachedContentTokenCount") or 0)
-    return Usage(input_tokens=max(int(u.get("promptTokenCount") or 0) - cached, 0),
-                 output_tokens=int(u.get("candidatesTokenCount") or 0), cache_read_tokens=cached)
+    return Usage(
+        input_tokens=max(int(u.get("promptTokenCount") or 0) - cached, 0),
+        output_tokens=int(u.get("candidatesTokenCount") or 0),
+        cache_read_tokens=cached,
+    )
 
 
 _PART = {"text": str, "functionCall": {"name": str, "args": ANY}, "thoughtSignature": str}
-SHAPE = {"candidates": [{"content": {"parts": [_PART]}, "finishReason": str}],
-         "usageMetadata": {"promptTokenCount": NUMBER, "candidatesTokenCount": NUMBER,
-                           "cachedContentTokenCount": NUMBER},
-         "promptFeedback": {"blockReason": str}}
+SHAPE = {
+    "candidates": [{"content": {"parts": [_PART]}, "finishReason": str}],
+    "usageMetadata": {"promptTokenCount": NUMBER, "candidatesTokenCount": NUMBER, "cachedContentTokenCount": NUMBER},
+    "promptFeedback": {"blockReason": str},
+}
 
 
 def _text(value: Any, what: str) -> str | None:
@@ -295,14 +310,23 @@ class GeminiClient:
         self.model = cfg.model
         model = cfg.model.removeprefix("models/")
         self.url = join(cfg.api_base, f"/models/{model}:streamGenerateContent?alt=sse")
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                        "Accept-Encoding": "identity"}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         if cfg.api_key:
             self.headers["x-goog-api-key"] = cfg.api_key
         self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
 
-    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken, output: OutputSchema | None = None) -> Choice:
+    def stream(
+        self,
+        messages: list[Message],
+        tools: list[Tool],
+        on_chunk: OnChunk,
+        cancel: CancelToken,
+        output: OutputSchema | None = None,
+    ) -> Choice:
         body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:

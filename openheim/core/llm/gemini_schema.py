@@ -1,11 +1,34 @@
 """Reduce a JSON Schema to the OpenAPI subset Gemini's functionDeclarations.parameters accepts."""
+
 from __future__ import annotations
 
 from typing import Any
 
-_KEEP = frozenset({"type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
-                   "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
-                   "pattern", "example", "propertyOrdering", "default", "items", "minimum", "maximum"})
+_KEEP = frozenset(
+    {
+        "type",
+        "format",
+        "title",
+        "description",
+        "nullable",
+        "enum",
+        "maxItems",
+        "minItems",
+        "properties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "example",
+        "propertyOrdering",
+        "default",
+        "items",
+        "minimum",
+        "maximum",
+    }
+)
 _FORMATS = {"string": {"enum", "date-time"}, "integer": {"int32", "int64"}, "number": {"float", "double"}}
 _MAX_DEPTH = 32
 

@@ -5,6 +5,7 @@ followed (so no header can follow one), one User-Agent, and no secret in any mes
 With a recorder (``--record``), each finished exchange, its reply bytes as read, goes to core/llm/tape.py.
 Only provider modules import this, so importing ``requests`` at module level is fine here.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -39,9 +40,16 @@ if TYPE_CHECKING:
 
 USER_AGENT = "openheim"
 OVERFLOW_PHRASES = (
-    "context_length_exceeded", "maximum context length", "reduce the length of the messages",
-    "prompt is too long", "exceeds the maximum number of tokens", "exceeds the available context size",
-    "exceeds the context window", "exceed context limit", "input token count", "exceed_context_size_error",
+    "context_length_exceeded",
+    "maximum context length",
+    "reduce the length of the messages",
+    "prompt is too long",
+    "exceeds the maximum number of tokens",
+    "exceeds the available context size",
+    "exceeds the context window",
+    "exceed context limit",
+    "input token count",
+    "exceed_context_size_error",
 )
 _ERROR_BODY_LIMIT = 1 << 20
 _READ_SIZE = 65536
@@ -141,9 +149,12 @@ def _json_message(value: Any) -> str | None:
 def unreadable_reply(url: str, content_type: str, head: bytes, why: str) -> ApiError:
     """The error for a 2xx reply that cannot be parsed: never retried, names the content type and first bytes."""
     shown = " ".join(head[:HEAD_BYTES].decode("utf-8", "replace").split())
-    return ApiError(f"{host_of(url)} sent a reply openheim cannot read ({why}; content type "
-                    f"{content_type or 'none'}; it begins {redact(shown)!r}); check api_base and that the server "
-                    "speaks this provider's API", retryable=False)
+    return ApiError(
+        f"{host_of(url)} sent a reply openheim cannot read ({why}; content type "
+        f"{content_type or 'none'}; it begins {redact(shown)!r}); check api_base and that the server "
+        "speaks this provider's API",
+        retryable=False,
+    )
 
 
 def read_body(chunks: Iterator[bytes], limit: int, url: str) -> bytes:
@@ -152,8 +163,10 @@ def read_body(chunks: Iterator[bytes], limit: int, url: str) -> bytes:
     for chunk in chunks:
         data += chunk
         if len(data) > limit:
-            raise ApiError(f"{host_of(url)} sent a reply larger than {limit >> 20} MiB; openheim does not read "
-                           "replies that big", retryable=False)
+            raise ApiError(
+                f"{host_of(url)} sent a reply larger than {limit >> 20} MiB; openheim does not read replies that big",
+                retryable=False,
+            )
     return bytes(data)
 
 
@@ -245,9 +258,11 @@ def _check_readable(resp: requests.Response, url: str) -> None:
     content_type = resp.headers.get("content-type", "")
     if not _decodable(resp):
         encoding = resp.headers.get("content-encoding", "")
-        raise ApiError(f"{host_of(url)} sent a reply compressed with {encoding!r}, which openheim cannot decode "
-                       "(it asks for uncompressed replies); check api_base and any proxy in between",
-                       retryable=False)
+        raise ApiError(
+            f"{host_of(url)} sent a reply compressed with {encoding!r}, which openheim cannot decode "
+            "(it asks for uncompressed replies); check api_base and any proxy in between",
+            retryable=False,
+        )
     if content_type.lower().startswith("text/html"):
         head = next(network_chunks(resp), b"")
         raise unreadable_reply(url, content_type, head, "an HTML page, not an API reply")
@@ -265,16 +280,18 @@ def describe_transport_error(exc: BaseException, url: str, timeout: float) -> st
         return f"could not resolve {host}; check api_base and the network"
     if "NewConnectionError" in text or "refused" in text:
         return f"could not connect to {host}: connection refused; check api_base and that the server is up"
-    if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError,
-                        http.client.IncompleteRead)):
+    if isinstance(
+        exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, http.client.IncompleteRead)
+    ):
         return f"the connection to {host} closed mid-response ({_short(text)}); try again"
     return f"{type(exc).__name__} talking to {host}: {_short(text)}"
 
 
 def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimError:
     """The error for a POST that got no response; never echoes header values (they hold the key)."""
-    if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
-                        requests.exceptions.InvalidSchema)):
+    if isinstance(
+        exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema)
+    ):
         return ConfigError(f"api_base gives an invalid URL ({_short(redact(str(exc)))}); fix api_base in the config")
     if isinstance(exc, (requests.exceptions.InvalidHeader, ValueError)):
         return ConfigError("a request header is invalid; check the API key for stray spaces or line breaks")
@@ -345,8 +362,9 @@ class HttpTransport:
     message and log line from then on.
     """
 
-    def __init__(self, timeout_secs: float, *, api_key: str = "", api_base: str = "",
-                 recorder: Recorder | None = None) -> None:
+    def __init__(
+        self, timeout_secs: float, *, api_key: str = "", api_base: str = "", recorder: Recorder | None = None
+    ) -> None:
         self.timeout = float(timeout_secs) if timeout_secs and timeout_secs > 0 else 120.0
         self.recorder = recorder
         self._lock = threading.Lock()
@@ -376,8 +394,9 @@ class HttpTransport:
             s.close()
 
     @contextmanager
-    def stream(self, url: str, body: dict[str, Any], headers: dict[str, str],
-               cancel: CancelToken, *, overflow: bool = True) -> Iterator[requests.Response]:
+    def stream(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken, *, overflow: bool = True
+    ) -> Iterator[requests.Response]:
         """POST ``body``; yield the 2xx response; map failures to openheim errors; close at exit.
 
         ``overflow``: whether an error reply may mean "context window exceeded" (model requests only).
@@ -397,8 +416,15 @@ class HttpTransport:
                 self.recorder(tap)
 
     @contextmanager
-    def _stream(self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken,
-                overflow: bool, tap: Tap | None) -> Iterator[requests.Response]:
+    def _stream(
+        self,
+        url: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        cancel: CancelToken,
+        overflow: bool,
+        tap: Tap | None,
+    ) -> Iterator[requests.Response]:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         resp, session = self._open(url, data, headers, cancel)
         remove = cancel.on_cancel(lambda: _shutdown(resp))
@@ -422,8 +448,14 @@ class HttpTransport:
             resp.close()
             self._release(session)
 
-    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str],
-                  cancel: CancelToken | None = None, limit: int = JSON_BODY_LIMIT) -> Any:
+    def post_json(
+        self,
+        url: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        cancel: CancelToken | None = None,
+        limit: int = JSON_BODY_LIMIT,
+    ) -> Any:
         """POST ``body`` and return the decoded JSON reply (an unreadable one is an ApiError, never retried)."""
         from openheim.core.turn_context import CancelToken
 
@@ -442,16 +474,21 @@ class HttpTransport:
             return HttpError(resp.status_code, f"redirect to {where} refused; set api_base to the final URL")
         if not _decodable(resp):
             encoding = resp.headers.get("content-encoding", "")
-            return HttpError(resp.status_code, "", parse_retry_after(resp.headers),
-                             message=f"{http.client.responses.get(resp.status_code, 'error')} (a body compressed "
-                                     f"with {encoding!r}, which openheim cannot decode)")
+            return HttpError(
+                resp.status_code,
+                "",
+                parse_retry_after(resp.headers),
+                message=f"{http.client.responses.get(resp.status_code, 'error')} (a body compressed "
+                f"with {encoding!r}, which openheim cannot decode)",
+            )
         body = _read_error_body(resp)
         if tap is not None:
             tap.data += body.encode("utf-8")
         return error_for_status(resp.status_code, body, resp.headers, overflow=overflow)
 
-    def _open(self, url: str, data: bytes, headers: dict[str, str],
-              cancel: CancelToken) -> tuple[requests.Response, requests.Session]:
+    def _open(
+        self, url: str, data: bytes, headers: dict[str, str], cancel: CancelToken
+    ) -> tuple[requests.Response, requests.Session]:
         session = self._acquire()
         pending = _Pending()
         _HELPERS.submit(lambda: self._post(session, url, data, headers, pending))
@@ -470,12 +507,19 @@ class HttpTransport:
         assert pending.resp is not None
         return pending.resp, session
 
-    def _post(self, session: requests.Session, url: str, data: bytes, headers: dict[str, str],
-              pending: _Pending) -> None:
+    def _post(
+        self, session: requests.Session, url: str, data: bytes, headers: dict[str, str], pending: _Pending
+    ) -> None:
         resp = error = None
         try:
-            resp = session.post(url, data=data, headers=headers, stream=True, allow_redirects=False,
-                                timeout=(self.timeout, self.timeout))
+            resp = session.post(
+                url,
+                data=data,
+                headers=headers,
+                stream=True,
+                allow_redirects=False,
+                timeout=(self.timeout, self.timeout),
+            )
         except BaseException as exc:  # handed to the waiting thread
             error = exc
         with pending.lock:

@@ -1,4 +1,5 @@
 """OpenAI Chat Completions client, for OpenAI itself (kind "openai") and OpenAI-compatible servers."""
+
 from __future__ import annotations
 
 import logging
@@ -36,22 +37,47 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_FINISH = {"stop": FinishReason.STOP, "tool_calls": FinishReason.TOOL_CALLS,
-           "function_call": FinishReason.TOOL_CALLS, "length": FinishReason.MAX_TOKENS,
-           "content_filter": FinishReason.REFUSAL}
-_TRANSIENT = ("overload", "rate limit", "rate_limit", "ratelimit", "too many requests", "unavailable", "timeout",
-              "timed out", "server_error", "internal", "busy", "try again")
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "length": FinishReason.MAX_TOKENS,
+    "content_filter": FinishReason.REFUSAL,
+}
+_TRANSIENT = (
+    "overload",
+    "rate limit",
+    "rate_limit",
+    "ratelimit",
+    "too many requests",
+    "unavailable",
+    "timeout",
+    "timed out",
+    "server_error",
+    "internal",
+    "busy",
+    "try again",
+)
 _NO_CHUNKS: list[Chunk] = []
-EMPTY_STREAM = ("the server sent an empty stream (no content and no finish_reason); the prompt may exceed the "
-                "context length loaded on the server: raise it there or shorten the conversation")
+EMPTY_STREAM = (
+    "the server sent an empty stream (no content and no finish_reason); the prompt may exceed the "
+    "context length loaded on the server: raise it there or shorten the conversation"
+)
 CUT_STREAM = "OpenAI stream ended before a finish_reason or [DONE]"
 
 
 # --- request -------------------------------------------------------------------
 
 
-def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig, *, stream_options: bool = True,
-                  output: OutputSchema | None = None, session_id: str | None = None) -> dict[str, Any]:
+def build_request(
+    messages: list[Message],
+    tools: list[Tool],
+    cfg: AgentConfig,
+    *,
+    stream_options: bool = True,
+    output: OutputSchema | None = None,
+    session_id: str | None = None,
+) -> dict[str, Any]:
     """The Chat Completions request body for ``messages`` and ``tools`` (and the answer's JSON Schema); with a
     ``session_id``, a ``prompt_cache_key`` that routes the session's requests to the same prompt cache."""
     body: dict[str, Any] = {"model": cfg.model, "messages": build_messages(messages)}
@@ -60,8 +86,10 @@ def build_request(messages: list[Message], tools: list[Tool], cfg: AgentConfig, 
     if tools:
         body["tools"] = [t.to_dict() for t in tools]
     if output is not None:
-        body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": output.name, "schema": output.schema, "strict": output.strict}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": output.name, "schema": output.schema, "strict": output.strict},
+        }
     if cfg.max_tokens:
         body["max_completion_tokens" if cfg.kind == "openai" else "max_tokens"] = cfg.max_tokens
     body["stream"] = True
@@ -99,8 +127,9 @@ def tool_images_message(results: list[ToolResultBlock]) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for b in results:
         count = "the image" if len(b.images) == 1 else f"the {len(b.images)} images"
-        parts.append({"type": "text", "text": f"[{count} attached to the result of tool call {b.tool_call_id} "
-                                              f"({b.tool_name})]"})
+        parts.append(
+            {"type": "text", "text": f"[{count} attached to the result of tool call {b.tool_call_id} ({b.tool_name})]"}
+        )
         parts.extend(_image_part(i) for i in b.images)
     return {"role": "user", "content": parts}
 
@@ -115,8 +144,11 @@ def _message(m: Message) -> list[dict[str, Any]]:
     if m.role == "user":
         return [_user(m)]
     if m.role == "tool":
-        return [{"role": "tool", "content": b.content, "tool_call_id": b.tool_call_id}
-                for b in m.content if isinstance(b, ToolResultBlock)]
+        return [
+            {"role": "tool", "content": b.content, "tool_call_id": b.tool_call_id}
+            for b in m.content
+            if isinstance(b, ToolResultBlock)
+        ]
     return _assistant(m)
 
 
@@ -139,9 +171,10 @@ def _assistant(m: Message) -> list[dict[str, Any]]:
         d["content"] = text
     calls = m.tool_calls()
     if calls:
-        d["tool_calls"] = [{"id": c.id, "type": "function",
-                            "function": {"name": c.name, "arguments": arguments_text(c.arguments)}}
-                           for c in calls]
+        d["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments_text(c.arguments)}}
+            for c in calls
+        ]
     return [d] if len(d) > 1 else []  # thinking is never sent back
 
 
@@ -161,10 +194,14 @@ def parse_usage(u: dict[str, Any]) -> Usage:
     """Chat Completions usage: cached prompt tokens are split out of the input count."""
     prompt = int(u.get("prompt_tokens") or 0)
     details = u.get("prompt_tokens_details") or {}
-    cached = int((details.get("cached_tokens") if isinstance(details, dict) else 0)
-                 or u.get("prompt_cache_hit_tokens") or 0)
-    return Usage(input_tokens=max(prompt - cached, 0), output_tokens=int(u.get("completion_tokens") or 0),
-                 cache_read_tokens=cached)
+    cached = int(
+        (details.get("cached_tokens") if isinstance(details, dict) else 0) or u.get("prompt_cache_hit_tokens") or 0
+    )
+    return Usage(
+        input_tokens=max(prompt - cached, 0),
+        output_tokens=int(u.get("completion_tokens") or 0),
+        cache_read_tokens=cached,
+    )
 
 
 def stream_error(payload: dict[str, Any], forwarded: bool) -> Exception:
@@ -182,11 +219,18 @@ def stream_error(payload: dict[str, Any], forwarded: bool) -> Exception:
     return ApiError(f"OpenAI streaming error: {message}", retryable=transient and not forwarded)
 
 
-_USAGE = {"prompt_tokens": NUMBER, "completion_tokens": NUMBER, "prompt_cache_hit_tokens": NUMBER,
-          "prompt_tokens_details": {"cached_tokens": NUMBER}}
+_USAGE = {
+    "prompt_tokens": NUMBER,
+    "completion_tokens": NUMBER,
+    "prompt_cache_hit_tokens": NUMBER,
+    "prompt_tokens_details": {"cached_tokens": NUMBER},
+}
 _MESSAGE = {"tool_calls": [{"index": (int, str), "id": str, "function": {"name": str, "arguments": ANY}}]}
-SHAPE = {"choices": [{"delta": _MESSAGE, "message": _MESSAGE, "finish_reason": str}], "usage": _USAGE,
-         "x_groq": {"usage": _USAGE}}
+SHAPE = {
+    "choices": [{"delta": _MESSAGE, "message": _MESSAGE, "finish_reason": str}],
+    "usage": _USAGE,
+    "x_groq": {"usage": _USAGE},
+}
 
 
 class ChatStreamParser:
@@ -329,17 +373,33 @@ class OpenAIClient:
         self.provider_name = cfg.provider_name
         self.model = cfg.model
         self.url = join(cfg.api_base, "/chat/completions")
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                        "Accept-Encoding": "identity"}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         if cfg.api_key:
             self.headers["Authorization"] = f"Bearer {cfg.api_key}"
         self._http = transport or HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base)
         self._stream_options = True
 
-    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken, output: OutputSchema | None = None, session_id: str | None = None) -> Choice:
-        body = build_request(messages, tools, self.cfg, stream_options=self._stream_options, output=output,
-                             session_id=session_id if self.session_cache else None)
+    def stream(
+        self,
+        messages: list[Message],
+        tools: list[Tool],
+        on_chunk: OnChunk,
+        cancel: CancelToken,
+        output: OutputSchema | None = None,
+        session_id: str | None = None,
+    ) -> Choice:
+        body = build_request(
+            messages,
+            tools,
+            self.cfg,
+            stream_options=self._stream_options,
+            output=output,
+            session_id=session_id if self.session_cache else None,
+        )
         try:
             return self._once(body, on_chunk, cancel)
         except HttpError as e:

@@ -4,6 +4,7 @@ The body is an event stream, or a whole JSON reply in its place (some servers an
 request that way). A body that is neither, and a payload of the wrong shape, are provider errors
 reported once in one line (never retried); an unparsable stream line is skipped with a warning.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,13 +58,13 @@ def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk,
         html = b"<html" in first[:1024].lower() or b"<!doctype html" in first[:1024].lower()
         raise unreadable_reply(url, content_type, first, "an HTML page" if html else "markup, not an event stream")
     if start in (b"{", b"[") or content_type.lower().startswith("application/json"):
-        return _whole(read_body(chain((first,), chunks), MAX_EVENT_BYTES, url), parser, on_chunk, url,
-                      content_type)
+        return _whole(read_body(chain((first,), chunks), MAX_EVENT_BYTES, url), parser, on_chunk, url, content_type)
     return _stream(chain((first,), chunks), parser, on_chunk, url, content_type, resp)
 
 
-def _stream(chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, url: str,
-            content_type: str, resp: object = None) -> Choice:
+def _stream(
+    chunks: Iterable[bytes], parser: StreamParser, on_chunk: OnChunk, url: str, content_type: str, resp: object = None
+) -> Choice:
     # http sets how long a stream may go without content (timeout_secs); keep-alive comments do not count
     stream = EventStream(chunks, idle_secs=getattr(resp, "openheim_idle_secs", None))
     parsed = 0
@@ -122,5 +123,8 @@ def _finish(parser: StreamParser, url: str) -> Choice:
 def malformed(parser: StreamParser, payload: Any, error: BaseException, url: str) -> ApiError:
     """The one-line, never retried error for valid JSON of the wrong shape, saying what was wrong."""
     what = (mismatch(payload, parser.shape) if payload is not None else None) or str(error) or type(error).__name__
-    return ApiError(f"{host_of(url)} sent a malformed {parser.wire} reply: {redact(what)[:300]}; check api_base "
-                    "and the provider's kind", retryable=False)
+    return ApiError(
+        f"{host_of(url)} sent a malformed {parser.wire} reply: {redact(what)[:300]}; check api_base "
+        "and the provider's kind",
+        retryable=False,
+    )

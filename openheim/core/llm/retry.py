@@ -1,5 +1,6 @@
 """The retry policy of every provider request (chat and embeddings), and RetryClient, which applies it
 to a model's stream but never once output reached the caller."""
+
 from __future__ import annotations
 
 import logging
@@ -57,8 +58,7 @@ def is_retryable(e: BaseException) -> bool:
 
 def wait_too_long(e: HttpError, seconds: float) -> HttpError:
     """The error for a server that asked for a longer pause than we are willing to take."""
-    return HttpError(e.status, f"rate limited: the provider asked to wait {seconds:.0f} s; try again later",
-                     seconds)
+    return HttpError(e.status, f"rate limited: the provider asked to wait {seconds:.0f} s; try again later", seconds)
 
 
 def base_delay_from_env() -> float:
@@ -73,15 +73,22 @@ class RetryPolicy:
     """Up to ``max_retries`` more attempts of a retryable failure, each after ``base_delay`` x 1, 2, 4 (1 s,
     2 s, 4 s by default) or the server's Retry-After (a failure of its own when longer than ``max_wait``)."""
 
-    def __init__(self, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
-                 max_wait: float = MAX_WAIT, pause: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        max_retries: int = MAX_RETRIES,
+        base_delay: float | None = None,
+        max_wait: float = MAX_WAIT,
+        pause: bool = True,
+    ) -> None:
         self.max_retries = max_retries
         self.base_delay = base_delay_from_env() if base_delay is None else base_delay
         self.max_wait = max_wait
         self.pause = pause  # False (a replay): decide and log as usual, but do not wait
 
-    def run(self, attempt: Callable[[], T], cancel: CancelToken, what: str,
-            may_retry: Callable[[], bool] = lambda: True) -> T:
+    def run(
+        self, attempt: Callable[[], T], cancel: CancelToken, what: str, may_retry: Callable[[], bool] = lambda: True
+    ) -> T:
         """``attempt()`` until it succeeds, fails for good, or ``may_retry()`` says no; Cancelled on cancel."""
         attempts = self.max_retries + 1
         for n in range(attempts):
@@ -101,7 +108,7 @@ class RetryPolicy:
     def delay(self, e: OpenheimError, attempt: int) -> float:
         """Seconds before the next attempt; raises the failure itself when the server asks for too long."""
         if not isinstance(e, HttpError) or e.retry_after is None:
-            return self.base_delay * (2 ** attempt)
+            return self.base_delay * (2**attempt)
         if e.retry_after > self.max_wait:
             raise wait_too_long(e, e.retry_after) from e
         return e.retry_after
@@ -110,8 +117,15 @@ class RetryPolicy:
 class RetryClient:
     """Wraps an LlmClient in the RetryPolicy; an attempt that already showed output is never repeated."""
 
-    def __init__(self, inner: LlmClient, *, max_retries: int = MAX_RETRIES, base_delay: float | None = None,
-                 max_wait: float = MAX_WAIT, pause: bool = True) -> None:
+    def __init__(
+        self,
+        inner: LlmClient,
+        *,
+        max_retries: int = MAX_RETRIES,
+        base_delay: float | None = None,
+        max_wait: float = MAX_WAIT,
+        pause: bool = True,
+    ) -> None:
         self.inner = inner
         self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay, max_wait=max_wait, pause=pause)
 
@@ -137,8 +151,9 @@ class RetryClient:
         """Whether the wrapped client takes the session's id to key its prompt cache."""
         return bool(getattr(self.inner, "session_cache", False))
 
-    def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk,
-               cancel: CancelToken, **options: Any) -> Choice:
+    def stream(
+        self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk, cancel: CancelToken, **options: Any
+    ) -> Choice:
         forwarded = False
 
         def relay(chunk: Chunk) -> None:
@@ -146,5 +161,9 @@ class RetryClient:
             forwarded = True
             on_chunk(chunk)
 
-        return self.policy.run(lambda: self.inner.stream(messages, tools, relay, cancel, **options), cancel,
-                               "LLM request", may_retry=lambda: not forwarded)
+        return self.policy.run(
+            lambda: self.inner.stream(messages, tools, relay, cancel, **options),
+            cancel,
+            "LLM request",
+            may_retry=lambda: not forwarded,
+        )

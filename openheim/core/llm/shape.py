@@ -5,6 +5,7 @@ once a parser failed on a payload, to turn a TypeError into "choices[0] is a num
 A schema is a dict (an object whose listed keys, when present and not null, fit their schemas), a
 one-item list (a list whose items all fit), a type or tuple of types, or ANY.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,15 @@ from typing import Any
 ANY: Any = object()
 NUMBER = (int, float)
 
-_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number",
-          float: "a number", type(None): "null"}
+_NAMES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def mismatch(value: Any, schema: Any, path: str = "") -> str | None:

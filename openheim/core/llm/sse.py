@@ -8,6 +8,7 @@ comments early, and separates events that a server wrote as ``data:`` lines back
 blank line (each complete JSON payload then ends its event, while a genuinely multi-line ``data:``
 event, whose first line is not complete JSON, is still joined as the spec says).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,14 @@ class EventFrames:
     timeout never fires on a server that only sends keep-alives).
     """
 
-    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
-                 idle_secs: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        chunks: Iterable[bytes],
+        max_line: int = MAX_LINE_BYTES,
+        max_event: int = MAX_EVENT_BYTES,
+        idle_secs: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.chunks = chunks
         self.max_line, self.max_event = max_line, max_event
         self.idle_secs, self.clock = idle_secs or None, clock
@@ -65,7 +72,7 @@ class EventFrames:
             if not chunk:
                 continue
             if len(self.head) < HEAD_BYTES:
-                self.head += chunk[:HEAD_BYTES - len(self.head)]
+                self.head += chunk[: HEAD_BYTES - len(self.head)]
             if not (carry or event) and len(chunk) <= whole_cap and _one_event(chunk):  # the usual chunk
                 data_lines += 1
                 if idle_secs:
@@ -106,8 +113,10 @@ class EventFrames:
                         event, size, data = [], 0, 0
                     data += 1
                     if data > MAX_EVENT_LINES:
-                        raise ParseError(f"a stream event has more than {MAX_EVENT_LINES} data lines; "
-                                         "the provider's stream is malformed")
+                        raise ParseError(
+                            f"a stream event has more than {MAX_EVENT_LINES} data lines; "
+                            "the provider's stream is malformed"
+                        )
                 elif first == _E and line.startswith(b"event:"):
                     if data == 1 and _complete(event):
                         yield _framed(event)
@@ -117,8 +126,9 @@ class EventFrames:
                 event.append(line)
                 size += len(line)
                 if size > max_event:
-                    raise ParseError(f"a stream event is larger than {max_event >> 20} MiB; "
-                                     "openheim does not read events that big")
+                    raise ParseError(
+                        f"a stream event is larger than {max_event >> 20} MiB; openheim does not read events that big"
+                    )
             if idle_secs:
                 last_content = self._quiet(last_content, seen or (bool(carry) and carry[0][:1] != b":"))
                 seen = False
@@ -134,8 +144,10 @@ class EventFrames:
         if content:
             return now
         if self.idle_secs is not None and now - last_content > self.idle_secs:
-            raise TransportError(f"the provider sent only keep-alive comments for {self.idle_secs:g} s "
-                                 "(timeout_secs); it stopped responding")
+            raise TransportError(
+                f"the provider sent only keep-alive comments for {self.idle_secs:g} s "
+                "(timeout_secs); it stopped responding"
+            )
         return last_content
 
     def _check_line(self, length: int) -> None:
@@ -151,7 +163,7 @@ def _one_event(chunk: bytes) -> bool:
     first = chunk.find(b"\n")
     if chunk[:5] == b"data:":
         return first == end
-    return chunk[:6] == b"event:" and chunk[first + 1:first + 6] == b"data:" and chunk.find(b"\n", first + 1) == end
+    return chunk[:6] == b"event:" and chunk[first + 1 : first + 6] == b"data:" and chunk.find(b"\n", first + 1) == end
 
 
 def _framed(event: list[bytes]) -> bytes:
@@ -192,8 +204,13 @@ class EventStream:
     ``head``, ``data_lines`` and ``other_lines`` are those of its ``EventFrames`` (see there).
     """
 
-    def __init__(self, chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES, max_event: int = MAX_EVENT_BYTES,
-                 idle_secs: float | None = None) -> None:
+    def __init__(
+        self,
+        chunks: Iterable[bytes],
+        max_line: int = MAX_LINE_BYTES,
+        max_event: int = MAX_EVENT_BYTES,
+        idle_secs: float | None = None,
+    ) -> None:
         self.frames = EventFrames(chunks, max_line, max_event, idle_secs)
 
     @property

@@ -7,6 +7,7 @@ to the same stream parser, so a replayed run prints exactly what the recorded on
 tape per file in the process, started afresh by each build and shared by all its clients (subagents
 included); two clients built at once on the same file would share it too.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
     from openheim.core.turn_context import CancelToken
 
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key",
-                            "cookie"})
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
 _SECRET_QUERY_WORDS = ("key", "token", "secret", "sig", "auth", "pass")
 _tapes: dict[Path, Tape] = {}
 _replays: dict[Path, Replay] = {}
@@ -73,10 +73,20 @@ def transport_for(cfg: AgentConfig) -> Any:
             tape = _tapes.get(_key(cfg.record))
             if tape is None:
                 tape = _tapes[_key(cfg.record)] = Tape(_key(cfg.record))
-        header = {MARK: VERSION, "provider": cfg.provider_name, "kind": cfg.kind, "model": cfg.model,
-                  "thinking": cfg.thinking, "max_tokens": cfg.max_tokens}
-        return HttpTransport(cfg.timeout_secs, api_key=cfg.api_key, api_base=cfg.api_base,
-                             recorder=lambda tap: tape.write(header, exchange(tap)))
+        header = {
+            MARK: VERSION,
+            "provider": cfg.provider_name,
+            "kind": cfg.kind,
+            "model": cfg.model,
+            "thinking": cfg.thinking,
+            "max_tokens": cfg.max_tokens,
+        }
+        return HttpTransport(
+            cfg.timeout_secs,
+            api_key=cfg.api_key,
+            api_base=cfg.api_base,
+            recorder=lambda tap: tape.write(header, exchange(tap)),
+        )
     return None
 
 
@@ -97,8 +107,9 @@ class Tape:
         try:
             self._file = open(path, "wb")  # noqa: SIM115  # open for the whole run, closed at exit
         except OSError as e:
-            raise ConfigError(f"cannot write recording {path}: {e.strerror or e}; choose another --record path") \
-                from None
+            raise ConfigError(
+                f"cannot write recording {path}: {e.strerror or e}; choose another --record path"
+            ) from None
 
     def write(self, header: dict[str, Any], record: dict[str, Any]) -> None:
         with self._lock:
@@ -149,8 +160,10 @@ class Replay:
     def check_kind(self, kind: str) -> None:
         recorded = self.recording.header.get("kind")
         if recorded != kind:
-            raise ReplayMismatch(f"recording {self.recording.path} was made with a {recorded} provider and this "
-                                 f"run uses {kind}; pick that provider or record again with --record")
+            raise ReplayMismatch(
+                f"recording {self.recording.path} was made with a {recorded} provider and this "
+                f"run uses {kind}; pick that provider or record again with --record"
+            )
 
     def take(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         """The recorded exchange for this request, or ReplayMismatch naming the first difference."""
@@ -258,8 +271,9 @@ class ReplayTransport:
         self.timeout = 0.0
 
     @contextmanager
-    def stream(self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken,
-               *, overflow: bool = True) -> Iterator[ReplayedResponse]:
+    def stream(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken, *, overflow: bool = True
+    ) -> Iterator[ReplayedResponse]:
         if cancel.cancelled:
             raise Cancelled()
         ex = self.replay.take(url, body)
@@ -269,14 +283,16 @@ class ReplayTransport:
         status = int(response.get("status", 200))
         data, headers_ = response_bytes(response), response.get("headers") or {}
         if 300 <= status < 400:
-            raise HttpError(status, f"redirect to {headers_.get('location', '?')} refused; set api_base to the "
-                                    "final URL")
+            raise HttpError(
+                status, f"redirect to {headers_.get('location', '?')} refused; set api_base to the final URL"
+            )
         if not 200 <= status < 300:
             raise error_for_status(status, data.decode("utf-8", "replace"), headers_, overflow=overflow)
         yield ReplayedResponse(status, headers_, data, error)
 
-    def post_json(self, url: str, body: dict[str, Any], headers: dict[str, str],
-                  cancel: CancelToken | None = None, limit: int = 0) -> Any:
+    def post_json(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken | None = None, limit: int = 0
+    ) -> Any:
         from openheim.core.turn_context import CancelToken
 
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
