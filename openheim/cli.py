@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -57,10 +58,9 @@ class LazyGroup(click.Group):
             return super().resolve_command(ctx, args)
         except click.UsageError:
             name = args[0] if args else ""
-            close = did_you_mean(name, self.list_commands(ctx))
-            if not close or name.startswith("-"):
+            if name.startswith("-"):
                 raise
-            raise click.UsageError(f"no such command '{name}'; did you mean {close}?", ctx) from None
+            raise click.UsageError(unknown_command(name, self.list_commands(ctx)), ctx) from None
 
     def invoke(self, ctx: click.Context) -> object:
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
@@ -83,6 +83,17 @@ class LazyGroup(click.Group):
 
             logging.getLogger("openheim").debug("unexpected error", exc_info=True)
             fail(error_message(e), exit_code_for(e))
+
+
+def unknown_command(name: str, commands: list[str]) -> str:
+    """What to say for ``openheim NAME`` when NAME is no command: the close ones, or how to send it as a prompt.
+
+    A prompt is never sent from here: a mistyped command must not become a paid request."""
+    close = did_you_mean(name, commands)
+    if close and " " not in name.strip():
+        return f"no such command '{name}'; did you mean {close}?"
+    what = f"'{name}' is not a command" if " " in name.strip() else f"no such command '{name}'"
+    return f"{what}; to send a prompt: openheim run {shlex.quote(name)}"
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:
