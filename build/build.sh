@@ -34,6 +34,12 @@ for arg in "$@"; do
         *) echo "build.sh: unknown option '$arg'; use --onedir, --without-mcp and/or --portable" >&2; exit 2 ;;
     esac
 done
+# The commit `openheim --version` names (with -dirty when tracked files differ from it).
+if [[ -z "${OPENHEIM_BUILD_COMMIT:-}" ]] && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+    OPENHEIM_BUILD_COMMIT="$(git -C "$ROOT" rev-parse --short=12 HEAD)"
+    git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || OPENHEIM_BUILD_COMMIT+="-dirty"
+fi
+export OPENHEIM_BUILD_COMMIT="${OPENHEIM_BUILD_COMMIT:-unknown}"
 if [[ "$PORTABLE" == 1 ]]; then
     P_ARGS=()
     [[ "$MODE" == onedir ]] && P_ARGS+=(--onedir)

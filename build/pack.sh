@@ -17,7 +17,9 @@ trap 'rm -f "$payload" "$OUT.tmp"' EXIT
 # Sorted names, fixed owner and times: the same folder always gives the same payload and id.
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$FOLDER" -cf - . | gzip -9n > "$payload"
 id="$(sha256sum "$payload" | cut -c1-16)"
-version="$("$FOLDER/openheim" --version | awk '{print $NF}')"
+# `openheim, version 0.1.0 (commit ...)`: the version is the third word
+version="$("$FOLDER/openheim" --version | awk '{print $3}')"
+[[ "$version" =~ ^[0-9A-Za-z.+-]+$ ]] || { echo "pack.sh: cannot read the version from $FOLDER/openheim" >&2; exit 1; }
 skip=$(( $(wc -l < "$HERE/launcher.sh") + 1 ))
 sed -e "s/@ID@/$version-$id/" -e "s/@SKIP@/$skip/" -e "s/@VERSION@/$version/" "$HERE/launcher.sh" > "$OUT.tmp"
 [[ "$(wc -l < "$OUT.tmp")" == $(( skip - 1 )) ]] || { echo "pack.sh: launcher line count changed" >&2; exit 1; }

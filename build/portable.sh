@@ -182,7 +182,7 @@ SPEC_REST=()
 for arg in "${SPEC_ARGS[@]}"; do
     if [[ "$arg" == --onedir ]]; then ONEDIR=1; else SPEC_REST+=("$arg"); fi
 done
-in_root "cd /src && /opt/venv/bin/python -m PyInstaller build/openheim.spec --noconfirm --clean --log-level WARN \
+in_root "cd /src && OPENHEIM_BUILD_COMMIT='${OPENHEIM_BUILD_COMMIT:-unknown}' /opt/venv/bin/python -m PyInstaller build/openheim.spec --noconfirm --clean --log-level WARN \
              --workpath /src/build/work --distpath /src/build/dist -- --onedir ${SPEC_REST[*]}"
 FOLDER="$R/src/build/dist/openheim-onedir"
 in_root "/src/build/dist/openheim-onedir/openheim --version" >/dev/null \

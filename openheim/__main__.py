@@ -13,9 +13,9 @@ def main() -> None:
         sys.exit(helper(sys.argv[3:]))
     try:
         if sys.argv[1:] in (["--version"], ["-V"]):
-            from openheim.version import __version__
+            from openheim.version import version_line
 
-            sys.stdout.write(f"openheim, version {__version__}\n")
+            sys.stdout.write(version_line() + "\n")
             sys.stdout.flush()
             return
         if sys.argv[1:2] == ["run"]:

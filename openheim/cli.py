@@ -12,7 +12,7 @@ import click
 
 from openheim.commands.sandbox import sandbox_options
 from openheim.errors import EXIT_CODE_HELP, describe, error_message, exit_code_for
-from openheim.version import __version__
+from openheim.version import __version__, version_line
 
 if TYPE_CHECKING:
     from typing import NoReturn
@@ -156,13 +156,27 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_line())
+        ctx.exit()
+
+
 @click.group(
     cls=LazyGroup,
     invoke_without_command=True,
     epilog=EXIT_CODE_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.version_option(__version__, "-V", "--version", prog_name="openheim")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=show_version,
+    help="Show the version (and the commit a built binary was made from) and exit.",
+)
 @click.option(
     "--config",
     "config_path",

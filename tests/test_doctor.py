@@ -12,7 +12,7 @@ SECRET = "sk-test-SECRET-123"
 
 
 def doctor_json(*args: str, env: dict | None = None) -> tuple[int, dict]:
-    r = openheim("doctor", "--json", *args, env=env)
+    r = openheim("doctor", "--json", "--offline", *args, env=env)
     assert r.stderr == "" or "Traceback" not in r.stderr, r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -47,7 +47,7 @@ def test_all_well_exits_0_and_names_where_things_are(isolated_home):
 
 
 def test_no_config_fails_with_the_fix(isolated_home):
-    r = openheim("doctor")
+    r = openheim("doctor", "--offline")
     assert r.returncode == 1
     config_line = next(line for line in r.stdout.splitlines() if "config" in line.split()[1:2])
     assert config_line.startswith("FAIL") and "openheim init" in config_line
@@ -68,7 +68,7 @@ def test_key_sources_are_named_and_values_never_shown(isolated_home):
     )
     env = {"OPENAI_API_KEY": "sk-env-SECRET-456"}
     code, facts = doctor_json(env=env)
-    human = openheim("doctor", env=env)
+    human = openheim("doctor", "--offline", env=env)
     by_name = {p["name"]: p for p in facts["providers"]}
     assert by_name["openai"] == {
         **by_name["openai"],
@@ -97,7 +97,7 @@ def test_default_provider_without_key_fails(isolated_home):
     assert code == 1 and facts["ok"] is False
     [p] = facts["providers"]
     assert p["status"] == "fail" and "ANTHROPIC_API_KEY" in p["error"]
-    r = openheim("doctor")
+    r = openheim("doctor", "--offline")
     line = next(x for x in r.stdout.splitlines() if "provider anthropic (default)" in x)
     assert line.startswith("FAIL  provider anthropic (default)  anthropic https://api.anthropic.com/v1")
 
@@ -160,7 +160,7 @@ def test_vectors_name_the_sqlite_library(isolated_home):
 
 def test_human_lines_are_aligned(isolated_home):
     write_config(isolated_home, "http://127.0.0.1:9/v1")
-    r = openheim("doctor")
+    r = openheim("doctor", "--offline")
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[-1].startswith("ready")

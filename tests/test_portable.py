@@ -32,6 +32,9 @@ from memory_fakes import EmbeddingsServer
 
 import openheim
 
+# a built binary names the commit it was built from (build/openheim.spec writes it)
+BUILT_VERSION = re.compile(rf"openheim, version {re.escape(openheim.__version__)} \(commit [0-9a-f]{{12}}(-dirty)?\)\n")
+
 ROOT = Path(__file__).resolve().parent.parent
 PORTABLE_BIN = ROOT / "build" / "dist" / "portable" / "openheim"
 DEFAULT_BIN = ROOT / "build" / "dist" / "openheim"
@@ -237,7 +240,7 @@ def test_portable_binary_runs_on_debian_11(portable_bin):
 
         version = in_bullseye(binary, "--version", env=env)
         assert version.returncode == 0, version.stderr
-        assert version.stdout == f"openheim, version {openheim.__version__}\n"
+        assert BUILT_VERSION.fullmatch(version.stdout)
 
         with FakeLLMServer(wire="openai") as srv, EmbeddingsServer() as emb:
             (host_dir / "home" / "config.toml").write_text(
@@ -262,3 +265,22 @@ def _provider(name: str, base_url: str) -> str:
         f'[providers.{name}]\nkind = "openai_compatible"\napi_base = "{base_url}"\n'
         f'default_model = "fake-model"\napi_key = "sk-test-SECRET-123"\ntimeout_secs = 5\n'
     )
+
+
+def test_release_script_checksums_the_portable_binary(portable_bin):
+    """build/release.sh --skip-build, as .github/workflows/release.yml runs it after .ci/run."""
+    if portable_bin != PORTABLE_BIN:
+        pytest.skip("OPENHEIM_PORTABLE_BIN names another binary than build/release.sh ships")
+    r = subprocess.run(
+        ["bash", str(ROOT / "build" / "release.sh"), "--skip-build"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if r.returncode == 1 and "another checkout" in r.stderr and not os.environ.get("CI"):
+        pytest.skip("the portable binary was built before the last commit (CI always builds it afresh)")
+    assert r.returncode == 0, r.stderr
+    name = f"openheim-linux-{os.uname().machine}"
+    check = subprocess.run(["sha256sum", "-c", f"{name}.sha256"], cwd=ROOT / "build" / "release", capture_output=True)
+    assert check.returncode == 0, check.stdout

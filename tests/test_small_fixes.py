@@ -18,7 +18,7 @@ from openheim.errors import TransportError
 
 def test_doctor_after_init_does_not_warn_about_unused_providers(isolated_home):
     assert openheim("init").returncode == 0
-    r = openheim("doctor", env={"OPENAI_API_KEY": "sk-test"})
+    r = openheim("doctor", "--offline", env={"OPENAI_API_KEY": "sk-test"})
     providers = [line for line in r.stdout.splitlines() if "provider " in line]
     assert len(providers) == 3 and sum(line.startswith("ok    provider openai (default)") for line in providers) == 1
     others = [line for line in providers if "(default)" not in line]

@@ -2,10 +2,11 @@
 
 Every check is ok, warn or fail. Only a fail makes the exit code 1; it means `openheim run` with the
 default provider cannot work here: the config is missing, unreadable or invalid, the data directory is
-unusable, the default provider has no usable key or api_base, or the CA bundle requests would use is
-missing or holds no certificates. Optional things (no MCP servers, vectors off, another provider without
-a key, a failed MCP server, a non-UTF-8 locale) are warnings. Key values are never shown: only where a
-key comes from.
+unusable, the default provider has no usable key or api_base, its endpoint cannot be reached or refuses the
+key (each configured endpoint is tried at once, within 3 s; `--offline` skips that), or the CA bundle
+requests would use is missing or holds no certificates. Optional things (no MCP servers, vectors off,
+another provider without a key, a failed MCP server, a non-UTF-8 locale) are warnings. Key values are
+never shown: only where a key comes from.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
+
+from openheim.commands.doctor_reach import Reach, probe_all
+from openheim.config.resolve import resolve_api_key
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -36,7 +40,9 @@ class Check:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: float) -> list[Check]:
+def run_checks(
+    config_path: str | None, mcp_config: str | None, mcp_timeout: float, offline: bool = False
+) -> list[Check]:
     """Every check, in the order the human output shows them."""
     from openheim.config.load import load_config
     from openheim.errors import ConfigError
@@ -49,7 +55,7 @@ def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: flo
     except ConfigError as e:
         checks.append(_config_check(config_path, "fail", " ".join(e.message.split())))
     checks.append(check_data_dir(config))
-    checks += check_providers(config)
+    checks += check_providers(config, offline)
     checks += [
         check_sandbox(config),
         check_vectors(),
@@ -142,12 +148,32 @@ def check_data_dir(config: Config | None) -> Check:
     return Check("data_dir", "data dir", "ok", f"{path} (created on first use)", facts)
 
 
-def check_providers(config: Config | None) -> list[Check]:
+def check_providers(config: Config | None, offline: bool = False) -> list[Check]:
     if config is None:
         return []
     if not config.providers:
         return [Check("providers", "providers", "fail", "no [providers] configured; run `openheim init`", {})]
-    return [_provider_check(p, p.name == config.default_provider) for _, p in sorted(config.providers.items())]
+    checks = [_provider_check(p, p.name == config.default_provider) for _, p in sorted(config.providers.items())]
+    if offline:
+        return checks
+    ready = [(config.providers[c.facts["name"]], c) for c in checks if c.status == "ok"]
+    reach = probe_all([(p, resolve_api_key(p) or None) for p, _ in ready])
+    for p, check in ready:
+        with_reach(check, reach.get(p.name), p.name == config.default_provider)
+    return checks
+
+
+def with_reach(check: Check, reach: Reach | None, is_default: bool) -> None:
+    """Fold a provider's reachability into its check: an endpoint that cannot be reached is a problem."""
+    if reach is None:
+        return
+    check.facts["reachable"] = reach.ok
+    if reach.ok:
+        check.detail += f"; {reach.detail}"
+    else:
+        check.facts["error"] = reach.detail
+        check.status = "fail" if is_default else "warn"
+        check.detail = f"{check.detail.split('; ')[0]}; {reach.detail}"
 
 
 def key_source(p: ProviderConfig) -> tuple[str | None, str]:
@@ -163,7 +189,7 @@ def key_source(p: ProviderConfig) -> tuple[str | None, str]:
 
 def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
     from openheim.config.providers import COMPATIBLE, KINDS
-    from openheim.config.resolve import resolve_api_key, validate_provider
+    from openheim.config.resolve import validate_provider
     from openheim.config.secrecy import shown_url
     from openheim.errors import ConfigError
 
@@ -449,7 +475,7 @@ def as_lines(checks: list[Check]) -> list[str]:
 @click.command(
     "doctor",
     epilog="\b\nExit codes:\n  0    all is well (warnings allowed)\n"
-    "  1    a check failed: config, data dir, default provider's key or api_base, CA bundle",
+    "  1    a check failed: config, data dir, default provider's key, api_base or endpoint, CA bundle",
 )
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON object instead of lines.")
 @click.option(
@@ -459,14 +485,15 @@ def as_lines(checks: list[Check]) -> list[str]:
     show_default=True,
     help="Seconds to wait for MCP servers that are still starting.",
 )
+@click.option("--offline", is_flag=True, help="Do not try the providers' endpoints (they are tried within 3 s).")
 @click.pass_context
-def doctor_command(ctx: click.Context, json_output: bool, timeout: float) -> None:
+def doctor_command(ctx: click.Context, json_output: bool, timeout: float, offline: bool) -> None:
     """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
     import json
 
     from openheim.config.secrecy import redact
 
-    checks = run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
+    checks = run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout, offline)
     if json_output:
         click.echo(redact(json.dumps(as_json(checks), ensure_ascii=False, indent=2)))
     else:
