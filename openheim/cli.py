@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim.commands.sandbox import sandbox_options
+from openheim.config.unknown_keys import STRICT_ENV
 from openheim.errors import EXIT_CODE_HELP, describe, error_message, exit_code_for
 from openheim.version import __version__, version_line
 
@@ -192,6 +193,11 @@ def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     help='Also use the MCP servers of this {"mcpServers": ...} JSON file.',
 )
 @click.option("--skills", help="Comma-separated skills for the chat's new session (with no subcommand).")
+@click.option(
+    "--strict-config",
+    is_flag=True,
+    help="Unknown keys in config.toml are errors, not warnings (also [config] strict = true).",
+)
 @sandbox_options
 @click.pass_context
 def main(
@@ -199,6 +205,7 @@ def main(
     config_path: str | None,
     mcp_config: str | None,
     skills: str | None,
+    strict_config: bool = False,
     sandbox_mode: str | None = None,
     sandbox_required: bool | None = None,
 ) -> None:
@@ -206,6 +213,8 @@ def main(
 
     With no subcommand it opens the terminal chat (type :help there)."""
     setup_logging()
+    if strict_config:  # every config load of this process (and of its subagents) checks strictly
+        os.environ[STRICT_ENV] = "1"
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
     ctx.obj["mcp_config"] = mcp_config

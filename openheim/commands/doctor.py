@@ -22,6 +22,7 @@ import click
 
 from openheim.commands.doctor_reach import Reach, probe_all
 from openheim.config.resolve import resolve_api_key
+from openheim.config.unknown_keys import UnknownKey, tell
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -44,14 +45,17 @@ def run_checks(
     config_path: str | None, mcp_config: str | None, mcp_timeout: float, offline: bool = False
 ) -> list[Check]:
     """Every check, in the order the human output shows them."""
-    from openheim.config.load import load_config
+    from openheim.config.load import read_config
     from openheim.errors import ConfigError
 
     checks = [check_version(), check_home()]
     config = None
     try:
-        config = load_config(config_path)
-        checks.append(_config_check(config_path, "ok", "loaded"))
+        config, unknown = read_config(config_path)
+        tell(unknown, quietly=True)  # shown here, once, not again on stderr when a check loads the config
+        checks.append(
+            _unknown_keys_check(config_path, unknown) if unknown else _config_check(config_path, "ok", "loaded")
+        )
     except ConfigError as e:
         checks.append(_config_check(config_path, "fail", " ".join(e.message.split())))
     checks.append(check_data_dir(config))
@@ -118,6 +122,19 @@ def _config_check(explicit: str | None, status: str, detail: str) -> Check:
             "error": None if status == "ok" else detail,
         },
     )
+
+
+def _unknown_keys_check(explicit: str | None, unknown: list[UnknownKey]) -> Check:
+    """Keys openheim does not know are ignored by a run, so the user's setting silently does nothing: a problem."""
+    listed = ", ".join(
+        f"line {k.line or '?'} '{k.dotted}'" + (f" (did you mean '{k.suggestion}'?)" if k.suggestion else "")
+        for k in unknown
+    )
+    check = _config_check(explicit, "fail", f"unknown keys, ignored: {listed}; fix or remove them")
+    check.detail = f"{check.facts['path']}: {check.detail}"
+    check.facts["loaded"] = True
+    check.facts["unknown_keys"] = [{"key": k.dotted, "line": k.line, "suggestion": k.suggestion} for k in unknown]
+    return check
 
 
 def check_data_dir(config: Config | None) -> Check:

@@ -6,7 +6,9 @@ import os
 import tomllib
 from pathlib import Path
 
+from openheim.config.regular_file import read_regular
 from openheim.config.schema import Config, parse_config
+from openheim.config.unknown_keys import STRICT_ENV, UnknownKey, collecting, locate, tell
 from openheim.errors import ConfigError
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -50,10 +52,31 @@ def data_dir(config: Config | None, override: str | Path | None = None) -> Path:
 
 
 def load_config(path: str | Path | None = None) -> Config:
-    """Read and validate config.toml; every failure is a ConfigError saying what to fix."""
-    p = config_path(path)
-    from openheim.config.regular_file import read_regular
+    """Read and validate config.toml; every failure is a ConfigError saying what to fix. Unknown keys are told
+    once each (file, line, the nearest known key), or refused when strict checking is on."""
+    config, unknown = read_config(path)
+    tell(unknown)
+    return config
 
+
+def read_config(path: str | Path | None = None) -> tuple[Config, list[UnknownKey]]:
+    """The config and the keys in it that openheim does not know (told by the caller)."""
+    p = config_path(path)
+    text = read_text(p)
+    data = parse_toml(text, p)
+    strict = strict_option(data.pop("config", {}), p)
+    with collecting() as found:
+        try:
+            config = parse_config(data, p)
+        except ConfigError as e:
+            raise ConfigError(f"{e.message} (in {p})") from None
+    unknown = locate(found, text, p)
+    if unknown and (strict or os.environ.get(STRICT_ENV, "").strip() in ("1", "true", "yes")):
+        raise ConfigError(f"{unknown[0].message(ignored=False)} (strict config checking is on: fix or remove it)")
+    return config, unknown
+
+
+def read_text(p: Path) -> str:
     try:  # capped, and only a regular file: /dev/zero or a FIFO must not eat memory or hang the start
         raw = read_regular(
             p, MAX_CONFIG_BYTES, f"config file {p}", "point --config (or OPENHEIM_CONFIG) at your config.toml"
@@ -66,14 +89,22 @@ def load_config(path: str | Path | None = None) -> Config:
             "point --config (or OPENHEIM_CONFIG) at your config.toml"
         )
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{p} is not valid UTF-8 text") from None
+
+
+def parse_toml(text: str, p: Path) -> dict:
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"TOML parse error in {p}: {e}") from None
     except RecursionError:
         raise ConfigError(f"TOML parse error in {p}: nested too deeply") from None
-    try:
-        return parse_config(data, p)
-    except ConfigError as e:
-        raise ConfigError(f"{e.message} (in {p})") from None
+
+
+def strict_option(table: object, p: Path) -> bool:
+    """``[config] strict = true``: unknown keys are errors, not warnings."""
+    if not isinstance(table, dict) or set(table) - {"strict"} or not isinstance(table.get("strict", False), bool):
+        raise ConfigError(f"[config] in {p} takes one key, strict = true or false")
+    return bool(table.get("strict", False))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from openheim.config.unknown_keys import note_unknown
 from openheim.errors import ConfigError
 from openheim.records import Record
 
@@ -101,10 +102,7 @@ def parse_checkpoints(d: dict) -> CheckpointConfig:
 
 
 def _unknown(d: dict, known: set[str], section: str) -> None:
-    import logging
-
-    for key in sorted(set(d) - known):
-        logging.getLogger(__name__).warning("config: unknown key '%s.%s' ignored", section, key)
+    note_unknown(d, known, section)
 
 
 def _bool(d: dict, key: str, section: str, default: bool) -> bool:

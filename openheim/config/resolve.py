@@ -75,15 +75,27 @@ def _provider(config: Config, name: str) -> ProviderConfig:
     p = config.providers.get(name)
     if p is None:
         available = ", ".join(config.providers) or "(none)"
-        raise ConfigError(f"Provider '{name}' not found in config. Available providers: {available}")
+        raise ConfigError(
+            in_config_file(config, f"Provider '{name}' not found in config. Available providers: {available}")
+        )
     return p
+
+
+def in_config_file(config: Config, message: str) -> str:
+    """``message`` naming the config file it is about (when it was loaded from one and does not say so)."""
+    if config.path is None or str(config.path) in message:
+        return message
+    return f"{message} (in {config.path})"
 
 
 def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
     if p.kind == REPLAY:
         return _replay_config(config, p, model)
-    key = "" if config.replay else resolve_api_key(p)  # a replay sends nothing: no key needed
-    validate_provider(p, key)
+    try:
+        key = "" if config.replay else resolve_api_key(p)  # a replay sends nothing: no key needed
+        validate_provider(p, key)
+    except ConfigError as e:
+        raise ConfigError(in_config_file(config, e.message)) from None
     return AgentConfig(
         provider_name=p.name,
         kind=p.kind,
@@ -161,7 +173,9 @@ def resolve(config: Config, model: str | None = None) -> AgentConfig:
             f"Model '{model}' is listed by no provider, and several accept any model ({names}); "
             f"pick one with --provider, e.g. --provider {open_[0]}"
         )
-    raise ConfigError(f"Model '{model}' not found in any provider. Check the [providers] section in your config file.")
+    raise ConfigError(
+        in_config_file(config, f"Model '{model}' not found in any provider; check the [providers] section")
+    )
 
 
 def resolve_with_provider(config: Config, provider: str, model: str) -> AgentConfig:

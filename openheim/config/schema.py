@@ -17,6 +17,7 @@ from openheim.config.prices import Price, parse_prices
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.rules import RuleError, RuleSet, parse_rules
 from openheim.config.secrecy import scrub_url
+from openheim.config.unknown_keys import note_unknown
 from openheim.errors import ConfigError
 from openheim.records import Record
 
@@ -389,8 +390,7 @@ def _get_table(d: dict, key: str) -> dict:
 
 
 def _warn_unknown(d: dict, known: set[str], section: str) -> None:
-    for key in sorted(set(d) - known):
-        log.warning("config: unknown key '%s' ignored", _where(section, key))
+    note_unknown(d, known, section)
 
 
 # --- sections ---------------------------------------------------------------
