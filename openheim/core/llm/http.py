@@ -182,11 +182,25 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
 
 
 def network_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """The decoded body as it arrives: each HTTP chunk of a chunked reply, else whatever one read returns
-    (``read1``), so a stream is handed on in real time whatever its framing."""
+    """The decoded body as it arrives: each HTTP chunk of a chunked reply (a big one in pieces), else whatever
+    one read returns (``read1``), so a stream is handed on in real time whatever its framing."""
     if resp.raw.chunked and resp.raw.supports_chunked_reads():
-        return resp.iter_content(chunk_size=None)
+        return _http_chunks(resp)
     return _read1_chunks(resp)
+
+
+def _http_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """A chunked body, read at most ``_READ_SIZE`` bytes at a time (a chunk size of ``FFFFFFFFFF`` is never
+    allocated whole); a negative chunk size (urllib3's read then raises ValueError) is a provider error."""
+    pieces = resp.iter_content(chunk_size=_READ_SIZE)
+    while True:
+        try:
+            piece = next(pieces)
+        except StopIteration:
+            return
+        except ValueError:
+            raise TransportError(malformed_chunks(resp.url or ""), retryable=False) from None
+        yield piece
 
 
 def _read1_chunks(resp: requests.Response) -> Iterator[bytes]:
@@ -280,11 +294,17 @@ def describe_transport_error(exc: BaseException, url: str, timeout: float) -> st
         return f"could not resolve {host}; check api_base and the network"
     if "NewConnectionError" in text or "refused" in text:
         return f"could not connect to {host}: connection refused; check api_base and that the server is up"
+    if "InvalidChunkLength" in text:
+        return malformed_chunks(url)
     if isinstance(
         exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, http.client.IncompleteRead)
     ):
         return f"the connection to {host} closed mid-response ({_short(text)}); try again"
     return f"{type(exc).__name__} talking to {host}: {_short(text)}"
+
+
+def malformed_chunks(url: str) -> str:
+    return f"{host_of(url)} sent a malformed chunked reply (an invalid chunk size); check api_base and any proxy"
 
 
 def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimError:
