@@ -13,7 +13,6 @@ import http.client
 import json
 import queue
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -250,15 +249,13 @@ def _read_error_body(resp: requests.Response) -> str:
 
 
 def _shutdown(resp: requests.Response) -> None:
-    """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action)."""
-    connection = resp.raw.connection  # None once urllib3 has released it
-    sock = getattr(connection, "sock", None)
+    """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action, from another thread).
+
+    urllib3's ``HTTPResponse.shutdown`` holds the socket from when the head arrived: for a reply that ends
+    when the server closes (no length, not chunked) the connection itself has forgotten it by then."""
     try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-        else:
-            resp.close()
-    except (OSError, AttributeError, ValueError):
+        resp.raw.shutdown()
+    except (OSError, ValueError, RuntimeError, AttributeError):  # released, or not a network response
         pass
 
 
