@@ -253,10 +253,16 @@ def _shutdown(resp: requests.Response) -> None:
 
     urllib3's ``HTTPResponse.shutdown`` holds the socket from when the head arrived: for a reply that ends
     when the server closes (no length, not chunked) the connection itself has forgotten it by then."""
+    resp.openheim_cut = True  # type: ignore[attr-defined]  # what the reader meets next is our doing
     try:
         resp.raw.shutdown()
     except (OSError, ValueError, RuntimeError, AttributeError):  # released, or not a network response
         pass
+
+
+def cut_by_us(resp: object) -> bool:
+    """Whether a cancel shut ``resp``'s body down: a payload it cut short is not the provider's fault."""
+    return getattr(resp, "openheim_cut", False)
 
 
 def _decodable(resp: requests.Response) -> bool:
