@@ -271,7 +271,7 @@ def test_connection_is_pinned_to_the_checked_address(site, monkeypatch):
 
 def test_html_is_converted_to_text(site):
     port, _ = site
-    expected = "Title\n\nTom & Jerry <3> \"x\" 'y'\n\ntwo\n\nend"
+    expected = "Title\n\nTom & Jerry\u00a0<3> \"x\" 'y'\n\ntwo\n\nend"
     assert fetch(public_test_tool(), f"http://public.test:{port}/html") == expected
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -602,6 +603,9 @@ def run_command(
     )
     try:
         code = run_prompt(client, opts)
+    except BrokenPipeError:  # `| head` went away: from now on nothing is printed, not even a warning
+        logging.disable(logging.CRITICAL)
+        raise
     finally:  # the answer is out: MCP servers stop on their own time, not the user's
         client.close(wait_for_servers=False)
     exit_now(code)

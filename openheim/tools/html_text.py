@@ -1,38 +1,89 @@
-"""HTML to readable text for web_fetch: drop scripts and styles, break at block tags, strip the rest."""
+"""HTML to readable text for web_fetch, on the standard library's ``html.parser``.
+
+Every named and numeric character reference is decoded (``html.unescape`` rules, via ``convert_charrefs``);
+scripts, styles and comments are dropped; block tags break the line; other tags are removed.
+"""
 
 from __future__ import annotations
 
-import re
+from html.parser import HTMLParser
 
-_HIDDEN = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.I | re.S)
-_HIDDEN_UNCLOSED = re.compile(r"<(script|style)\b.*\Z", re.I | re.S)
-_COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
-_BLOCK = re.compile(
-    r"</?(?:address|article|aside|blockquote|br|dd|div|dl|dt|figcaption|figure|footer|form|h[1-6]|header|"
-    r"hr|li|main|nav|ol|p|pre|section|table|td|th|title|tr|ul)\b[^>]*>",
-    re.I,
+_BLOCK = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "dd",
+        "div",
+        "dl",
+        "dt",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "table",
+        "td",
+        "th",
+        "title",
+        "tr",
+        "ul",
+    ]
 )
-_TAG = re.compile(r"<[^>]*>")
-_ENTITY = re.compile(r"&(nbsp|amp|quot|apos|lt|gt|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});")
-_NAMED = {"nbsp": " ", "amp": "&", "quot": '"', "apos": "'", "lt": "<", "gt": ">"}
+_HIDDEN = frozenset(("script", "style"))
+_ASCII_SPACE = " \t\r\f\v"  # not str.strip()'s Unicode set: a non-breaking space is text the page meant
 
 
-def _entity(match: re.Match) -> str:
-    name = match.group(1)
-    if name in _NAMED:
-        return _NAMED[name]
-    code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
-    try:
-        return chr(code) if code else match.group(0)
-    except (ValueError, OverflowError):
-        return match.group(0)
+class _TextParser(HTMLParser):
+    """Collects the text of a document; comments and declarations fall to HTMLParser's no-op handlers."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden: str | None = None  # the script/style element being skipped
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _HIDDEN:
+            self.hidden = tag
+        elif tag in _BLOCK and self.hidden is None:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK and self.hidden is None:  # <br/>: one break, not an open and a close
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self.hidden:
+            self.hidden = None
+        elif tag in _BLOCK and self.hidden is None:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.hidden is None:
+            self.parts.append(data)
 
 
 def _tidy(text: str) -> str:
-    """Trim each line and collapse runs of blank lines into one."""
+    """Trim each line (ASCII spaces only) and collapse runs of blank lines into one."""
     out: list[str] = []
     for line in text.split("\n"):
-        line = line.strip()
+        line = line.strip(_ASCII_SPACE)
         if line or (out and out[-1]):
             out.append(line)
     while out and not out[-1]:
@@ -42,10 +93,7 @@ def _tidy(text: str) -> str:
 
 def html_to_text(html: str) -> str:
     """Readable text of an HTML document (pure)."""
-    text = _COMMENT.sub("", html)
-    text = _HIDDEN.sub("", text)
-    text = _HIDDEN_UNCLOSED.sub("", text)
-    text = _BLOCK.sub("\n", text)
-    text = _TAG.sub("", text)
-    text = _ENTITY.sub(_entity, text)
-    return _tidy(text.replace("\r\n", "\n").replace("\r", "\n"))
+    parser = _TextParser()
+    parser.feed(html.replace("\r\n", "\n").replace("\r", "\n"))
+    parser.close()
+    return _tidy("".join(parser.parts))

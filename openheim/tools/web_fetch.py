@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -13,12 +15,12 @@ from urllib.parse import urljoin, urlsplit
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
+from openheim.tools.fetch_body import read_decoded
+from openheim.tools.html_text import html_to_text
+from openheim.tools.netguard import is_public, parse_address, parse_literal
 from openheim.tools.specs import WEB_FETCH
 
 if TYPE_CHECKING:
-    import http.client
-    import ssl
-
     from openheim.core.turn_context import CancelToken, TurnContext
     from openheim.tools.netguard import IPAddress
 
@@ -110,9 +112,6 @@ def _pinned_connection(
 
     ``on_socket`` receives every socket as soon as it exists, before it connects.
     """
-    import http.client
-    import ssl
-
     context = tls_context or ssl.create_default_context()
 
     class PinnedConnection(http.client.HTTPConnection):
@@ -178,8 +177,6 @@ class _Fetch:
             pass
 
     def run(self) -> str:
-        import http.client
-
         timer = threading.Timer(self.timeout, self._abort, kwargs={"timed_out": True})
         timer.daemon = True
         timer.start()
@@ -202,7 +199,7 @@ class _Fetch:
             "Host": self.target.host_header,
             "User-Agent": USER_AGENT,
             "Accept": "text/html, text/plain, application/json, application/xml, */*;q=0.5",
-            "Accept-Encoding": "identity",
+            "Accept-Encoding": "gzip, deflate",
             "Connection": "close",
         }
         self.conn.request("GET", self.target.path, headers=headers)
@@ -210,12 +207,7 @@ class _Fetch:
         result = interpret(self.url, resp.status, resp.getheader("Location"), resp.getheader("Content-Type") or "")
         if result is not None:
             return result
-        body = resp.read(MAX_BYTES + 1)
-        while len(body) <= MAX_BYTES:
-            more = resp.read(MAX_BYTES + 1 - len(body))
-            if not more:
-                break
-            body += more
+        body = read_decoded(resp, resp.getheader("Content-Encoding") or "", MAX_BYTES)
         if self.cancel.cancelled or self.timed_out:
             raise OSError("aborted")
         if len(body) <= MAX_BYTES and resp.length:
@@ -246,9 +238,6 @@ def render(body: bytes, content_type: str) -> str:
     text = decode_body(body[:MAX_BYTES], content_type)
     mime = content_type.split(";")[0].strip().lower()
     if mime == "text/html" or "xhtml" in mime:
-        # imported here: its patterns compile on the first fetch, not at start-up
-        from openheim.tools.html_text import html_to_text
-
         text = html_to_text(text)
     if truncated:
         text += f"\n[content truncated at {MAX_BYTES} bytes]\n"
@@ -277,15 +266,11 @@ class WebFetchTool(BaseTool):
         self._resolver = resolver or system_resolver
         self._allowed: frozenset[IPAddress] = frozenset()
         if allowed_addresses:
-            from openheim.tools.netguard import parse_address
-
             self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
         self._timeout = timeout
         self._tls_context = tls_context
 
     def _permitted(self, addr: IPAddress) -> bool:
-        from openheim.tools.netguard import is_public
-
         return addr in self._allowed or is_public(addr)
 
     def check_url(self, url: str, cancel: CancelToken | None = None) -> Target:
@@ -311,8 +296,6 @@ class WebFetchTool(BaseTool):
         return Target(scheme, host, port, ip, path, host_header)
 
     def _pick_address(self, host: str, port: int, cancel: CancelToken | None) -> str:
-        from openheim.tools.netguard import parse_address, parse_literal
-
         literal = parse_literal(host)
         if literal is not None:
             if not self._permitted(literal):

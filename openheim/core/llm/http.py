@@ -13,7 +13,6 @@ import http.client
 import json
 import queue
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -182,11 +181,25 @@ def read_chunks(resp: requests.Response) -> Iterator[bytes]:
 
 
 def network_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """The decoded body as it arrives: each HTTP chunk of a chunked reply, else whatever one read returns
-    (``read1``), so a stream is handed on in real time whatever its framing."""
+    """The decoded body as it arrives: each HTTP chunk of a chunked reply (a big one in pieces), else whatever
+    one read returns (``read1``), so a stream is handed on in real time whatever its framing."""
     if resp.raw.chunked and resp.raw.supports_chunked_reads():
-        return resp.iter_content(chunk_size=None)
+        return _http_chunks(resp)
     return _read1_chunks(resp)
+
+
+def _http_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """A chunked body, read at most ``_READ_SIZE`` bytes at a time (a chunk size of ``FFFFFFFFFF`` is never
+    allocated whole); a negative chunk size (urllib3's read then raises ValueError) is a provider error."""
+    pieces = resp.iter_content(chunk_size=_READ_SIZE)
+    while True:
+        try:
+            piece = next(pieces)
+        except StopIteration:
+            return
+        except ValueError:
+            raise TransportError(malformed_chunks(resp.url or ""), retryable=False) from None
+        yield piece
 
 
 def _read1_chunks(resp: requests.Response) -> Iterator[bytes]:
@@ -236,16 +249,20 @@ def _read_error_body(resp: requests.Response) -> str:
 
 
 def _shutdown(resp: requests.Response) -> None:
-    """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action)."""
-    connection = resp.raw.connection  # None once urllib3 has released it
-    sock = getattr(connection, "sock", None)
+    """Unblock a reader stuck in ``recv`` on ``resp``'s socket (a cancel action, from another thread).
+
+    urllib3's ``HTTPResponse.shutdown`` holds the socket from when the head arrived: for a reply that ends
+    when the server closes (no length, not chunked) the connection itself has forgotten it by then."""
+    resp.openheim_cut = True  # type: ignore[attr-defined]  # what the reader meets next is our doing
     try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-        else:
-            resp.close()
-    except (OSError, AttributeError, ValueError):
+        resp.raw.shutdown()
+    except (OSError, ValueError, RuntimeError, AttributeError):  # released, or not a network response
         pass
+
+
+def cut_by_us(resp: object) -> bool:
+    """Whether a cancel shut ``resp``'s body down: a payload it cut short is not the provider's fault."""
+    return getattr(resp, "openheim_cut", False)
 
 
 def _decodable(resp: requests.Response) -> bool:
@@ -280,11 +297,17 @@ def describe_transport_error(exc: BaseException, url: str, timeout: float) -> st
         return f"could not resolve {host}; check api_base and the network"
     if "NewConnectionError" in text or "refused" in text:
         return f"could not connect to {host}: connection refused; check api_base and that the server is up"
+    if "InvalidChunkLength" in text:
+        return malformed_chunks(url)
     if isinstance(
         exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, http.client.IncompleteRead)
     ):
         return f"the connection to {host} closed mid-response ({_short(text)}); try again"
     return f"{type(exc).__name__} talking to {host}: {_short(text)}"
+
+
+def malformed_chunks(url: str) -> str:
+    return f"{host_of(url)} sent a malformed chunked reply (an invalid chunk size); check api_base and any proxy"
 
 
 def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimError:

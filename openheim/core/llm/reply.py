@@ -13,10 +13,10 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from openheim.config.secrecy import host_of, redact
-from openheim.core.llm.http import read_body, read_chunks, unreadable_reply
+from openheim.core.llm.http import cut_by_us, read_body, read_chunks, unreadable_reply
 from openheim.core.llm.shape import mismatch
 from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
-from openheim.errors import ApiError
+from openheim.errors import ApiError, Cancelled
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -72,10 +72,9 @@ def _stream(
         if data[:6] == "[DONE]":
             parser.feed_done()
             break
-        payload = parse_json(data)
+        payload = parse_json(data, warn=False)
         if payload.__class__ is not dict:
-            if payload is not None:
-                log.warning("skipping a stream payload that is not a JSON object: %s", data[:200])
+            _skip(data, payload, resp)
             continue
         parsed += 1
         try:
@@ -87,10 +86,20 @@ def _stream(
         if parser.done:
             break
     else:
+        if cut_by_us(resp):  # the stream ended because a cancel shut it down: no verdict on what it held
+            raise Cancelled()
         if not parsed and (stream.data_lines or stream.other_lines):
             why = "no JSON event in it" if stream.data_lines else "not an event stream"
             raise unreadable_reply(url, content_type, stream.head, why)
     return _finish(parser, url)
+
+
+def _skip(data: str, payload: Any, resp: object) -> None:
+    """Say why a payload is skipped, unless our own cancel cut it short (then the reading ends here)."""
+    if cut_by_us(resp):
+        raise Cancelled()
+    what = "not valid JSON" if payload is None else "not a JSON object"
+    log.warning("skipping a stream payload that is %s: %s", what, data[:200])
 
 
 def _whole(data: bytes, parser: StreamParser, on_chunk: OnChunk, url: str, content_type: str) -> Choice:

@@ -239,8 +239,8 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[tuple[str, str]]:
 _raw_decode = json.JSONDecoder().raw_decode
 
 
-def parse_json(data: str) -> Any:
-    """The JSON value of an SSE payload, or None (with a warning) when it is not JSON."""
+def parse_json(data: str, warn: bool = True) -> Any:
+    """The JSON value of an SSE payload, or None (with a warning, unless ``warn`` is False) when it is not JSON."""
     try:
         if data[:1] == "{":  # the usual payload: no whitespace around it to skip first
             value, end = _raw_decode(data)
@@ -248,5 +248,6 @@ def parse_json(data: str) -> Any:
                 return value
         return json.loads(data)
     except (ValueError, RecursionError):
-        log.warning("skipping a stream payload that is not valid JSON: %s", data[:200])
+        if warn:
+            log.warning("skipping a stream payload that is not valid JSON: %s", data[:200])
         return None
