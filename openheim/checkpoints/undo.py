@@ -286,8 +286,7 @@ def _read_small(path: str) -> bytes | None:
 
 
 def _blob_small(store: CheckpointStore, digest: str) -> bytes | None:
-    path = store.blob_path(digest)
     try:
-        return None if path.stat().st_size > DIFFSTAT_MAX_BYTES else path.read_bytes()
-    except OSError:
+        return read_bounded(store.blob_path(digest), DIFFSTAT_MAX_BYTES)
+    except OSError:  # gone, or too big to count lines of
         return None
