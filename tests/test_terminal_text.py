@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 from cli_helpers import openheim, write_config
@@ -92,3 +96,33 @@ def test_every_print_of_the_commands_goes_through_the_filter():
             if not _filtered(call.args[0]):
                 unfiltered.append(f"{rel}:{call.lineno} in {name}: {ast.unparse(call)[:100]}")
     assert not unfiltered, "pass untrusted text through openheim.core.control_chars.visible:\n" + "\n".join(unfiltered)
+
+
+def test_run_on_a_terminal_shows_the_models_control_characters_escaped(isolated_home, tmp_path):
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url)
+        srv.enqueue(Reply(text="before\x1b]52;c;aGk=\x07after\n"))
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openheim", "run", "hi"],
+            stdin=subprocess.DEVNULL,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        )
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+        os.close(leader)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert b"\x1b" not in out and b"\x07" not in out
+    assert b"before\\x1b]52;c;aGk=\\aafter" in out
