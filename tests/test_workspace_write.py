@@ -14,7 +14,9 @@ import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
+from openheim.config.project_settings import save_allow_rule
 from openheim.config.workspace_write import write_beneath, write_path
+from openheim.errors import ConfigError
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
 OLD_TEMP = "notes.txt.openheim-undo"  # the name undo used to open with open(..., "wb")
@@ -194,3 +196,17 @@ def test_the_file_tools_undo_and_config_edits_call_the_writer():
         tree = ast.parse((PACKAGE / rel).read_text())
         called = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
         assert name in called, rel
+
+
+def test_saving_an_allow_rule_never_follows_a_shipped_openheim_link(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".openheim").symlink_to(elsewhere)  # git stores symlinks: a repository can ship this
+    with pytest.raises(ConfigError, match="cannot write"):
+        save_allow_rule(root, root, "read_file(*)")
+    assert list(elsewhere.iterdir()) == []
+    (root / ".openheim").unlink()
+    path = save_allow_rule(root, root, "read_file(*)")
+    assert "read_file(*)" in path.read_text()
