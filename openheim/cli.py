@@ -152,8 +152,9 @@ def setup_logging() -> None:
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (secrets redacted) and exit."""
     from openheim.config.secrecy import redact
+    from openheim.core.control_chars import visible
 
-    click.echo(f"Error: {redact(message)}", err=True)
+    click.echo(visible(f"Error: {redact(message)}"), err=True)
     sys.exit(code)
 
 

@@ -148,6 +148,8 @@ _OS_HINTS = {
     errno.EDQUOT: "free some disk space and try again",
     errno.ENOTDIR: "a file is in the way where a directory should be",
     errno.EEXIST: "a file is in the way where a directory should be",
+    errno.EINVAL: "the file system or the sandbox refused it: a name it does not accept, or a write it does not allow",
+    errno.ELOOP: "a symbolic link is on the way, which openheim never writes through",
 }
 
 

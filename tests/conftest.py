@@ -32,7 +32,7 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     """Point OPENHEIM_HOME and HOME at fresh temp dirs so no test sees the real ~/.openheim."""
     home = tmp_path_factory.mktemp("home")
     data = home / ".openheim"
-    data.mkdir()
+    data.mkdir(mode=0o700)  # as openheim creates it (a looser one is repaired with a line on stderr)
     for var in _SCRUB:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))

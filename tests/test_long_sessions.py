@@ -135,7 +135,8 @@ def test_a_turn_that_changes_files_is_undone_exactly(isolated_home, tmp_path, re
     assert refused.returncode != 0 and "--yes" in refused.stderr and tree(root) == changed
     undo = openheim("undo", "--yes", cwd=root)
     assert undo.returncode == 0, undo.stderr
-    assert "D new/added.txt" in undo.stdout and "M edit_me.txt | +1 -1" in undo.stdout
+    assert "A new/added.txt" in undo.stdout and "remove new/added.txt (the turn created it)" in undo.stdout
+    assert "M edit_me.txt | +1 -1" in undo.stdout and "D doomed.txt" in undo.stdout
     assert tree(root) == original
     assert not (root / "new").exists()
     if repo == "git":

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from openheim.checkpoints.store import CheckpointStore
+from openheim.config.private_data import make_private, open_private
 
 PRUNE_EVERY_SECS = 24 * 3600
 
@@ -40,8 +41,9 @@ def prune(store: CheckpointStore, max_age_days: float, max_store_mb: int, force:
         size = _sweep(store, kept)
     if removed:
         _sweep(store, kept)
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.touch()
+    make_private(stamp.parent)
+    open_private(stamp, "a").close()
+    os.utime(stamp)
     return removed
 
 

@@ -89,7 +89,7 @@ def _hash_changed(
             new_index[path] = row
         else:
             try:
-                digest = store.put_file(os.path.join(root, path)) if size <= size_cap else None
+                digest = store.put_file(os.path.join(root, path), size_cap) if size <= size_cap else None
             except OSError:
                 continue  # vanished or unreadable: not part of the checkpoint
             dirty = True

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openheim.config.bounded_read import read_bounded
+from openheim.config.private_data import make_private, open_private
+
 READ_CHUNK = 1 << 20
 
 
@@ -110,20 +113,20 @@ class CheckpointStore:
     def has_blob(self, digest: str) -> bool:
         return self.blob_path(digest).is_file()
 
-    def put_file(self, path: str) -> str:
-        """Copy a file into the store (once per content); its SHA-256. The file is read once: what is hashed is
-        what is stored (callers cap the size)."""
-        with open(path, "rb") as f:
-            data = f.read()
+    def put_file(self, path: str, cap: int = 1 << 40) -> str:
+        """Copy a file into the store (once per content); its SHA-256. The file is read once, through the
+        bounded reader (a regular file, no link followed, at most ``cap`` bytes): what is hashed is what is
+        stored. The copy is 0600 in 0700 directories: never more readable than its source."""
+        data = read_bounded(path, cap, follow=False)
         digest = hashlib.sha256(data).hexdigest()
         target = self.blob_path(digest)
         if not target.is_file():
             if target.parent not in self._made:
-                target.parent.mkdir(parents=True, exist_ok=True)
+                make_private(target.parent)
                 self._made.add(target.parent)
             tmp = f"{target}.{os.getpid()}-{threading.get_ident()}.tmp"
             try:
-                with open(tmp, "wb") as out:
+                with open_private(tmp) as out:
                     out.write(data)
                 os.replace(tmp, target)
             except BaseException:
@@ -200,8 +203,8 @@ class CheckpointStore:
 
     def append_record(self, session_id: str, record: dict[str, Any]) -> None:
         path = self.session_log(session_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
+        make_private(path.parent)
+        with open_private(path, "a", binary=False) as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def turns(self, session_id: str) -> list[TurnRecord]:
@@ -229,11 +232,11 @@ class CheckpointStore:
         """A fork shares its parent's checkpoints: the turn records are copied, the blobs stay shared."""
         path = self.session_log(source)
         if path.is_file():
-            shutil.copyfile(path, self.session_log(target))
+            _atomic_write(self.session_log(target), path.read_bytes())
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:

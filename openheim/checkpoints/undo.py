@@ -8,12 +8,17 @@ written unless ``force``. Paths are relative to the turn's root and never lead o
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 
-from openheim.checkpoints.store import CheckpointStore, TurnRecord, sha256_file
-from openheim.errors import InvalidArgument, NotFound
+from openheim.checkpoints.store import Change, CheckpointStore, TurnRecord
+from openheim.config.bounded_read import open_regular, read_at_most, read_bounded
+from openheim.config.nofollow import open_subdir
+from openheim.config.workspace_write import write_beneath
+from openheim.errors import InvalidArgument, NotFound, OpenheimError
 
 DIFFSTAT_MAX_BYTES = 1 << 20
 
@@ -29,6 +34,8 @@ class UndoItem:
     mode: int | None
     conflict: bool = False  # changed since the turn: protected unless forced
     restorable: bool = True
+    did: str = "M"  # what the undone turns did to it: A (created), M (changed), D (deleted)
+    too_big: bool = False  # over [checkpoints] max_file_bytes: no copy was taken
     added: int = 0  # lines the undo adds back
     removed: int = 0  # lines the undo takes away
 
@@ -54,18 +61,26 @@ class UndoPlan:
         return [i for i in self.items if not i.restorable]
 
     def diffstat(self) -> list[str]:
-        """One line per file, as ``git diff --stat`` would show what the undo does."""
-        lines = []
-        for item in self.items:
-            mark = "D" if item.action == "remove" else "M" if os.path.lexists(item.absolute) else "A"
-            if not item.restorable:
-                note = "  (not restorable: bigger than [checkpoints] max_file_bytes when the turn ran)"
-            elif item.conflict:
-                note = "  (changed since that turn: kept unless --force)"
-            else:
-                note = ""
-            lines.append(f" {mark} {item.path} | +{item.added} -{item.removed}{note}")
-        return lines
+        """One line per file: what the turn did (A/M/D, as ``sessions show --changes`` shows it), the lines
+        the undo adds and removes, and what the undo will do, in words."""
+        return [
+            f" {item.did} {item.path} | +{item.added} -{item.removed} | {what_undo_does(item)}" for item in self.items
+        ]
+
+
+def what_undo_does(item: UndoItem) -> str:
+    """What undoing does to one file, in words."""
+    if item.too_big:
+        return "left as it is (too big to checkpoint: over [checkpoints] max_file_bytes when the turn ran)"
+    if not item.restorable:
+        return "left as it is (no copy of it was kept)"
+    if item.action == "remove":
+        words = f"remove {item.path} (the turn created it)"
+    elif item.did == "D":
+        words = f"bring back {item.path} (the turn deleted it)"
+    else:
+        words = f"restore {item.path} as it was before (the turn changed it)"
+    return words + ("; it changed since that turn: kept unless --force" if item.conflict else "")
 
 
 @dataclass(eq=False)
@@ -76,6 +91,17 @@ class UndoResult:
     restored: list[str]
     removed: list[str]
     skipped: list[str]  # not restorable
+    failed: list[str] = field(default_factory=list)  # "path: why" for each file the undo refused to write
+
+
+_MARK = {"added": "A", "modified": "M", "deleted": "D"}
+
+
+def _too_big(change: Change) -> bool:
+    """No copy was taken because the file was over the size cap (an added file's after, a changed one's before)."""
+    if change.kind == "added":
+        return change.after is None
+    return not change.restorable and change.before is None
 
 
 def plan_undo(store: CheckpointStore, session_id: str, turns: int = 1) -> UndoPlan:
@@ -97,11 +123,15 @@ def plan_undo(store: CheckpointStore, session_id: str, turns: int = 1) -> UndoPl
             key = (record.root, change.path)
             item = merged.get(key)
             if item is None:
-                item = UndoItem(record.root, change.path, "", None, None)
+                item = UndoItem(record.root, change.path, "", None, None, did=_MARK.get(change.kind, "M"))
                 item.conflict = _changed_since(item.absolute, change.kind, change.after)
                 merged[key] = item
-            if change.kind == "added":
+            item.too_big = _too_big(change)
+            if item.too_big:
+                item.action, item.restorable, item.conflict = "keep", False, False
+            elif change.kind == "added":
                 item.action, item.digest, item.restorable = "remove", None, True
+                item.did = "A"
             else:
                 if manifest is None:
                     manifest = _manifest(store, record)
@@ -126,16 +156,7 @@ def apply_undo(store: CheckpointStore, plan: UndoPlan, force: bool = False) -> U
         )
     result = UndoResult([r.turn for r in plan.turns], [], [], [])
     for item in plan.items:
-        target = _inside(item.root, item.path)
-        if not item.restorable:
-            result.skipped.append(item.path)
-        elif item.action == "remove":
-            _remove(target, item.root)
-            result.removed.append(item.path)
-        else:
-            assert item.digest is not None
-            _restore(target, store.read_blob(item.digest), item.mode)
-            result.restored.append(item.path)
+        _apply_item(store, item, result)
     store.append_record(
         plan.session_id,
         {
@@ -145,6 +166,7 @@ def apply_undo(store: CheckpointStore, plan: UndoPlan, force: bool = False) -> U
             "restored": result.restored,
             "removed": result.removed,
             "skipped": result.skipped,
+            "failed": result.failed,
         },
     )
     return result
@@ -159,58 +181,85 @@ def _manifest(store: CheckpointStore, record: TurnRecord) -> dict[str, list]:
         ) from None
 
 
+def _apply_item(store: CheckpointStore, item: UndoItem, result: UndoResult) -> None:
+    """Restore or remove one file through the workspace writer; a refusal is noted, the rest goes on."""
+    rel = _inside(item.root, item.path)
+    if not item.restorable:
+        result.skipped.append(item.path)
+        return
+    try:
+        if item.action == "remove":
+            _remove(item.root, rel)
+            result.removed.append(item.path)
+        else:
+            assert item.digest is not None
+            write_beneath(item.root, rel, store.read_blob(item.digest), mode=item.mode, over_link=True)
+            result.restored.append(item.path)
+    except (OSError, OpenheimError) as e:
+        why = getattr(e, "strerror", None) or str(e)
+        result.failed.append(f"{item.path}: {why} (a symlink or special file on its path is never written through)")
+
+
 def _changed_since(path: str, kind: str, after: str | None) -> bool:
-    """Whether the file no longer is what the turn left: gone, back, or different content."""
-    exists = os.path.isfile(path)
-    if kind == "deleted":
-        return exists or os.path.lexists(path)
-    if not exists or after is None:
+    """Whether the file no longer is what the turn left: gone, back, a link or special file, or other content."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return kind != "deleted"
+    if kind == "deleted" or after is None or not stat.S_ISREG(info.st_mode):
         return True
     try:
-        return sha256_file(path) != after
+        return _digest(path) != after
     except OSError:
         return True
 
 
-def _inside(root: str, rel: str) -> str:
-    """The absolute path of ``rel`` under ``root``; InvalidArgument when it would lead out of the root."""
-    if os.path.isabs(rel) or ".." in rel.split("/"):
-        raise InvalidArgument(f"refusing to undo {rel!r}: it is not a path inside {root}")
-    real_root = os.path.realpath(root)
-    parent = os.path.realpath(os.path.dirname(os.path.join(real_root, rel)))
-    if parent != real_root and not parent.startswith(real_root + os.sep):
-        raise InvalidArgument(f"refusing to undo {rel!r}: it leads out of {root} through a symlink")
-    return os.path.join(parent, os.path.basename(rel))
-
-
-def _remove(target: str, root: str) -> None:
+def _digest(path: str) -> str:
+    """The SHA-256 of a regular file, never following a link nor opening a FIFO."""
+    digest = hashlib.sha256()
+    fd = open_regular(path, follow=False)
     try:
-        os.unlink(target)
-    except FileNotFoundError:
-        pass
-    real_root = os.path.realpath(root)
-    parent = os.path.dirname(target)
-    while parent.startswith(real_root + os.sep):  # directories left empty by the removal go too
+        while chunk := read_at_most(fd, 1 << 20):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+def _inside(root: str, rel: str) -> str:
+    """``rel`` checked to stay inside ``root``: InvalidArgument when it is absolute or climbs out.
+
+    The writer then opens every directory below the root without following a symlink."""
+    if os.path.isabs(rel) or ".." in rel.split("/") or not rel.strip("/"):
+        raise InvalidArgument(f"refusing to undo {rel!r}: it is not a path inside {root}")
+    return rel
+
+
+def _remove(root: str, rel: str) -> None:
+    """Unlink ``rel`` relative to its directory's descriptor (the entry itself, never what a link points
+    to), then the directories the removal left empty."""
+    parts = rel.split("/")
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parent = open_subdir(root_fd, "/".join(parts[:-1]))
         try:
-            os.rmdir(parent)
-        except OSError:
-            break
-        parent = os.path.dirname(parent)
-
-
-def _restore(target: str, data: bytes, mode: int | None) -> None:
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.islink(target):
-        os.unlink(target)
-    tmp = f"{target}.openheim-undo"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, target)
+            os.unlink(parts[-1], dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(parent)
+        for depth in range(len(parts) - 1, 0, -1):  # directories left empty by the removal go too
+            try:
+                os.rmdir("/".join(parts[:depth]), dir_fd=root_fd)
+            except OSError:
+                break
+    finally:
+        os.close(root_fd)
 
 
 def _count_lines(store: CheckpointStore, item: UndoItem) -> None:
+    if not item.restorable:
+        return
     current = _read_small(item.absolute)
     wanted = (
         b""
@@ -229,17 +278,15 @@ def _count_lines(store: CheckpointStore, item: UndoItem) -> None:
 
 def _read_small(path: str) -> bytes | None:
     try:
-        if os.path.getsize(path) > DIFFSTAT_MAX_BYTES:
-            return None
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
+        return read_bounded(path, DIFFSTAT_MAX_BYTES, follow=False)
+    except FileNotFoundError:
         return b""
+    except OSError:  # too big, a link, a FIFO or a device: no line counts
+        return None
 
 
 def _blob_small(store: CheckpointStore, digest: str) -> bytes | None:
-    path = store.blob_path(digest)
     try:
-        return None if path.stat().st_size > DIFFSTAT_MAX_BYTES else path.read_bytes()
-    except OSError:
+        return read_bounded(store.blob_path(digest), DIFFSTAT_MAX_BYTES)
+    except OSError:  # gone, or too big to count lines of
         return None

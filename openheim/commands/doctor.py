@@ -23,6 +23,7 @@ import click
 from openheim.commands.doctor_reach import Reach, probe_all
 from openheim.config.resolve import resolve_api_key
 from openheim.config.unknown_keys import UnknownKey, tell
+from openheim.core.control_chars import visible
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -139,6 +140,7 @@ def _unknown_keys_check(explicit: str | None, unknown: list[UnknownKey]) -> Chec
 
 def check_data_dir(config: Config | None) -> Check:
     from openheim.config.load import data_dir
+    from openheim.config.private_data import problem as privacy_problem
     from openheim.errors import ConfigError
 
     try:
@@ -157,7 +159,11 @@ def check_data_dir(config: Config | None) -> Check:
                 f"{path} is not writable; fix its permissions or point data_dir (or OPENHEIM_HOME) elsewhere",
                 facts,
             )
-        return Check("data_dir", "data dir", "ok", str(path), facts)
+        loose = privacy_problem(path)
+        facts["private"] = loose is None
+        if loose is not None:
+            return Check("data_dir", "data dir", "warn", loose, facts)
+        return Check("data_dir", "data dir", "ok", f"{path} (private: 0700)", facts)
     parent = next((p for p in path.parents if p.exists()), None)
     facts["writable"] = bool(parent and os.access(parent, os.W_OK | os.X_OK))
     if not facts["writable"]:
@@ -515,5 +521,5 @@ def doctor_command(ctx: click.Context, json_output: bool, timeout: float, offlin
         click.echo(redact(json.dumps(as_json(checks), ensure_ascii=False, indent=2)))
     else:
         for line in as_lines(checks):
-            click.echo(redact(line))
+            click.echo(visible(redact(line)))
     sys.exit(exit_code(checks))

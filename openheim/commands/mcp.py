@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.core.control_chars import visible
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
@@ -102,15 +103,15 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
     widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS) - 1)]
     for row in [_COLUMNS, *rows]:
         cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
-        click.echo("  ".join([*cells, row[-1]]).rstrip())
+        click.echo(visible("  ".join([*cells, row[-1]]).rstrip()))
     if show_tools:
         for s in statuses:
             if s.tools:
-                click.echo(f"\n{s.name}: {', '.join(s.tools)}")
+                click.echo(visible(f"\n{s.name}: {', '.join(s.tools)}"))
             if s.prompts:
-                click.echo(f"{s.name} prompts: {', '.join(s.prompts)}")
+                click.echo(visible(f"{s.name} prompts: {', '.join(s.prompts)}"))
             if s.resources:
-                click.echo(f"{s.name} lists resources (list_mcp_resources, read_mcp_resource)")
+                click.echo(visible(f"{s.name} lists resources (list_mcp_resources, read_mcp_resource)"))
     _done(statuses)
 
 
@@ -172,11 +173,11 @@ def trust(ctx: click.Context, file: str | None) -> None:
         sha = store.trust(_data_dir(ctx), path)
     except OpenheimError as e:
         raise _fail(e) from None
-    click.echo(f"Trusted {store.real_path(path)} (sha256 {sha[:12]}…). Its servers:")
+    click.echo(visible(f"Trusted {store.real_path(path)} (sha256 {sha[:12]}…). Its servers:"))
     for name, entry in entries.items():
-        click.echo(f"  {name}: {_describe_entry(entry)}")
+        click.echo(visible(f"  {name}: {_describe_entry(entry)}"))
         for line in _entry_details(entry):
-            click.echo(f"      {line}")
+            click.echo(visible(f"      {line}"))
     click.echo(
         "They start in openheim sessions rooted there; if the file changes, trust it again. The files the "
         "commands run (scripts, packages they fetch) are not pinned: trust covers this file only."
@@ -225,9 +226,9 @@ def untrust(ctx: click.Context, file: str | None) -> None:
 
     path = Path(file) if file else _default_file(ctx)
     if store.untrust(_data_dir(ctx), path):
-        click.echo(f"{store.real_path(path)} is no longer trusted.")
+        click.echo(visible(f"{store.real_path(path)} is no longer trusted."))
     else:
-        click.echo(f"{store.real_path(path)} was not trusted.")
+        click.echo(visible(f"{store.real_path(path)} was not trusted."))
 
 
 def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
@@ -292,7 +293,7 @@ def login(ctx: click.Context, name: str, port: int, timeout: float) -> None:
         tools = oauth.login(server, data, sys.stdout, sys.stdin, port, timeout)
     except OpenheimError as e:
         raise click.ClickException(" ".join(str(e).split())) from None
-    click.echo(f"Signed in to '{name}' ({tools} tools). The login is kept in {oauth.token_path(data, name)}.")
+    click.echo(visible(f"Signed in to '{name}' ({tools} tools). The login is kept in {oauth.token_path(data, name)}."))
 
 
 @mcp.command()
@@ -304,6 +305,6 @@ def logout(ctx: click.Context, name: str) -> None:
 
     _, data = _http_server(ctx, name)
     if oauth.logout(data, name):
-        click.echo(f"Signed out of '{name}'.")
+        click.echo(visible(f"Signed out of '{name}'."))
     else:
-        click.echo(f"'{name}' had no sign-in.")
+        click.echo(visible(f"'{name}' had no sign-in."))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from openheim.core.control_chars import visible
 from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
@@ -120,10 +121,10 @@ def list_cmd(limit: int, offset: int, as_json: bool) -> None:
     if as_json:
         _emit([_memory_json(m) for m in notes])
     elif not notes:
-        click.echo("Long-term memory is empty." if offset == 0 else "No notes at that offset.")
+        click.echo(visible("Long-term memory is empty." if offset == 0 else "No notes at that offset."))
     else:
         for m in notes:
-            click.echo(f"#{m.id}  {m.created_at:%Y-%m-%d}  {_preview(m.content)}")
+            click.echo(visible(f"#{m.id}  {m.created_at:%Y-%m-%d}  {_preview(m.content)}"))
 
 
 @memory.command("search")
@@ -147,8 +148,8 @@ def search_cmd(query: str, top_k: int | None, as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"{result.mode} search: {result.reason}", err=True)
-    click.echo(EMPTY_STORE if not result.hits and ltm.count() == 0 else format_hits(result.hits))
+    click.echo(visible(f"{result.mode} search: {result.reason}"), err=True)
+    click.echo(visible(EMPTY_STORE if not result.hits and ltm.count() == 0 else format_hits(result.hits)))
 
 
 @memory.command("add")
@@ -213,7 +214,7 @@ def stats_cmd(as_json: bool) -> None:
         ("Embedding model", s.embedding_model or "none (keyword search)"),
         ("Vector search", vectors),
     ):
-        click.echo(f"{label + ':':<17}{value}")
+        click.echo(visible(f"{label + ':':<17}{value}"))
 
 
 @memory.command("reembed")
@@ -237,7 +238,7 @@ def reembed_cmd(as_json: bool) -> None:
             bars[0].update(done - bars[0].pos)
 
         result = ltm.reembed(progress)
-    click.echo(f"Re-embedded {result.embedded} note{'s' if result.embedded != 1 else ''}.")
+    click.echo(visible(f"Re-embedded {result.embedded} note{'s' if result.embedded != 1 else ''}."))
     if result.skipped:
         ids = ", ".join(f"#{i}" for i in result.skipped)
-        click.echo(f"The embeddings provider refused {len(result.skipped)} note(s), left keyword-only: {ids}")
+        click.echo(visible(f"The embeddings provider refused {len(result.skipped)} note(s), left keyword-only: {ids}"))

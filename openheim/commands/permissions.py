@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict, exposed_tool_name
+from openheim.core.control_chars import visible
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
@@ -107,18 +108,22 @@ def explain(
             )
         verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
         hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, Path(cwd) if cwd else Path.cwd())
-    click.echo(f"{tool} {json.dumps(args, ensure_ascii=False)}")
+    click.echo(visible(f"{tool} {json.dumps(args, ensure_ascii=False)}"))
     for hook in hooks:
         click.echo(
-            f"hook: {hook.describe()} is asked first: it can allow, deny (a deny rule still wins over its "
-            "allow), ask, or rewrite the arguments"
+            visible(
+                f"hook: {hook.describe()} is asked first: it can allow, deny (a deny rule still wins over its "
+                "allow), ask, or rewrite the arguments"
+            )
         )
     for line in describe(verdict, approve, read_only):
-        click.echo(line + (" (unless a hook above decides)" if hooks and line.startswith("decision:") else ""))
+        click.echo(visible(line + (" (unless a hook above decides)" if hooks and line.startswith("decision:") else "")))
     if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
         click.echo(
-            f"note: {tool} is not offered by this configuration"
-            + (" (allow_shell = false)" if tool == "execute_command" else "")
+            visible(
+                f"note: {tool} is not offered by this configuration"
+                + (" (allow_shell = false)" if tool == "execute_command" else "")
+            )
         )
 
 
@@ -182,10 +187,10 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
         if not path.is_file():
             raise ConfigError(f"{path} does not exist; give the path of a .openheim/settings.toml")
         sha, rules = trust_file(data_dir, path)
-        click.echo(f"Trusted {real_path(path)} (sha256 {sha[:12]}…).")
-        click.echo("  allows: " + (", ".join(str(r) for r in rules.allow) or "(nothing)"))
+        click.echo(visible(f"Trusted {real_path(path)} (sha256 {sha[:12]}…)."))
+        click.echo(visible("  allows: " + (", ".join(str(r) for r in rules.allow) or "(nothing)")))
         if rules.deny:
-            click.echo("  denies: " + ", ".join(str(r) for r in rules.deny))
+            click.echo(visible("  denies: " + ", ".join(str(r) for r in rules.deny)))
     click.echo("Its allow rules now apply in sessions here; if the file changes, trust it again.")
 
 
@@ -205,7 +210,7 @@ def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     data_dir, files = _project_files(ctx, file, cwd)
     for path in files:
         done = untrust_file(data_dir, path)
-        click.echo(f"{real_path(path)} {'is no longer trusted' if done else 'was not trusted'}.")
+        click.echo(visible(f"{real_path(path)} {'is no longer trusted' if done else 'was not trusted'}."))
 
 
 def _pre_tool_hooks(ctx: click.Context, data_dir: Path, tool: str, args: dict, cwd: Path) -> list:

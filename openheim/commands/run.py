@@ -16,6 +16,7 @@ import click
 
 from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core import events
+from openheim.core.control_chars import one_line, visible
 from openheim.core.models import AgentResult, StopReason, TextBlock, Usage
 from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
@@ -161,6 +162,7 @@ class Printer:
         self.usage: Usage | None = None  # what the turn reported so far
         self.streamed: list[str] = []  # the reply text of the running model call so far
         self.denied: list[dict] = []  # the tool calls the permission gate refused
+        self.terminal = _isatty(out)  # the model's reply reaches a terminal: control characters are filtered
 
     def events(self, batch: list[StreamEvent]) -> None:
         """Write a batch of events, then flush once."""
@@ -174,7 +176,7 @@ class Printer:
             if self.output == "stream-json":
                 self.out.write(_dumps(event_json(event)) + "\n")
             elif self.output == "text" and not self.structured and event.content:
-                self.out.write(event.content)
+                self.out.write(visible(event.content) if self.terminal else event.content)
                 self.ends_with_newline = event.content.endswith("\n")
             return  # it carries no usage, and verbose activity shows none of it
         used = events.usage_of(event)
@@ -287,10 +289,15 @@ def _notice(result: AgentResult) -> str | None:
     return result.stop_reason.notice
 
 
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _preview(text: str, limit: int = 200) -> str:
     """One line of at most ``limit`` characters, without terminal control sequences (as the chat shows it)."""
-    from openheim.core.control_chars import one_line
-
     flat = one_line(text)
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 

@@ -12,6 +12,7 @@ import click
 
 from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.config.loopback import is_loopback
+from openheim.core.control_chars import visible
 from openheim.core.signals import SignalRoute, exit_code
 from openheim.serve.server import DEFAULT_HOST, DEFAULT_PORT, OpenheimServer, ServeOptions, resolve_options
 
@@ -53,7 +54,9 @@ def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path |
         where, auth = f"{server.url}?token={options.token}", f"token required, also in {token_file}"
     else:
         where, auth = server.url, "token required"
-    click.echo(f"openheim serve: listening on {where} ({auth}); work dir {server.root}; Ctrl-C stops", err=True)
+    click.echo(
+        visible(f"openheim serve: listening on {where} ({auth}); work dir {server.root}; Ctrl-C stops"), err=True
+    )
     if options.token is None:
         click.echo(
             "openheim serve: warning: --no-token lets every user and program on this machine run the agent "

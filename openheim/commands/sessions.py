@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.core.control_chars import visible
 from openheim.core.models import (
     Message,
     TextBlock,
@@ -16,6 +17,8 @@ from openheim.core.models import (
     ToolUseBlock,
     transcript,
 )
+
+INTERRUPTED = "\n\n[Reply interrupted: "  # the mark core.agent appends to a reply cut short
 
 if TYPE_CHECKING:
     from openheim.conversation.history import HistoryManager
@@ -57,9 +60,8 @@ def list_sessions(ctx: click.Context, as_json: bool, cwd: str | None, show_all: 
     for m in metas:
         title = (m.title or "(untitled)").replace("\n", " ")[:60]
         failed = "  (failed: no reply)" if m.failed else ""
-        click.echo(
-            f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]{failed}"
-        )
+        line = f"{m.id}  {m.updated_at[:19].replace('T', ' ')}  {title}  [{m.provider or '?'}/{m.model or '?'}]{failed}"
+        click.echo(visible(line, one_line=True))
 
 
 @sessions.command("show")
@@ -85,7 +87,7 @@ def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bo
             )
         )
         return
-    click.echo(render_with_compactions(conv.messages, conv.compactions))
+    click.echo(visible(render_with_compactions(conv.messages, conv.compactions)))
 
 
 def _show_changes(data_dir: Path, session_id: str, as_json: bool) -> None:
@@ -99,11 +101,11 @@ def _show_changes(data_dir: Path, session_id: str, as_json: bool) -> None:
         click.echo("no file changes recorded for this session", err=True)
     for r in records:
         state = "  (undone)" if r.undone else ""
-        click.echo(f"turn {r.turn} (message {r.at + 1}) in {r.root}: {len(r.changes)} file(s){state}")
+        click.echo(visible(f"turn {r.turn} (message {r.at + 1}) in {r.root}: {len(r.changes)} file(s){state}"))
         for c in r.changes:
             mark = {"added": "A", "modified": "M", "deleted": "D"}.get(c.kind, "?")
-            note = "" if c.restorable else "  (not restorable: over the size cap)"
-            click.echo(f"  {mark} {c.path}{note}")
+            note = "" if c.restorable else "  (not restorable: too big to checkpoint, over max_file_bytes)"
+            click.echo(visible(f"  {mark} {c.path}{note}", one_line=True))
 
 
 def render_with_compactions(messages: list[Message], compactions: list) -> str:
@@ -126,8 +128,10 @@ def render_transcript(messages: list[Message]) -> str:
     """The displayable entries as plain text."""
     lines: list[str] = []
     for role, block in transcript(messages):
-        if isinstance(block, TextBlock):
-            lines.append(f"{role}: {block.text}")
+        if isinstance(block, TextBlock) and block.text.startswith(INTERRUPTED):
+            lines.append(f"  (note) {block.text.strip().strip('[]')}")  # under the reply it cut short
+        elif isinstance(block, TextBlock):
+            lines.append(f"{role}: {block.text.rstrip()}")
         elif isinstance(block, ThinkingBlock):
             lines.append(f"  (thinking) {block.thinking}")
         elif isinstance(block, ToolUseBlock):

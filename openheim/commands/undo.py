@@ -5,8 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+from openheim.core.control_chars import visible
+
+if TYPE_CHECKING:
+    from openheim.checkpoints.undo import UndoResult
 
 
 @click.command("undo")
@@ -41,11 +47,11 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
             session_id = metas[0].id
         plan = client.plan_undo(session_id, turns)
         numbers = ", ".join(str(r.turn) for r in plan.turns)
-        click.echo(f"undo of turn {numbers} of session {plan.session_id} in {plan.turns[-1].root}:")
+        click.echo(visible(f"undo of turn {numbers} of session {plan.session_id} in {plan.turns[-1].root}:"))
         for line in plan.diffstat():
-            click.echo(line)
+            click.echo(visible(line, one_line=True))
         if plan.conflicts and not force:
-            names = ", ".join(i.path for i in plan.conflicts)
+            names = visible(", ".join(i.path for i in plan.conflicts), one_line=True)
             raise InvalidArgument(
                 f"not undone: {len(plan.conflicts)} file(s) changed since that turn ({names}); "
                 "re-run with --force to overwrite them"
@@ -57,7 +63,14 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
                 click.echo("nothing changed")
                 return
         result = client.undo(plan, force)
+    _report(result)
+
+
+def _report(result: UndoResult) -> None:
+    """What the undo did, one line; then one line per file it refused to write."""
+    skipped = f"; left as they were (no copy kept): {', '.join(result.skipped)}" if result.skipped else ""
     click.echo(
-        f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
-        + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else "")
+        visible(f"restored {len(result.restored)} file(s), removed {len(result.removed)}{skipped}", one_line=True)
     )
+    for line in result.failed:
+        click.echo(visible(f"not restored: {line}", one_line=True), err=True)

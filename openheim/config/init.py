@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
+from openheim.config.atomic import replace_text
 from openheim.config.load import config_path as locate_config
 from openheim.config.load import default_home
+from openheim.config.private_data import FILE_MODE, make_private
 from openheim.config.template import CONFIG_TEMPLATE, DEFAULT_IDENTITY
 from openheim.errors import ConfigError
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    replace_text(path, text, FILE_MODE)  # config.toml may hold an api_key: 0600 whatever the umask
 
 
 def write_initial_files(config: str | Path | None, force: bool = False) -> tuple[Path, Path]:
@@ -23,8 +22,8 @@ def write_initial_files(config: str | Path | None, force: bool = False) -> tuple
     config_file = locate_config(config)
     system_file = default_home() / "system.md"
     try:
-        config_file.parent.mkdir(parents=True, exist_ok=True)
-        system_file.parent.mkdir(parents=True, exist_ok=True)
+        make_private(config_file.parent)
+        make_private(system_file.parent)
         if not system_file.exists():
             _write_atomic(system_file, DEFAULT_IDENTITY + "\n")
         if config_file.exists():

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.config import trust
-from openheim.config.atomic import replace_text
 from openheim.config.rules import RuleSet
-from openheim.errors import ConfigError
+from openheim.config.workspace_write import write_beneath
+from openheim.errors import ConfigError, OpenheimError
 from openheim.records import Record
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def save_allow_rule(root: Path, cwd: Path | None, rule: str, data_dir: Path | No
             return path
         table["allow"] = [*table.get("allow", []), rule]
         edited = _with_table(text, "permissions", table) or tomli_w.dumps(data)
-    _replace(path, edited)
+    _replace(path, edited, root)
     if keep and store is not None:
         trust.record(store, path, edited.encode("utf-8"))
     return path
@@ -215,9 +215,15 @@ def _with_table(text: str, name: str, table: dict) -> str | None:
         return None
 
 
-def _replace(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _replace(path: Path, text: str, root: Path) -> None:
+    """Write the settings file through the workspace writer, below the project root: a symlinked
+    ``.openheim`` (a repository can ship one) is refused, never followed out of the project."""
+    real_root = os.path.realpath(root)
+    rel = os.path.relpath(path, real_root)  # settings_files builds every path below the real root
+    if rel.startswith(".."):
+        raise ConfigError(f"cannot write {path}: it is not below the project root {real_root}")
+    mode = os.stat(path).st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o644
     try:
-        replace_text(path, text, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+        write_beneath(real_root, rel, text.encode("utf-8"), mode=mode)
+    except (OSError, OpenheimError) as e:
+        raise ConfigError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}") from None

@@ -4,9 +4,9 @@ and at most a cap of bytes."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
+from openheim.config.bounded_read import NotRegularFile, open_regular, read_at_most
 from openheim.errors import ConfigError
 
 
@@ -15,22 +15,15 @@ def read_regular(path: Path, limit: int, what: str = "", fix: str = "point it at
     is not a regular file (``fix`` says what to do) or cannot be read (``what`` names it, default the path)."""
     name = what or str(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO opens at once instead of waiting
+        fd = open_regular(path)
     except FileNotFoundError:
         raise
+    except (NotRegularFile, IsADirectoryError):
+        raise ConfigError(f"{name} is not a regular file (a device, FIFO or directory); {fix}") from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{name} is not a regular file (a device, FIFO or directory); {fix}")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        return read_at_most(fd, limit + 1)
     except OSError as e:
         raise ConfigError(f"cannot read {name}: {e.strerror or e}") from None
     finally:

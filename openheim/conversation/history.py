@@ -17,13 +17,21 @@ import os
 import re
 import uuid
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from openheim.conversation.log_events import CompactionRecord
+from openheim.conversation.log_files import (
+    LOG_MODE,
+    atomic_write,
+    io_errors,
+    make_dir,
+    read_range,
+    truncate_quietly,
+    write_all,
+)
 from openheim.conversation.log_reader import LogRead, is_message, parse_log
 from openheim.core.models import Message, Usage
 from openheim.errors import (
@@ -290,9 +298,9 @@ class HistoryManager:
         )
         conv = Conversation(meta)
         log_path = self.log_path(conversation_id)
-        _make_dir(self.dir)
-        with _io("write", log_path):
-            os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))  # empties a stray log
+        make_dir(self.dir)
+        with io_errors("write", log_path):
+            os.close(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, LOG_MODE))  # empties a stray log
         # in the kernel at once, like every log line; on disk (fsync) when the turn ends and saves it again,
         # so a new conversation's first request is not kept waiting for the disk
         self.save_meta(conv, durable=False)
@@ -373,14 +381,14 @@ class HistoryManager:
             conv.meta.title = title_from(conv.messages)
         conv.meta.updated_at = now_rfc3339()
         body = json.dumps({"meta": conv.meta.to_dict()}, ensure_ascii=False, indent=2) + "\n"
-        _atomic_write(self.meta_path(conv.id), body.encode("utf-8"), durable=durable)
+        atomic_write(self.meta_path(conv.id), body.encode("utf-8"), durable=durable)
 
     def roll_back(self, conv: Conversation, count: int, log_size: int, needs_newline: bool) -> None:
         """Forget everything after the first ``count`` messages, in memory and on disk (the log is cut back
         to ``log_size`` bytes, which needs no free space): a turn that could not be saved leaves the log as
         it was before it. The caller holds the session's lease, so the lines after ``log_size`` are its own."""
         path = self.log_path(conv.id)
-        with _io("write", path):
+        with io_errors("write", path):
             fd = os.open(path, os.O_RDWR)
             try:
                 if os.fstat(fd).st_size > log_size:
@@ -413,16 +421,16 @@ class HistoryManager:
         if conv.log_needs_newline:
             line = b"\n" + line
         path = self.log_path(conv.id)
-        _make_dir(self.dir)
-        with _io("write", path):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_dir(self.dir)
+        with io_errors("write", path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, LOG_MODE)
             try:
                 self._check_tail(fd, conv)
                 os.lseek(fd, conv.log_size, os.SEEK_SET)
                 try:
-                    _write_all(fd, line)
+                    write_all(fd, line)
                 except OSError:
-                    _truncate_quietly(fd, conv.log_size)  # leave no torn line of ours behind (a full disk)
+                    truncate_quietly(fd, conv.log_size)  # leave no torn line of ours behind (a full disk)
                     raise
             finally:
                 os.close(fd)
@@ -446,7 +454,7 @@ class HistoryManager:
         if len(on_disk) > len(conv.messages) or any(a.to_dict() != b.to_dict() for a, b in zip(on_disk, conv.messages)):
             raise HistoryDiverged(conv.id)
         body = b"".join(line + b"\n" for line in self._log_lines(conv))
-        _atomic_write(path, body)
+        atomic_write(path, body)
         conv.persisted, conv.log_size, conv.log_needs_newline = len(conv.messages), len(body), False
         self.save_meta(conv)
 
@@ -500,7 +508,7 @@ class HistoryManager:
             return
         if size < conv.log_size:
             raise HistoryDiverged(conv.id)
-        tail = _read_range(fd, conv.log_size, size - conv.log_size)
+        tail = read_range(fd, conv.log_size, size - conv.log_size)
         body = tail[1:] if conv.log_needs_newline and tail.startswith(b"\n") else tail
         if body.strip() and (b"\n" in body or is_message(body)):  # complete lines: someone else wrote them
             raise HistoryDiverged(conv.id)
@@ -530,88 +538,3 @@ def _dedupe(names: Iterable[str]) -> list[str]:
     for name in names:
         seen.setdefault(name, None)
     return list(seen)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _truncate_quietly(fd: int, size: int) -> None:
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        pass
-
-
-def _read_range(fd: int, offset: int, length: int) -> bytes:
-    os.lseek(fd, offset, os.SEEK_SET)
-    chunks: list[bytes] = []
-    while length > 0:
-        chunk = os.read(fd, length)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        length -= len(chunk)
-    return b"".join(chunks)
-
-
-@contextmanager
-def _io(action: str, path: Path) -> Iterator[None]:
-    """An OSError inside becomes a one-line FileAccessError naming ``path``."""
-    try:
-        yield
-    except OSError as e:
-        raise file_error(e, action, path) from None
-
-
-def _make_dir(directory: Path) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise file_error(e, "create directory", None if e.filename else directory) from None
-
-
-def _atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write ``data`` to a temp file beside ``path`` and rename it over ``path``; ``durable``: fsync the file
-    before the rename and the directory after it."""
-    _make_dir(path.parent)
-    with _io("write", path):
-        _replace_with(path, data, durable)
-
-
-def _replace_with(path: Path, data: bytes, durable: bool) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        _write_all(fd, data)
-        if durable:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    if durable:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

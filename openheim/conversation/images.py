@@ -17,6 +17,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from openheim.config.private_data import make_private
 from openheim.core.models import ImageBlock, Message, ToolResultBlock
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def store(directory: Path, block: ImageBlock) -> str:
     path = directory / sha
     if path.exists():
         return sha
-    directory.mkdir(parents=True, exist_ok=True)
+    make_private(directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{sha[:8]}.", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from openheim.config.bounded_read import open_regular, read_at_most
 from openheim.config.project_settings import directories
 from openheim.records import Record
 
@@ -56,9 +57,12 @@ def _pick(directory: Path) -> Path | None:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+    try:  # a FIFO or device named AGENTS.md is refused unread; never more than MAX_BYTES + 1 bytes
+        fd = open_regular(path)
+        try:
+            data = read_at_most(fd, MAX_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as e:
         log.warning("skipping unreadable instructions file %s: %s", path, e)
         return None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from openheim.config.private_data import FILE_MODE, make_private, open_private
 from openheim.conversation.history import validate_id
 from openheim.errors import SessionLocked, file_error
 from openheim.records import Record
@@ -173,7 +174,7 @@ class Lease:
         policy = policy or LeasePolicy()
         path = Path(history_dir) / f"{validate_id(session_id)}.lock"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(path.parent)
         except OSError as e:
             raise file_error(e, "create directory", None if e.filename else path.parent) from None
         mine = _record_for(policy)
@@ -229,7 +230,7 @@ def _record_for(policy: LeasePolicy) -> LeaseRecord:
 def _create_exclusive(path: Path, record: LeaseRecord) -> bool:
     """The first claim: create the file only if nobody has one; False when it exists."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
         return False
     try:
@@ -256,7 +257,7 @@ def _takeover_guard(directory: Path) -> Iterator[None]:
     except ImportError:  # not POSIX: takeovers are not serialised
         yield
         return
-    fd = os.open(directory / GUARD_NAME, os.O_RDONLY | os.O_CREAT, 0o644)  # flock needs no write access
+    fd = os.open(directory / GUARD_NAME, os.O_RDONLY | os.O_CREAT, FILE_MODE)  # flock needs no write access
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -299,7 +300,7 @@ def _replace(path: Path, record: LeaseRecord) -> None:
     """Refresh or take over: write a unique temp file and rename it over the lock file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with open_private(tmp) as f:
             f.write(record.to_json().encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())

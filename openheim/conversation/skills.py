@@ -12,12 +12,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from openheim.config.bounded_read import read_bounded
 from openheim.errors import InvalidArgument, NotFound, OpenheimError
 from openheim.records import FrozenRecord, set_field
 
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
+MAX_SKILL_BYTES = 1 << 20  # a skill is read through the bounded reader: no FIFO, no device, at most this
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -89,7 +91,7 @@ class SkillsManager:
             raise NotFound(f"Skill '{name}' not found at {flat} (or {nested})")
         self._check_inside(name, path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded(path, MAX_SKILL_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise OpenheimError(f"could not read skill '{name}' at {path}: {e}; fix or remove the file") from None
         fields, body = split_frontmatter(text)

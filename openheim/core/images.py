@@ -10,6 +10,7 @@ import base64
 import os
 from pathlib import Path
 
+from openheim.config.bounded_read import NotRegularFile, TooBig, read_bounded, read_head
 from openheim.core.models import ImageBlock
 from openheim.errors import InvalidArgument
 
@@ -48,26 +49,32 @@ def image_block(data: bytes, name: str = "image") -> ImageBlock:
 
 
 def load_image(path: str | Path) -> ImageBlock:
-    """The image file at ``path`` (``~`` expanded); InvalidArgument naming it when it cannot be used."""
+    """The image file at ``path`` (``~`` expanded); InvalidArgument naming it when it cannot be used.
+
+    Read through the bounded reader: a FIFO or device is refused unread, the type is told from the first
+    bytes before the rest is read, and no more than the cap + 1 bytes are ever read."""
     p = Path(os.path.expanduser(str(path)))
+    name = f"image {path}"
+
+    def header(head: bytes) -> None:
+        if sniff(head[:12]) is None:
+            raise InvalidArgument(f"{name} is not a PNG, JPEG, GIF or WebP image; convert it to one of those")
+
     try:
-        size = p.stat().st_size
-        if size > MAX_IMAGE_BYTES:
-            with open(p, "rb") as f:
-                head = f.read(12)
-            if sniff(head) is not None:
-                raise InvalidArgument(
-                    f"image {path} is {megabytes(size)}, over the {megabytes(MAX_IMAGE_BYTES)} "
-                    "limit; scale it down and try again"
-                )
-        data = p.read_bytes()
+        data = read_bounded(p, MAX_IMAGE_BYTES, header=header)
+    except TooBig as e:
+        raise InvalidArgument(
+            f"{name} is {megabytes(e.size)}, over the {megabytes(MAX_IMAGE_BYTES)} limit; scale it down and try again"
+        ) from None
+    except NotRegularFile:
+        raise InvalidArgument(f"{name} is not a regular file (a FIFO, device or socket); give an image file") from None
     except IsADirectoryError:
-        raise InvalidArgument(f"image {path} is a directory; give an image file") from None
+        raise InvalidArgument(f"{name} is a directory; give an image file") from None
     except FileNotFoundError:
-        raise InvalidArgument(f"image {path} does not exist; check the path") from None
+        raise InvalidArgument(f"{name} does not exist; check the path") from None
     except OSError as e:
-        raise InvalidArgument(f"cannot read image {path}: {e.strerror or e}") from None
-    return image_block(data, f"image {path}")
+        raise InvalidArgument(f"cannot read {name}: {e.strerror or e}") from None
+    return image_block(data, name)
 
 
 def looks_like_image_path(text: str) -> Path | None:
@@ -82,9 +89,6 @@ def looks_like_image_path(text: str) -> Path | None:
     if not p.is_absolute() and not line.startswith("."):
         return None
     try:
-        if not p.is_file():
-            return None
-        with open(p, "rb") as f:
-            return p if sniff(f.read(12)) is not None else None
+        return p if sniff(read_head(p, 12)) is not None else None
     except OSError:
         return None

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openheim.config.bounded_read import read_bounded
 from openheim.core.json_check import SchemaError, check_schema, validate
 from openheim.errors import InvalidArgument
 
 # OpenAI's strict mode refuses schemas using these (and needs every object closed and fully required)
+MAX_SCHEMA_BYTES = 1 << 20
 _NOT_STRICT = frozenset({"allOf", "oneOf", "not", "uniqueItems", "minProperties", "maxProperties"})
 _FENCED = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
 
@@ -75,7 +77,7 @@ def load_output_schema(path: str | Path) -> OutputSchema:
     """The schema of an --output-schema file; InvalidArgument (one line) when unreadable or not a usable schema."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_bounded(p, MAX_SCHEMA_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise InvalidArgument(

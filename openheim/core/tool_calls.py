@@ -15,7 +15,7 @@ from openheim.core.models import ImageBlock, Message, ToolUseBlock
 from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
 from openheim.core.tool_images import split_result
 from openheim.core.tools import ViewContext, parse_arguments
-from openheim.errors import OpenheimError
+from openheim.errors import OpenheimError, file_error
 
 if TYPE_CHECKING:
     from openheim.core.tools import ToolExecutor
@@ -149,6 +149,8 @@ def execute_one(executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, cu
         outcome = ToolOutcome(cap_result(text), False, images)
     except OpenheimError as e:
         outcome = ToolOutcome(cap_result(f"Error: {e}"), True)
+    except OSError as e:  # a refused file operation a tool did not word itself: one sentence, not "[Errno 22]"
+        outcome = ToolOutcome(cap_result(f"Error: {file_error(e)}"), True)
     except Exception as e:  # a buggy tool must not take the turn down
         log.exception("tool %s crashed", call.name)
         outcome = ToolOutcome(f"Error: {type(e).__name__}: {e}", True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
+from openheim.config.private_data import secure as secure_data_dir
 from openheim.config.rules import RuleSet
 from openheim.config.schema import Config, McpServerConfig, ProviderConfig
 from openheim.core.tools import ToolRegistry
@@ -133,6 +134,7 @@ def _keep_private(data_dir: Path, config_file: Path | None) -> None:
     through a file tool or the fs channel, whatever the sandbox root."""
     from openheim.tools.sandbox import keep_private
 
+    secure_data_dir(data_dir)  # 0700/0600 whatever the umask; an old one is repaired once
     keep_private(data_dir)
     if config_file is not None:
         keep_private(config_file)

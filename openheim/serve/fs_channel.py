@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openheim.config.workspace_write import replace_at
 from openheim.errors import OpenheimError
 from openheim.tools.sandbox import canonical_root, is_private, open_dir, open_file, validate_entry, validate_path
 
@@ -315,8 +316,6 @@ def read_text(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> str:
 def write_text(path: Path, content: str, limit: int = MAX_FILE_BYTES) -> None:
     """Create or replace a file (and its missing parents): a new file renamed over the old one, so a
     hard link elsewhere is never written through; links swapped in and FIFOs are refused."""
-    from openheim.tools.write_file import replace_file
-
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError:
@@ -328,7 +327,7 @@ def write_text(path: Path, content: str, limit: int = MAX_FILE_BYTES) -> None:
     except OSError as e:
         raise FsError(f"Failed to create dirs: {_why(e)}") from None
     try:
-        replace_file(parent, path.name, data, path)
+        replace_at(parent, path.name, data)
     except IsADirectoryError:
         raise FsError("Failed to write: Is a directory") from None
     except OSError as e:

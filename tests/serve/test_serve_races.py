@@ -163,8 +163,8 @@ def test_a_watched_directory_swapped_for_a_link_never_shows_outside_names(srv, p
 
 def test_without_openat2_the_walk_holds_the_same_race(project, tree, monkeypatch):
     """Kernels without openat2 (or a seccomp filter refusing it): the component-wise O_NOFOLLOW walk."""
+    from openheim.config import openat2
     from openheim.serve.fs_channel import FsChannel
-    from openheim.tools import openat2
 
     monkeypatch.setitem(openat2._state, "call", None)
     sent: list[dict] = []
