@@ -179,8 +179,8 @@ def trust(ctx: click.Context, file: str | None) -> None:
         for line in _entry_details(entry):
             click.echo(visible(f"      {line}"))
     click.echo(
-        "They start in openheim sessions rooted there; if the file changes, trust it again. The files the "
-        "commands run (scripts, packages they fetch) are not pinned: trust covers this file only."
+        "They start in openheim sessions rooted there; if the file, or a script inside the project that a "
+        "server's command or args name, changes, trust it again. Packages they fetch are not pinned."
     )
 
 

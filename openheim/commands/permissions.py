@@ -80,11 +80,35 @@ def explain(
     cwd: str | None,
 ) -> None:
     """Print which rule decides a call of TOOL with ARGS_JSON (a JSON object), and why."""
-    from openheim.client import OpenheimClient
+    args = _json_object(args_json)
+    tool = exposed_tool_name(tool)  # everything-http__echo, mcp__everything-http__echo: as the model sees it
+    where = Path(cwd) if cwd else Path.cwd()
+    with _client(ctx, allow, deny) as client:
+        offered, read_only = _offered(client, tool, where)
+        if tool not in offered and tool not in MAIN_ARGUMENTS:
+            from openheim.errors import InvalidArgument
+
+            raise InvalidArgument(
+                f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; MCP tools are named server__tool)"
+            )
+        verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
+        hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, where)
+    _print_explanation(tool, args, hooks, describe(verdict, approve, read_only))
+    if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
+        click.echo(
+            visible(
+                f"note: {tool} is not offered by this configuration"
+                + (" (allow_shell = false)" if tool == "execute_command" else "")
+            )
+        )
+
+
+def _json_object(text: str) -> dict:
+    """ARGS_JSON as an object; a one-line error saying what to pass otherwise."""
     from openheim.errors import InvalidArgument
 
     try:
-        args = json.loads(args_json)
+        args = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidArgument(
             f"ARGS_JSON is not valid JSON ({e.msg} at column {e.colno}); "
@@ -92,6 +116,12 @@ def explain(
         ) from None
     if not isinstance(args, dict):
         raise InvalidArgument('ARGS_JSON must be a JSON object such as \'{"path": "src/a.py"}\'')
+    return args
+
+
+def _client(ctx: click.Context, allow: tuple[str, ...], deny: tuple[str, ...]) -> OpenheimClient:
+    from openheim.client import OpenheimClient
+
     builder = (
         OpenheimClient.builder()
         .config_path(ctx.obj.get("config_path") if ctx.obj else None)
@@ -99,15 +129,10 @@ def explain(
         .permissions(allow, deny, "command line")
         .check_model(False)
     )
-    tool = exposed_tool_name(tool)  # everything-http__echo, mcp__everything-http__echo: as the model sees it
-    with builder.build() as client:
-        offered, read_only = _offered(client, tool, Path(cwd) if cwd else Path.cwd())
-        if tool not in offered and tool not in MAIN_ARGUMENTS:
-            raise InvalidArgument(
-                f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; MCP tools are named server__tool)"
-            )
-        verdict = client.explain_permission(tool, args, Path(cwd) if cwd else None)
-        hooks = _pre_tool_hooks(ctx, client.data_dir, tool, args, Path(cwd) if cwd else Path.cwd())
+    return builder.build()
+
+
+def _print_explanation(tool: str, args: dict, hooks: list, lines: list[str]) -> None:
     click.echo(visible(f"{tool} {json.dumps(args, ensure_ascii=False)}"))
     for hook in hooks:
         click.echo(
@@ -116,15 +141,8 @@ def explain(
                 "allow), ask, or rewrite the arguments"
             )
         )
-    for line in describe(verdict, approve, read_only):
+    for line in lines:
         click.echo(visible(line + (" (unless a hook above decides)" if hooks and line.startswith("decision:") else "")))
-    if tool not in offered and tool != "delegate_task":  # delegate_task is added to each session
-        click.echo(
-            visible(
-                f"note: {tool} is not offered by this configuration"
-                + (" (allow_shell = false)" if tool == "execute_command" else "")
-            )
-        )
 
 
 def _offered(client: OpenheimClient, tool: str, cwd: Path) -> tuple[set[str], bool]:
@@ -178,8 +196,8 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     Its allow rules approve calls without asking, so read them first; until you trust the file only its
     deny rules apply, and any later change to it needs trusting again.
     """
-    from openheim.config.project_settings import trust_file
-    from openheim.config.trust import real_path
+    from openheim.config.project_settings import TRUST_FILE, trust_file
+    from openheim.config.trust import pinned_files, real_path
     from openheim.errors import ConfigError
 
     data_dir, files = _project_files(ctx, file, cwd)
@@ -191,6 +209,9 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
         click.echo(visible("  allows: " + (", ".join(str(r) for r in rules.allow) or "(nothing)")))
         if rules.deny:
             click.echo(visible("  denies: " + ", ".join(str(r) for r in rules.deny)))
+        pinned = pinned_files(data_dir / TRUST_FILE, path)
+        if pinned:
+            click.echo(visible("  its hooks run (a change to one needs trusting again): " + ", ".join(pinned)))
     click.echo("Its allow rules now apply in sessions here; if the file changes, trust it again.")
 
 

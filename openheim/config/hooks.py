@@ -7,11 +7,10 @@ A hook is the user's own command, run at a fixed point of a session: ``session_s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from openheim.config.rules import Rule, RuleError, parse_rule, rule_names
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 EVENTS = ("session_start", "user_prompt", "pre_tool", "post_tool", "stop")
 TOOL_EVENTS = ("pre_tool", "post_tool")
@@ -28,29 +27,17 @@ ALLOW, DENY, ASK = "allow", "deny", "ask"  # what a pre_tool hook may decide
 _KEYS = {"event", "matcher", "command", "timeout_secs"}
 
 
-@dataclass(init=False, repr=False, eq=False)
-class HookSpec(Record):
-    """One ``[[hooks]]`` entry; ``source`` is the file it came from."""
+@dataclass
+class HookSpec:
+    """One ``[[hooks]]`` entry; ``source`` is the file it came from. ``pinned``: the workspace files its
+    trusted project file runs (``{real path: sha256}`` as trusted); a hook does not run once one changed."""
 
     event: str
     command: str
     matcher: Rule | None = None
     timeout_secs: float = DEFAULT_TIMEOUT
     source: str = ""
-
-    def __init__(
-        self,
-        event: str,
-        command: str,
-        matcher: Rule | None = None,
-        timeout_secs: float = DEFAULT_TIMEOUT,
-        source: str = "",
-    ) -> None:
-        self.event = event
-        self.command = command
-        self.matcher = matcher
-        self.timeout_secs = timeout_secs
-        self.source = source
+    pinned: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         on = f" {self.matcher}" if self.matcher is not None else ""

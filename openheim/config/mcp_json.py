@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from openheim.config.named_files import command_files
 from openheim.config.schema import McpServerConfig, parse_mcp_server
 from openheim.errors import ConfigError
 
@@ -154,3 +155,18 @@ def load_mcp_file(path: str | Path, source: str) -> dict[str, McpServerConfig]:
     for server in servers.values():
         server.source = source
     return servers
+
+
+def server_files(raw: bytes, project: Path) -> list[Path]:
+    """The files inside ``project`` that the stdio servers of an ``mcpServers`` document name in ``command``
+    and ``args``: trusting the document pins them too (``config.trust``)."""
+    try:
+        entries = json.loads(raw).get("mcpServers")
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    words: list[str] = []
+    for entry in entries.values() if isinstance(entries, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("command"), str):
+            args = entry.get("args") if isinstance(entry.get("args"), list) else []
+            words += [entry["command"], *(a for a in args if isinstance(a, str))]
+    return command_files(words, project)

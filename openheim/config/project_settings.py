@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.config import trust
+from openheim.config.named_files import shell_files
 from openheim.config.rules import RuleSet
 from openheim.config.workspace_write import write_beneath
 from openheim.errors import ConfigError, OpenheimError
@@ -60,15 +61,22 @@ class SettingsFile(Record):
     sha256: str
     trust: str  # trusted | changed | untrusted
     data: dict
+    changed_file: str | None = None  # a file its hooks run that changed since it was trusted
 
-    def __init__(self, path: Path, sha256: str, trust: str, data: dict) -> None:
+    def __init__(self, path: Path, sha256: str, trust: str, data: dict, changed_file: str | None = None) -> None:
         self.path = path
         self.sha256 = sha256
         self.trust = trust
         self.data = data
+        self.changed_file = changed_file
 
     def notice(self) -> str:
         how = f"run `openheim permissions trust {self.path}` to use them"
+        if self.changed_file is not None:
+            return (
+                f"{self.changed_file}, which a hook of {self.path} runs, changed since you trusted it, so the "
+                f"file's hooks and allow rules are ignored; {how}"
+            )
         if self.trust == trust.CHANGED:
             return f"{self.path} changed since you trusted it, so its allow rules are ignored; {how}"
         return f"{self.path} is not trusted, so its allow rules are ignored; {how}"
@@ -106,8 +114,10 @@ def read_settings(root: Path, cwd: Path | None, data_dir: Path | None) -> list[S
     for path in settings_files(root, cwd):
         raw = _raw(path)
         sha = trust.digest(raw)
-        state = trust.check(data_dir / TRUST_FILE, path, sha) if data_dir is not None else trust.UNTRUSTED
-        found.append(SettingsFile(trust.real_path(path), sha, state, _parse(path, raw)))
+        state, changed = (
+            trust.check_detail(data_dir / TRUST_FILE, path, sha) if data_dir is not None else (trust.UNTRUSTED, None)
+        )
+        found.append(SettingsFile(trust.real_path(path), sha, state, _parse(path, raw), changed))
     return found
 
 
@@ -147,7 +157,7 @@ def trust_file(data_dir: Path, path: Path) -> tuple[str, RuleSet]:
         rules = parse_permissions(table, str(path))
     except ConfigError as e:
         raise ConfigError(f"{e.message} (in {path}); nothing was trusted") from None
-    return trust.record(data_dir / TRUST_FILE, path, raw), rules
+    return trust.record(data_dir / TRUST_FILE, path, raw, hook_files(path, _parse(path, raw))), rules
 
 
 def untrust_file(data_dir: Path, path: Path) -> bool:
@@ -183,8 +193,20 @@ def save_allow_rule(root: Path, cwd: Path | None, rule: str, data_dir: Path | No
         edited = _with_table(text, "permissions", table) or tomli_w.dumps(data)
     _replace(path, edited, root)
     if keep and store is not None:
-        trust.record(store, path, edited.encode("utf-8"))
+        trust.record(store, path, edited.encode("utf-8"), hook_files(path, tomllib.loads(edited)))
     return path
+
+
+def project_dir(path: Path) -> Path:
+    """The directory a ``.openheim/settings.toml`` belongs to."""
+    return trust.real_path(path).parent.parent
+
+
+def hook_files(path: Path, data: dict) -> list[Path]:
+    """The workspace files the hooks of settings file ``path`` (parsed as ``data``) name in their commands."""
+    hooks = data.get("hooks") if isinstance(data.get("hooks"), list) else []
+    commands = [h["command"] for h in hooks if isinstance(h, dict) and isinstance(h.get("command"), str)]
+    return [f for command in commands for f in shell_files(command, project_dir(path))] if commands else []
 
 
 def _has_allow_rules(table: object) -> bool:

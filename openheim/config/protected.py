@@ -1,11 +1,11 @@
 """The project's own configuration: files a tool may change only with a person's say-so.
 
-``.openheim/**`` (project settings, which pre-approve tool calls) and ``.mcp.json`` (which starts
-commands) decide what later sessions may do, so a model (or a remote client) that writes them could
-grant itself anything. Writing them is never approved by a rule that allows every write, a mode or
-``--approve all``: it needs a person, or a user allow rule that names the path (its pattern mentions
-``.openheim`` or ``.mcp.json`` and matches it). Pure functions: the permission gates and the serve
-file channel share them.
+``.openheim/**`` (project settings, which pre-approve tool calls and hold hooks), ``.mcp.json`` (which starts
+commands), ``.git/**`` (git hooks and config run commands) and ``.claude/**`` (hook scripts) decide what runs
+later, outside the sandbox, so a model (or a remote client) that writes them could grant itself anything.
+Writing them is never approved by a rule that allows every write, a mode, a hook or ``--approve all``: it
+needs a person, or a user allow rule that names the path (its pattern spells the protected name and matches
+it). Pure functions: the final decision (``core.final_decision``) and the serve file channel share them.
 """
 
 from __future__ import annotations
@@ -15,17 +15,19 @@ from pathlib import PurePosixPath
 from openheim.config.rules import Rule, RuleSet, main_argument, pattern_matches, tool_matches
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})
-PROTECTED_DIR = ".openheim"
+PROTECTED_DIRS = (".openheim", ".git", ".claude")
 PROTECTED_FILES = frozenset({".mcp.json"})
 
 
 def protected_name(relative: str | None) -> str | None:
-    """The protected component of a root-relative POSIX path (``.openheim`` or ``.mcp.json``), else None."""
+    """The protected component of a root-relative POSIX path (``.openheim``, ``.git``, ``.claude`` or
+    ``.mcp.json``), else None."""
     if not relative:
         return None
     parts = PurePosixPath(relative).parts
-    if PROTECTED_DIR in parts:
-        return PROTECTED_DIR
+    found = next((name for name in PROTECTED_DIRS if name in parts), None)
+    if found is not None:
+        return found
     return parts[-1] if parts and parts[-1] in PROTECTED_FILES else None
 
 
@@ -61,9 +63,16 @@ def naming_rule(rules: RuleSet, tool: str, relative: str) -> Rule | None:
     return None
 
 
+_WHAT = {
+    ".openheim": "the project's openheim configuration",
+    ".mcp.json": "the project's openheim configuration",
+    "": "part of the project's configuration that runs commands later",
+}
+
+
 def refusal(relative: str) -> str:
     """The tool result the model reads when a protected write was not approved by a person."""
     return (
-        f"Permission denied: {relative} is the project's openheim configuration; changing it needs a "
+        f"Permission denied: {relative} is {_WHAT.get(protected_name(relative) or '', _WHAT[''])}; changing it needs a "
         "person's approval (or a user allow rule naming the path), which no mode, rule or --approve all gives."
     )

@@ -4,11 +4,10 @@ Pure functions only (no I/O). A rule names a tool (``read_file``; ``mcp__server_
 ``server__tool``, the server named as configured or as exposed; ``*`` is a wildcard in the name)
 and optionally a pattern on the call's main argument (``MAIN_ARGUMENTS``).
 Deny wins over allow; a call no rule allows falls through to the front end's fallback (``--approve``).
-Shell commands are split on ``;``, ``&``, ``|``, newlines, ``(``/``)``, backticks and ``$(`` (``#`` comments
-dropped), each part matched with quotes removed and ``env``/``VAR=x`` prefixes dropped: an allow covers the
-command only if it covers every part, a deny matches if it matches any part (also ``/bin/rm`` as ``rm`` and
-the command inside ``sh -c``, ``eval`` and ``xargs``). This decides when to ask; the kernel sandbox is the
-boundary (docs/security.md).
+Shell commands are split into simple commands (``config.shell_split``): an allow covers the command only if
+it covers every part as written (a ``VAR=x``, ``env``, ``nohup``, ``sh -c`` or ``git -c`` the pattern does not
+spell leaves the part uncovered); a deny matches if it matches any part seen through such wrappers. This
+decides when to ask; the kernel sandbox is the boundary (docs/security.md).
 """
 
 from __future__ import annotations
@@ -19,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from openheim.records import FrozenRecord, Record, set_field
+from openheim.config.shell_split import ShellPart, spells, split_command
+from openheim.config.shell_split import shell_words as shell_words  # re-exported: it was defined here
+from openheim.records import FrozenRecord, set_field
 
 SHELL_TOOL = "execute_command"
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "search"})
@@ -131,187 +132,6 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
     return RuleSet(tuple(parse_rule(r, source) for r in allow), tuple(parse_rule(r, source) for r in deny))
 
 
-# --- shell splitting ----------------------------------------------------------
-
-
-@dataclass(init=False, repr=False, eq=False)
-class ShellPart(Record):
-    """One simple command of a compound shell command, as rules see it: quotes and backslashes removed,
-    blanks collapsed to one space, ``env``/``command``/``exec``/``nohup``/``VAR=x`` prefixes dropped."""
-
-    text: str
-    redirects: bool = False  # an unquoted > or < (writes or reads a file the rule may not name)
-    raw: str = ""  # as written
-    also: tuple[str, ...] = ()  # what a deny rule also checks: /bin/rm as rm; the command of sh -c, eval, xargs
-
-    def __init__(self, text: str, redirects: bool = False, raw: str = "", also: tuple[str, ...] = ()) -> None:
-        self.text = text
-        self.redirects = redirects
-        self.raw = raw
-        self.also = also
-
-
-_COMMENT_AFTER = " \t\n;&|()`"
-_BLANKS = " \t\r\f\v\n"
-_PREFIXES = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "time", "stdbuf", "setsid"})
-_WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox"})
-_ASSIGNMENT = r"[A-Za-z_][A-Za-z0-9_]*="
-
-
-def split_command(line: str) -> list[ShellPart] | None:
-    """The simple commands of a shell line, quote-aware; None when it cannot be parsed (unbalanced quotes, or
-    a newline inside quotes, which no allow rule may cover).
-
-    Separators: ``;`` ``&`` ``|`` newline ``(`` ``)`` outside quotes, and backticks and ``$(`` also inside
-    double quotes (their contents run as commands). ``>&``, ``<&`` and ``&>`` are redirections, not ``&``.
-    An unquoted ``#`` at the start of a word starts a comment that runs to the end of the line.
-    """
-    parts: list[ShellPart] = []
-    current: list[str] = []
-    redirects = False
-    quote = ""  # "", "'" or '"'
-    nested: list[tuple[str, str]] = []  # open substitutions: ("`" or "$(", the quote they were opened in)
-    i, n = 0, len(line)
-
-    def cut() -> None:
-        nonlocal redirects
-        raw = "".join(current).strip(_BLANKS)
-        if raw:
-            parts.append(_part(raw, redirects))
-        current.clear()
-        redirects = False
-
-    while i < n:
-        c = line[i]
-        if quote and c == "\n":
-            return None
-        if quote == "'":
-            current.append(c)
-            quote = "" if c == "'" else quote
-        elif c == "\\" and i + 1 < n:
-            current.append(line[i : i + 2])
-            i += 1
-        elif c == "`" and nested and nested[-1][0] == "`" and quote == "":
-            cut()
-            quote = nested.pop()[1]
-        elif c == "`" or (c == "$" and line[i + 1 : i + 2] == "("):
-            cut()
-            nested.append((c if c == "`" else "$(", quote))
-            quote = ""
-            i += 1 if c == "$" else 0
-        elif c == ")" and quote == "" and nested and nested[-1][0] == "$(":
-            cut()
-            quote = nested.pop()[1]
-        elif quote == '"':
-            current.append(c)
-            quote = "" if c == '"' else quote
-        elif c in "'\"":
-            current.append(c)
-            quote = c
-        elif c == "#" and (i == 0 or line[i - 1] in _COMMENT_AFTER):
-            while i + 1 < n and line[i + 1] != "\n":
-                i += 1
-        elif c == "&" and (line[i - 1 : i] in ("<", ">") or line[i + 1 : i + 2] == ">"):
-            current.append(c)
-            redirects = redirects or line[i + 1 : i + 2] == ">"
-        elif c in ";&|\n()":
-            cut()
-        else:
-            if c in "<>":
-                redirects = True
-            current.append(c)
-        i += 1
-    if quote or nested or line.rstrip().endswith("\\"):
-        return None
-    cut()
-    return parts
-
-
-def shell_words(text: str) -> list[str]:
-    """``text`` split into words as the shell would: blanks separate, quotes and backslashes are removed (an
-    unclosed quote runs to the end)."""
-    words: list[str] = []
-    word: list[str] = []
-    started, quote, i = False, "", 0
-    while i < len(text):
-        c = text[i]
-        if quote == "'":
-            if c == "'":
-                quote = ""
-            else:
-                word.append(c)
-        elif quote == '"':
-            if c == '"':
-                quote = ""
-            elif c == "\\" and text[i + 1 : i + 2] in ('"', "\\", "$", "`"):
-                word.append(text[i + 1])
-                i += 1
-            else:
-                word.append(c)
-        elif c in "'\"":
-            quote, started = c, True
-        elif c == "\\" and i + 1 < len(text):
-            word.append(text[i + 1])
-            started = True
-            i += 1
-        elif c in _BLANKS:
-            if started or word:
-                words.append("".join(word))
-            word, started = [], False
-        else:
-            word.append(c)
-        i += 1
-    if started or word:
-        words.append("".join(word))
-    return words
-
-
-def _drop_prefixes(words: list[str]) -> list[str]:
-    """``FOO=1 env -i command nohup rm x`` -> ``rm x`` (a line of assignments only stays as it is)."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if re.match(_ASSIGNMENT, word):
-            i += 1
-        elif word in _PREFIXES:
-            i += 1
-            while i < len(words) and words[i].startswith("-") and words[i] != "-":
-                takes_value = words[i] in ("-u", "-C", "-S", "-n", "-i0", "-o", "-e") and i + 1 < len(words)
-                i += 2 if takes_value and words[i] != "-i0" else 1
-        else:
-            break
-    return words[i:] if i < len(words) else words
-
-
-def _inner_commands(words: list[str]) -> tuple[str, ...]:
-    """What a deny rule must also see: the command word without its directory, and the command run by
-    ``sh -c X``, ``eval X`` and ``xargs [opts] X``."""
-    if not words:
-        return ()
-    out: list[str] = []
-    base = words[0].rsplit("/", 1)[-1]
-    if base != words[0]:
-        out.append(" ".join([base, *words[1:]]))
-    if base in _WRAPPERS and "-c" in words[1:]:
-        at = words.index("-c")
-        if at + 1 < len(words):
-            for part in split_command(words[at + 1]) or [ShellPart(words[at + 1])]:
-                out += [part.text, *part.also]
-    elif base == "eval" and len(words) > 1:
-        for part in split_command(" ".join(words[1:])) or []:
-            out += [part.text, *part.also]
-    elif base == "xargs":
-        rest = [w for w in words[1:] if not w.startswith("-")]
-        if rest:
-            out.append(" ".join(_drop_prefixes(rest)))
-    return tuple(dict.fromkeys(out))
-
-
-def _part(raw: str, redirects: bool) -> ShellPart:
-    words = _drop_prefixes(shell_words(raw))
-    return ShellPart(" ".join(words) or raw, redirects, raw, _inner_commands(words))
-
-
 # --- matching ----------------------------------------------------------------
 
 
@@ -398,7 +218,7 @@ def suggested_rules(tool: str, args: object, root: str | None = None, cwd: str |
     parts = _subjects(tool, args, root, cwd)
     if not parts:
         return []
-    return list(dict.fromkeys(f"{name}({literal(p.text)})" for p in parts))
+    return list(dict.fromkeys(f"{name}({literal(p.allow_form)})" for p in parts))
 
 
 # --- deciding ----------------------------------------------------------------
@@ -443,7 +263,9 @@ def _covers(rule: Rule, tool: str, part: ShellPart | None) -> bool:
         return False
     if part.redirects and not any(c in rule.pattern for c in "<>"):
         return False
-    return pattern_matches(rule.pattern, part.text, tool)
+    if not all(spells(rule.pattern, word) for word in part.risky):
+        return False
+    return pattern_matches(rule.pattern, part.allow_form, tool)
 
 
 def _denied_by(rule: Rule, tool: str, parts: list[ShellPart] | None, whole: str | None) -> str | None:
@@ -504,7 +326,7 @@ def decide(
 
 
 def _allowed(tool: str, parts: list[ShellPart] | None, rules: tuple[Rule, ...], outcome: str) -> Verdict:
-    shown = tuple(p.text for p in parts or ())
+    shown = tuple(p.allow_form for p in parts or ())
     applicable = [r for r in rules if tool_matches(r, tool)]
     if not applicable:
         return Verdict(FALL_THROUGH, None, f"no allow rule names {tool}", shown)
@@ -522,13 +344,24 @@ def _allowed(tool: str, parts: list[ShellPart] | None, rules: tuple[Rule, ...], 
     for part in parts:
         rule = next((r for r in applicable if _covers(r, tool, part)), None)
         if rule is None:
-            what = f"part '{part.text}' of the command" if len(parts) > 1 else f"'{part.text}'"
-            extra = " (it redirects input or output)" if part.redirects else ""
-            return Verdict(FALL_THROUGH, None, f"{what} matches no allow rule{extra}", shown)
+            return Verdict(FALL_THROUGH, None, _uncovered(part, len(parts) > 1), shown)
         deciding = deciding or rule
     assert deciding is not None
     what = f"covers every part of '{' ; '.join(shown)}'" if len(parts) > 1 else f"matches '{shown[0]}'"
     return Verdict(outcome, deciding, f"allow rule '{deciding}' ({deciding.source}) {what}", shown)
+
+
+def _uncovered(part: ShellPart, compound: bool) -> str:
+    """Why no allow rule covers ``part``, in words."""
+    what = f"part '{part.allow_form}' of the command" if compound else f"'{part.allow_form}'"
+    if part.redirects:
+        return f"{what} matches no allow rule (it redirects input or output)"
+    if part.risky:
+        return (
+            f"{what} matches no allow rule (an allow rule must spell {', '.join(part.risky)} itself: they change "
+            "what runs)"
+        )
+    return f"{what} matches no allow rule"
 
 
 def unmatched_rules(rules: RuleSet, offered: list[str]) -> list[Rule]:

@@ -49,7 +49,11 @@ The next steps, in order.
 
 Be concrete (names, paths, commands, numbers). Do not invent anything. Answer with the summary only."""
 
-SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted to fit the context window]\n"
+SUMMARY_HEADER = (
+    "[My notes: a summary of the earlier conversation, which I wrote when it was compacted to fit the context "
+    "window. They are my own words, not the user's.]\n"
+)
+SUMMARY_STUB = "(The earlier conversation was compacted; your summary of it follows.)"
 SUMMARY_INPUT_SHARE = 0.6  # of the window: how much transcript the summary request may carry
 MIN_SUMMARISED_SHARE = 0.2  # of the window: less than this to summarise is not worth a model call
 TOOL_TEXT_CHARS = 1500  # a tool call's arguments or result, cut to this in the transcript
@@ -70,14 +74,17 @@ class CompactionOutcome(DataclassRepr):
 
 
 def view(messages: Sequence[Message], latest: CompactionRecord | None) -> list[Message]:
-    """What the model sees of ``messages`` after the compaction ``latest``: its summary, then the kept messages."""
+    """What the model sees of ``messages`` after the compaction ``latest``: a short user turn, the summary as the
+    assistant's own notes (so nothing in it reads as the user's words), then the kept messages. Every wire accepts
+    this: the conversation still opens with a user turn, and an assistant message that comes next takes the
+    notes in front of its own content instead of a second assistant turn."""
     if latest is None:
         return list(messages)
-    note = SUMMARY_HEADER + latest.summary
+    notes = TextBlock(SUMMARY_HEADER + latest.summary)
     kept = list(messages[latest.keep_from :])
-    if kept and kept[0].role == "user":
-        return [Message("user", [TextBlock(note + "\n\n"), *kept[0].content]), *kept[1:]]
-    return [Message.user(note), *kept]
+    if kept and kept[0].role == "assistant":
+        return [Message.user(SUMMARY_STUB), Message("assistant", [notes, *kept[0].content]), *kept[1:]]
+    return [Message.user(SUMMARY_STUB), Message("assistant", [notes]), *kept]
 
 
 def cut_points(messages: Sequence[Message], after: int) -> list[int]:

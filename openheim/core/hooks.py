@@ -5,7 +5,8 @@ The conventions are the widely used ones (docs/hooks.md has the mapping): ``hook
 optional JSON (``decision``, ``reason``, ``hookSpecificOutput.permissionDecision`` / ``updatedInput`` /
 ``additionalContext``) or exit 2 with the reason on stderr out. A hook that fails (another exit code,
 a crash, a timeout) is one warning line and decides nothing, except that a failed ``pre_tool`` hook
-refuses the call (fail closed). Hooks run as the user, outside the sandbox, without the provider keys.
+refuses the call (fail closed). Hooks run as the user, outside the sandbox, without the provider keys, in a
+fresh empty directory (``OPENHEIM_PROJECT_DIR`` names the project) with ``PYTHONSAFEPATH=1``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openheim.config.hooks import ALLOW, ASK, DENY, EVENT_NAMES, HookSpec, hooks_for
+from openheim.config.named_files import first_changed
+from openheim.core.hook_process import run_command
 
 if TYPE_CHECKING:
     from openheim.core.cancel import CancelToken
@@ -92,47 +96,32 @@ def _from_json(data: dict) -> HookAnswer:
     )
 
 
-def _read_capped(data: bytes | None) -> str:
-    return (data or b"")[:OUTPUT_CAP].decode("utf-8", "replace")
+def _text(data: bytes) -> str:
+    return data[:OUTPUT_CAP].decode("utf-8", "replace")
 
 
 def run_hook(
     hook: HookSpec, payload: dict, cwd: Path, env: dict[str, str], cancel: CancelToken | None = None
 ) -> tuple[int, str, str] | str:
-    """Run one hook's command with ``payload`` on stdin: (exit code, stdout, stderr), or why it failed."""
-    import subprocess
-
-    try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", hook.command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(cwd),
-            env=env,
-            start_new_session=True,
+    """Run one hook's command with ``payload`` on stdin, in ``cwd``: (exit code, stdout, stderr), or why it
+    failed. A file its trusted project file runs that changed since (``hook.pinned``) stops it first."""
+    changed = first_changed(hook.pinned)
+    if changed is not None:
+        return (
+            f"did not run: {changed} changed since you trusted {hook.source}; "
+            f"run `openheim permissions trust {hook.source}` if the change is yours"
         )
-    except OSError as e:
-        return f"could not start: {e.strerror or e}"
-    stop = cancel.on_cancel(lambda: _kill(proc)) if cancel is not None else (lambda: None)
-    try:
-        out, err = proc.communicate(json.dumps(payload, ensure_ascii=False).encode("utf-8"), timeout=hook.timeout_secs)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        proc.communicate()
+    stdin = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    stopped = (lambda: cancel.cancelled) if cancel is not None else (lambda: False)
+    ran = run_command(["/bin/sh", "-c", hook.command], stdin, cwd, env, hook.timeout_secs, OUTPUT_CAP, stopped)
+    if ran == "timeout":
         return f"timed out after {hook.timeout_secs:g}s"
-    finally:
-        stop()
-    if cancel is not None and cancel.cancelled:
+    if ran == "cancelled" or (cancel is not None and cancel.cancelled):
         return "stopped: the turn was cancelled"
-    return proc.returncode, _read_capped(out), _read_capped(err)
-
-
-def _kill(proc: Any) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
+    if isinstance(ran, str):
+        return ran
+    code, out, err = ran
+    return code, _text(out), _text(err)
 
 
 @dataclass(eq=False)
@@ -155,7 +144,10 @@ class HookRunner:
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in self.secret_env_vars}
         env.update(
-            OPENHEIM_PROJECT_DIR=str(self.root), CLAUDE_PROJECT_DIR=str(self.root), OPENHEIM_SESSION_ID=self.session_id
+            OPENHEIM_PROJECT_DIR=str(self.root),
+            CLAUDE_PROJECT_DIR=str(self.root),
+            OPENHEIM_SESSION_ID=self.session_id,
+            PYTHONSAFEPATH="1",  # python -m / a script's directory: never a module planted in the workspace
         )
         return env
 
@@ -167,7 +159,11 @@ class HookRunner:
             "openheim_event": event,
             **extra,
         }
-        ran = run_hook(hook, payload, self.cwd, self._env(), cancel)
+        where = Path(tempfile.mkdtemp(prefix="openheim-hook-"))  # a directory the model cannot write
+        try:
+            ran = run_hook(hook, payload, where, self._env(), cancel)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
         if isinstance(ran, str):
             answer = HookAnswer(failed=ran)
         else:

@@ -2,8 +2,8 @@
 
 Gates here: AllowAll (library default), PolicyGate (``openheim run --approve``), FailClosedGate
 (base for interactive front ends), RememberingGate (per-session *Always decisions around any gate),
-RulesGate (permission rules from config, flags and the project, in front of them) and ProtectedWritesGate
-(writes to the project's own configuration need a person, in front of everything).
+RulesGate (permission rules from config, flags and the project, in front of them). What runs after all
+of them (deny rules and the project's protected paths) is ``core.final_decision``.
 """
 
 from __future__ import annotations
@@ -401,86 +401,3 @@ def denial_source(gate: object, req: PermissionRequest) -> dict[str, str]:
         log.exception("could not tell who denied %s", req.tool_name)
         found = None
     return found if isinstance(found, dict) else {"by": "user"}
-
-
-class ProtectedWritesGate(PermissionGate):
-    """In front of every other gate: a write to the project's own configuration (``.openheim/**``,
-    ``.mcp.json``; see ``config.protected``) is refused by a deny rule, allowed by a user allow rule
-    naming the path, else put to ``person`` afresh (no remembered *Always, no mode, no rule allowing
-    every write, no ``--approve all``) and refused when no person can be asked. Other calls go to ``inner``."""
-
-    def __init__(
-        self, inner: PermissionGate, person: PermissionGate | None, user: RuleSet, project: RuleSet, root: str, cwd: str
-    ) -> None:
-        self.inner, self.user, self.project, self.root, self.cwd = inner, user, project, root, cwd
-        self.person = person if person is not None and getattr(person, "asks_a_person", False) else None
-
-    @property
-    def gates_read_only(self) -> bool:  # type: ignore[override]
-        return self.inner.gates_read_only
-
-    def hides(self, relative: str) -> bool:
-        return hides(self.inner, relative)
-
-    def _protected(self, req: PermissionRequest) -> str | None:
-        from openheim.config.protected import protected_write
-        from openheim.core.tool_args import parse_arguments
-
-        return protected_write(req.tool_name, parse_arguments(req.arguments), self.root, self.cwd)
-
-    def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
-        from openheim.config.protected import naming_rule
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
-        relative = self._protected(req)
-        if relative is None:
-            return self.inner.request(req, cancel)
-        if (
-            decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd).outcome
-            == DENY
-        ):
-            return Decision.REJECT_ONCE
-        if naming_rule(self.user, req.tool_name, relative) is not None:
-            return Decision.ALLOW_ONCE
-        if self.person is None:
-            return Decision.REJECT_ONCE
-        return Decision.ALLOW_ONCE if self.person.request(req, cancel).allowed else Decision.REJECT_ONCE
-
-    def denial_message(self, req: PermissionRequest) -> str:
-        from openheim.config.protected import refusal
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
-        relative = self._protected(req)
-        if relative is None:
-            return self.inner.denial_message(req)
-        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
-        if verdict.outcome == DENY:
-            return rule_denied_message(verdict)
-        return self.person.denial_message(req) if self.person is not None else refusal(relative)
-
-    def denied_by(self, req: PermissionRequest) -> dict[str, str]:
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
-        if self._protected(req) is None:
-            return denial_source(self.inner, req)
-        verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
-        if verdict.outcome == DENY and verdict.rule is not None:
-            return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
-        return denial_source(self.person, req) if self.person is not None else {"by": "protected"}
-
-
-def rule_denial(gate: PermissionGate, req: PermissionRequest) -> str | None:
-    """What a deny rule says about ``req`` (the tool result the model reads), or None when no deny rule
-    refuses it: a hook's "allow" skips the gate's question but never a deny rule."""
-    from openheim.config.rules import DENY
-
-    while isinstance(gate, (SubagentGate, ProtectedWritesGate)):
-        gate = gate.inner
-    if isinstance(gate, RulesGate):
-        verdict = gate.verdict(req)
-        if verdict.outcome == DENY:
-            return rule_denied_message(verdict)
-    return None

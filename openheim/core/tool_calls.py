@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from openheim.config.hooks import ALLOW, ASK, DENY  # not core.hooks: the runner loads only when hooks exist
 from openheim.core.events import StreamEvent, ToolCall, ToolDenied, ToolResult
+from openheim.core.final_decision import final_decision
 from openheim.core.models import ImageBlock, Message, ToolUseBlock
-from openheim.core.permission import PermissionRequest, denial_source, needs_permission, rule_denial
+from openheim.core.permission import PermissionRequest, needs_permission
 from openheim.core.tool_images import split_result
 from openheim.core.tools import ViewContext, parse_arguments
 from openheim.errors import OpenheimError, file_error
@@ -77,25 +78,19 @@ def arguments_usable(arguments: str) -> bool:
 def _permitted(
     executor: ToolExecutor, call: ToolUseBlock, ctx: TurnContext, hook_decision: str | None = None
 ) -> ToolOutcome | None:
-    """None when the call may run, else the denial outcome. A pre_tool hook's "allow" skips the gate (a deny
-    rule still refuses); its "ask" puts even a read-only call to the gate."""
+    """None when the call may run, else the denial outcome. A pre_tool hook's "allow" skips the gate; its
+    "ask" puts even a read-only call to the gate; final_decision has the last word either way."""
     gate = ctx.gate
     if gate is None or call.name not in executor.names():  # an unavailable tool fails without asking
         return None
     request = PermissionRequest(call.id, call.name, call.arguments)
-    if hook_decision == ALLOW:
-        denied = rule_denial(gate, request)
-        if denied is None:
-            return None
-        _report_denial(call, ctx, denied, denial_source(gate, request))
-        return ToolOutcome(denied, True)
-    if hook_decision != ASK and not needs_permission(gate, executor.capabilities(call.name)):
+    unasked = hook_decision != ASK and not needs_permission(gate, executor.capabilities(call.name))
+    approved = hook_decision == ALLOW or unasked or gate.request(request, ctx.cancel).allowed
+    refused = final_decision(gate, request, approved, ctx.cancel)
+    if refused is None:
         return None
-    if gate.request(request, ctx.cancel).allowed:
-        return None
-    reason = gate.denial_message(request)
-    _report_denial(call, ctx, reason, denial_source(gate, request))
-    return ToolOutcome(reason, True)
+    _report_denial(call, ctx, refused.message, refused.source)
+    return ToolOutcome(refused.message, True)
 
 
 def _report_denial(call: ToolUseBlock, ctx: TurnContext, reason: str, source: dict[str, str]) -> None:

@@ -24,6 +24,7 @@ class ProjectFile:
     trust: str  # trusted | changed | untrusted
     servers: dict[str, McpServerConfig] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    changed_file: str | None = None  # a file its servers run that changed since it was trusted
 
     @property
     def trusted(self) -> bool:
@@ -33,6 +34,11 @@ class ProjectFile:
         """The one line that says why the file's servers are not used and how to use them."""
         names = ", ".join(self.servers) or "none usable"
         how = f"run `openheim mcp trust {self.path}` to use them (they run commands on this machine)"
+        if self.changed_file is not None:
+            return (
+                f"{self.changed_file}, which an MCP server of {self.path} runs, changed since you trusted it, so "
+                f"its MCP servers ({names}) are not used; {how}"
+            )
         if self.trust == "changed":
             return f"{self.path} changed since you trusted it, so its MCP servers ({names}) are not used; {how}"
         return f"{self.path} lists MCP servers ({names}) that are not used until you trust the file; {how}"
@@ -86,7 +92,8 @@ def read_project(root: Path, data_dir: Path, keys: KeyPolicy | None = None) -> P
         return None
     real = trust.real_path(path)
     sha = trust.digest(raw)
-    found = ProjectFile(real, sha, trust.check(data_dir, real, sha))
+    state, changed = trust.check_detail(data_dir, real, sha)
+    found = ProjectFile(real, sha, state, changed_file=changed)
     try:
         found.servers, found.problems = parse_mcp_json(raw.decode("utf-8"), str(real))
     except UnicodeDecodeError:

@@ -591,7 +591,8 @@ class Runtime:
         project's own configuration (config.protected); a bad project file fails the turn here. A rule
         that matches no offered tool gets a warning line (once)."""
         from openheim.config.project_settings import load_project_rules
-        from openheim.core.permission import ProtectedWritesGate, RulesGate
+        from openheim.core.final_decision import ProtectedWritesGate
+        from openheim.core.permission import RulesGate
 
         user = self.config.permissions
         project = load_project_rules(root, cwd, self.settings.data_dir)  # root, cwd: already resolved
