@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+from openheim.version import __version__
 
 
 def _ref(name: str) -> dict:
@@ -107,13 +110,16 @@ SCHEMAS: dict[str, Any] = {
             "name": {"type": "string"},
             "transport": {"enum": ["stdio", "http", "unknown"]},
             "source": {"enum": ["config", "mcp-config", "project", "session"]},
-            "state": {"enum": ["starting", "connected", "disconnected", "failed", "closed", "untrusted"]},
+            "state": {
+                "enum": ["starting", "connected", "disconnected", "failed", "closed", "untrusted", "needs login"]
+            },
             "connected": {"type": "boolean"},
             "tool_count": {"type": "integer"},
             "error": {"type": "string"},
             "command": {"type": "string"},
             "url": {"type": "string"},
             "tools": STRINGS,
+            "tools_left_out": {**STRINGS, "description": "Tools over the per-server budget, not offered"},
         },
     },
     "SessionMeta": {
@@ -162,92 +168,91 @@ def _get(operation_id: str, summary: str, ok: dict, extra: dict | None = None, p
     return {"get": operation}
 
 
-def document() -> dict:
-    """The API description (a new dict each call)."""
-    from openheim.version import __version__
-
-    session_id = {
-        "name": "id",
-        "in": "path",
-        "required": True,
-        "description": "A session id (a UUID)",
-        "schema": {"type": "string", "format": "uuid"},
-    }
-    sessions = _json({"type": "array", "items": _ref("SessionMeta")}, "Session metadata")
-    sessions["links"] = {
+SESSION_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "A session id (a UUID)",
+    "schema": {"type": "string", "format": "uuid"},
+}
+SESSIONS = {
+    **_json({"type": "array", "items": _ref("SessionMeta")}, "Session metadata"),
+    "links": {
         "GetSession": {
             "operationId": "getSession",
             "parameters": {"id": "$response.body#/0/id"},
             "description": "The newest session in full",
         }
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "openheim serve",
-            "version": __version__,
-            "description": (
-                "Read-only REST API of `openheim serve`. The agent itself is reached over WebSocket: "
-                "`/acp` carries bare ACP JSON-RPC messages, one per frame; `/ws` carries "
-                "`{channel, data}` envelopes for the `agent` (ACP) and `fs` channels. When the server "
-                "has a token, every request but `GET /` needs it, as `Authorization: Bearer TOKEN` "
-                "or `?token=TOKEN`."
-            ),
-        },
-        "components": {
-            "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer"},
-                "query": {"type": "apiKey", "in": "query", "name": "token"},
-            },
-            "schemas": SCHEMAS,
-        },
-        "security": [{"bearer": []}, {"query": []}],
-        "paths": {
-            "/": {
-                "get": {
-                    "operationId": "getPage",
-                    "summary": "The web page (chat over /acp)",
-                    "security": [],
-                    "responses": {
-                        "200": {
-                            "description": "A self-contained HTML page",
-                            "content": {"text/html": {"schema": {"type": "string"}}},
-                        }
-                    },
-                }
-            },
-            "/api/config": _get(
-                "getConfig", "The configuration, secrets redacted", _json(_ref("PublicConfig"), "Public view")
-            ),
-            "/api/models": _get("getModels", "Providers and their models", _json(_ref("Models"), "Models")),
-            "/api/skills": _get("getSkills", "Installed skill names, sorted", _json(STRINGS, "Skill names")),
-            "/api/tools": _get(
-                "getTools",
-                "Tools offered to the model",
-                _json({"type": "array", "items": _ref("Tool")}, "Tool definitions"),
-            ),
-            "/api/mcp-servers": _get(
-                "getMcpServers",
-                "Configured MCP servers and their status",
-                _json({"type": "array", "items": _ref("McpServerStatus")}, "Statuses"),
-            ),
-            "/api/sessions": _get(
-                "listSessions",
-                "Stored sessions, newest first",
-                sessions,
-                {"500": _json(_ref("Error"), "The history could not be read")},
-            ),
-            "/api/sessions/{id}": _get(
-                "getSession",
-                "One stored session: metadata and messages",
-                _json(_ref("Session"), "The session"),
-                {
-                    "400": _json(_ref("Error"), "Not a session id"),
-                    "404": _json(_ref("Error"), "No such session"),
-                    "500": _json(_ref("Error"), "The session could not be read"),
-                },
-                [session_id],
-            ),
-            "/api/openapi.json": _get("getOpenApi", "This document", _json({"type": "object"}, "OpenAPI 3.1 document")),
+    },
+}
+DESCRIPTION = (
+    "Read-only REST API of `openheim serve`. The agent itself is reached over WebSocket: "
+    "`/acp` carries bare ACP JSON-RPC messages, one per frame; `/ws` carries "
+    "`{channel, data}` envelopes for the `agent` (ACP) and `fs` channels. When the server "
+    "has a token, every request but `GET /` needs it, as `Authorization: Bearer TOKEN` "
+    "or `?token=TOKEN`."
+)
+PAGE = {
+    "get": {
+        "operationId": "getPage",
+        "summary": "The web page (chat over /acp)",
+        "security": [],
+        "responses": {
+            "200": {
+                "description": "A self-contained HTML page",
+                "content": {"text/html": {"schema": {"type": "string"}}},
+            }
         },
     }
+}
+PATHS: dict[str, Any] = {
+    "/": PAGE,
+    "/api/config": _get("getConfig", "The configuration, secrets redacted", _json(_ref("PublicConfig"), "Public view")),
+    "/api/models": _get("getModels", "Providers and their models", _json(_ref("Models"), "Models")),
+    "/api/skills": _get("getSkills", "Installed skill names, sorted", _json(STRINGS, "Skill names")),
+    "/api/tools": _get(
+        "getTools", "Tools offered to the model", _json({"type": "array", "items": _ref("Tool")}, "Tool definitions")
+    ),
+    "/api/mcp-servers": _get(
+        "getMcpServers",
+        "Configured MCP servers and their status",
+        _json({"type": "array", "items": _ref("McpServerStatus")}, "Statuses"),
+    ),
+    "/api/sessions": _get(
+        "listSessions",
+        "Stored sessions this server can open (those started in the directory it serves), newest first",
+        SESSIONS,
+        {"500": _json(_ref("Error"), "The history could not be read")},
+    ),
+    "/api/sessions/{id}": _get(
+        "getSession",
+        "One stored session: metadata and messages",
+        _json(_ref("Session"), "The session"),
+        {
+            "400": _json(_ref("Error"), "Not a session id"),
+            "403": _json(_ref("Error"), "The session's files cannot be read (permissions)"),
+            "404": _json(_ref("Error"), "No such session"),
+            "422": _json(_ref("Error"), "The session's files are damaged"),
+            "500": _json(_ref("Error"), "The session could not be read"),
+        },
+        [SESSION_ID],
+    ),
+    "/api/openapi.json": _get("getOpenApi", "This document", _json({"type": "object"}, "OpenAPI 3.1 document")),
+}
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer"},
+    "query": {"type": "apiKey", "in": "query", "name": "token"},
+}
+
+
+def document() -> dict:
+    """The API description (a new dict each call)."""
+    return copy.deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {"title": "openheim serve", "version": __version__, "description": DESCRIPTION},
+            "components": {"securitySchemes": SECURITY_SCHEMES, "schemas": SCHEMAS},
+            "security": [{"bearer": []}, {"query": []}],
+            "paths": PATHS,
+        }
+    )

@@ -7,10 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from openheim.errors import InvalidArgument, NotFound
+from openheim.errors import FileAccessError, InvalidArgument, NotFound, ParseError
+from openheim.serve.openapi import document
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
+    from openheim.serve.ownership import ConnectionClient
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +54,11 @@ def _tools(client: OpenheimClient) -> list[dict]:
 
 
 def _sessions(client: OpenheimClient) -> list[dict]:
+    """The stored sessions this server can open (the server passes its ConnectionClient: those of its directory)."""
     return [meta.to_dict() for meta in client.list_sessions()]
 
 
 def _openapi(client: OpenheimClient) -> dict:
-    from openheim.serve.openapi import document
-
     return document()
 
 
@@ -83,7 +84,7 @@ def known(path: str) -> bool:
     return path in ROUTES or (path.startswith(SESSION_PREFIX) and "/" not in path[len(SESSION_PREFIX) :])
 
 
-def handle(client: OpenheimClient, path: str) -> tuple[int, Any]:
+def handle(client: OpenheimClient | ConnectionClient, path: str) -> tuple[int, Any]:
     """Answer a GET of ``path`` (already stripped of its query)."""
     route = ROUTES.get(path)
     try:
@@ -97,13 +98,21 @@ def handle(client: OpenheimClient, path: str) -> tuple[int, Any]:
     return 404, {"error": f"no such endpoint: {path}; see /api/openapi.json"}
 
 
-def _session(client: OpenheimClient, session_id: str) -> tuple[int, Any]:
+def _session(client: OpenheimClient | ConnectionClient, session_id: str) -> tuple[int, Any]:
+    """A stored session; one that cannot be read is the client's 4xx in one line (the file's path and the
+    reason go to the server log only: clients never see the data dir)."""
     try:
         meta, messages = client.stored_session(session_id)
     except InvalidArgument:
         return 400, {"error": "invalid session id"}
     except NotFound:
         return 404, {"error": "session not found"}
+    except ParseError as e:
+        log.warning("session %s is unreadable: %s", session_id, e)
+        return 422, {"error": "the session's stored files are damaged and cannot be read; see the server log"}
+    except FileAccessError as e:
+        log.warning("session %s cannot be read: %s", session_id, e)
+        return 403, {"error": "the session's stored files cannot be read (permissions?); see the server log"}
     except Exception:
         log.exception("loading session %s failed", session_id)
         return 500, {"error": "failed to load session"}

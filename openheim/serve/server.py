@@ -17,10 +17,8 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -28,12 +26,15 @@ from urllib.parse import urlsplit
 from openheim.acp.connection import Sink, Writer
 from openheim.acp.server import AcpServer, Parsed
 from openheim.config.loopback import is_loopback
+from openheim.config.secrecy import remember_secrets
 from openheim.errors import ConfigError, OpenheimError
 from openheim.serve import guard, rest
-from openheim.serve.fs_channel import MAX_FILE_BYTES, FsChannel, WatchHub
+from openheim.serve.fs_channel import MAX_FILE_BYTES, FsChannel
+from openheim.serve.ownership import MAX_SESSIONS_PER_CLIENT, ConnectionClient, Owners, Scope
+from openheim.serve.replies import PAGE_POLICY, BadRequest, error, json_response, library_logger, page, response, single
+from openheim.serve.watch import WatchHub
 
 if TYPE_CHECKING:
-    from websockets.datastructures import Headers
     from websockets.http11 import Request, Response
     from websockets.sync.server import Server, ServerConnection
 
@@ -69,6 +70,7 @@ class ServeOptions:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_file_bytes: int = MAX_FILE_BYTES
     token_generated: bool = False  # no token was configured: this one was made up at start
+    max_sessions_per_client: int = MAX_SESSIONS_PER_CLIENT  # live sessions one connection may hold
 
     @property
     def max_frame_bytes(self) -> int:
@@ -112,74 +114,6 @@ def resolve_options(
         max_file_bytes=config.max_file_bytes,
         token_generated=generated,
     )
-
-
-# --- HTTP -------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def page() -> bytes:
-    from importlib.resources import files
-
-    return files("openheim.serve").joinpath("web/index.html").read_bytes()
-
-
-PAGE_POLICY = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-    "connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
-
-
-def response(
-    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = (), head: bool = False
-) -> Response:
-    from websockets.datastructures import Headers
-    from websockets.http11 import Response
-
-    headers = Headers(
-        [
-            ("Content-Type", content_type),
-            ("Content-Length", str(len(body))),
-            ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
-            ("Connection", "close"),
-            *extra,
-        ]
-    )
-    return Response(status, HTTPStatus(status).phrase, headers, b"" if head else body)
-
-
-def json_response(
-    status: int,
-    payload: Any,
-    extra: Sequence[tuple[str, str]] = (),
-    head: bool = False,
-) -> Response:
-    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    return response(status, body, "application/json", extra, head)
-
-
-def error(status: int, message: str, extra: Sequence[tuple[str, str]] = ()) -> Response:
-    return json_response(status, {"error": message}, extra)
-
-
-class BadRequest(Exception):
-    """A request we will not interpret (e.g. two Host headers)."""
-
-
-def single(headers: Headers, name: str) -> str | None:
-    """A header that must appear at most once."""
-    values = headers.get_all(name)
-    if len(values) > 1:
-        raise BadRequest(f"more than one {name} header")
-    return values[0] if values else None
-
-
-def _library_logger() -> logging.Logger:
-    """The websockets library's logger, never at debug: its debug lines carry request headers (the token)."""
-    logger = logging.getLogger("openheim.serve.websockets")
-    logger.setLevel(max(logging.INFO, logging.getLogger().getEffectiveLevel()))
-    return logger
 
 
 # --- sockets ----------------------------------------------------------------------------
@@ -235,8 +169,9 @@ def frame_sink(ws: ServerConnection) -> Sink:
 class Peer:
     """One WebSocket: its bounded writer and the ACP server speaking on it."""
 
-    def __init__(self, ws: ServerConnection, max_pending: int) -> None:
+    def __init__(self, ws: ServerConnection, max_pending: int, client: ConnectionClient) -> None:
         self.ws = ws
+        self.client = client  # this connection's door to the runtime: it owns the sessions it opens
         self.out = Writer(frame_sink(ws), max_pending, on_overflow=self.abort)
         self.acp: AcpServer | None = None
         self.agent_writer: Writer | None = None  # /ws: the ACP server's own writer, feeding ``out``
@@ -259,12 +194,14 @@ class OpenheimServer:
     """The HTTP + WebSocket server; ``start()`` binds and serves on a background thread."""
 
     def __init__(self, client: OpenheimClient, options: ServeOptions) -> None:
-        from openheim.config.secrecy import remember_secrets
-
         self.client, self.options = client, options
         if options.token:
             remember_secrets(options.token)  # never in a log line
         self.root = Path(client.work_dir or os.getcwd())
+        # work_dir unset in the config: `openheim serve` serves the directory it was started in
+        self.scope = Scope(self.root, configured=client.config.work_dir is not None)
+        self.owners = Owners(options.max_sessions_per_client)  # which connection holds each live session
+        self.reader = ConnectionClient(client, self.owners, self.scope)  # the REST API's view: it never opens
         self.watches = WatchHub(options.watch_interval)  # one poller per watched tree, for every socket
         self.peers: set[Peer] = set()
         self._lock = threading.Lock()
@@ -290,7 +227,7 @@ class OpenheimServer:
                 max_size=self.options.max_frame_bytes,
                 close_timeout=CLOSE_TIMEOUT,
                 server_header=None,
-                logger=_library_logger(),
+                logger=library_logger(),
             )
         except OSError as e:
             raise OpenheimError(
@@ -323,25 +260,13 @@ class OpenheimServer:
         url = urlsplit(request.path)
         path, method = url.path, request.method
         headers = {name: single(request.headers, name) for name in ("Host", "Origin", "Authorization", "Upgrade")}
-        origin = headers["Origin"]
-        cors = guard.cors_headers(origin, self.options.cors_origins)
+        cors = guard.cors_headers(headers["Origin"], self.options.cors_origins)
         upgrade = "websocket" in (headers["Upgrade"] or "").lower()
-        if self.options.token is None and not guard.host_ok(headers["Host"]):
-            return error(403, "this server answers only to a loopback Host (localhost, 127.0.0.1, [::1])", cors)
-        if method == "OPTIONS":
-            return response(204, b"", "text/plain", guard.preflight_headers(origin, self.options.cors_origins))
-        if method not in ("GET", "HEAD"):
-            return error(
-                405, f"{method} is not supported; the API is read-only", [("Allow", "GET, HEAD, OPTIONS"), *cors]
-            )
-        if not (path == "/" and not upgrade) and not guard.token_ok(self.options.token, headers, url.query):
-            return error(
-                401,
-                "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
-                [("WWW-Authenticate", "Bearer"), *cors],
-            )
+        refused = self._refusal(method, path, url.query, headers, upgrade, cors)
+        if refused is not None:
+            return refused
         if upgrade:
-            return self._upgrade(path, origin, headers["Host"])
+            return self._upgrade(path, headers["Origin"], headers["Host"])
         head = method == "HEAD"
         if path in ("/acp", "/ws"):
             return error(
@@ -358,9 +283,30 @@ class OpenheimServer:
                 head,
             )
         if rest.is_api(path):
-            status, payload = rest.handle(self.client, path)
+            status, payload = rest.handle(self.reader, path)
             return json_response(status, payload, cors, head)
         return error(404, f"no such page: {path}", cors)
+
+    def _refusal(
+        self, method: str, path: str, query: str, headers: dict, upgrade: bool, cors: list[tuple[str, str]]
+    ) -> Response | None:
+        """The answer to a request that goes no further (a foreign Host, a preflight, a method, the token)."""
+        if self.options.token is None and not guard.host_ok(headers["Host"]):
+            return error(403, "this server answers only to a loopback Host (localhost, 127.0.0.1, [::1])", cors)
+        if method == "OPTIONS":
+            origin = headers["Origin"]
+            return response(204, b"", "text/plain", guard.preflight_headers(origin, self.options.cors_origins))
+        if method not in ("GET", "HEAD"):
+            return error(
+                405, f"{method} is not supported; the API is read-only", [("Allow", "GET, HEAD, OPTIONS"), *cors]
+            )
+        if not (path == "/" and not upgrade) and not guard.token_ok(self.options.token, headers, query):
+            return error(
+                401,
+                "missing or wrong token: send 'Authorization: Bearer TOKEN' or add ?token=TOKEN",
+                [("WWW-Authenticate", "Bearer"), *cors],
+            )
+        return None
 
     def _upgrade(self, path: str, origin: str | None, host: str | None) -> Response | None:
         if path not in ("/acp", "/ws"):
@@ -375,7 +321,7 @@ class OpenheimServer:
     # --- WebSocket connections ---------------------------------------------------------
 
     def _handle(self, ws: ServerConnection) -> None:
-        peer = Peer(ws, self.options.max_pending)
+        peer = Peer(ws, self.options.max_pending, ConnectionClient(self.client, self.owners, self.scope))
         with self._lock:
             self.peers.add(peer)
         try:
@@ -387,6 +333,7 @@ class OpenheimServer:
         except Exception:
             log.exception("a WebSocket connection failed")
         finally:
+            peer.client.let_go_all()
             with self._lock:
                 self.peers.discard(peer)
 
@@ -394,7 +341,7 @@ class OpenheimServer:
         """`/acp`: bare JSON-RPC frames, the same ACP server as stdio."""
         limit = self.options.max_message_bytes
         peer.acp = AcpServer(
-            self.client,
+            peer.client,
             frames(peer.ws, limit),
             peer.out,
             limit,
@@ -409,7 +356,7 @@ class OpenheimServer:
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         peer.agent_writer = Writer(lambda lines: out.send_lines(AGENT_PREFIX + line[:-1] + b"}\n" for line in lines))
         peer.acp = AcpServer(
-            self.client,
+            peer.client,
             iter(inbox.get, _END),
             peer.agent_writer,
             self.options.max_message_bytes,

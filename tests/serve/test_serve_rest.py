@@ -114,9 +114,12 @@ def test_sessions_newest_first_and_one_in_full(server, srv, project):
     assert get(server, "/api/unknown") == (404, {"error": "no such endpoint: /api/unknown; see /api/openapi.json"})
 
 
-def test_an_unreadable_history_is_a_500_with_the_reference_message(server, isolated_home, project):
+def test_an_unreadable_history_is_a_422_in_one_line(server, isolated_home, project):
     history = isolated_home / "history"
     history.mkdir(exist_ok=True)
     sid = str(uuid.uuid4())
     (history / f"{sid}.json").write_text("{not json")
-    assert get(server, f"/api/sessions/{sid}") == (500, {"error": "failed to load session"})
+    assert get(server, f"/api/sessions/{sid}") == (
+        422,
+        {"error": "the session's stored files are damaged and cannot be read; see the server log"},
+    )
