@@ -26,7 +26,6 @@ from openheim.config.workspace_write import replace_at
 from openheim.errors import OpenheimError
 from openheim.serve.watch import MAX_ENTRIES, WATCH_INTERVAL, Send, Subscription, WatchHub, walk
 from openheim.tools.sandbox import canonical_root, open_dir, open_file, validate_entry, validate_path
-from openheim.tools.write_file import replace_file
 
 log = logging.getLogger(__name__)
 
