@@ -14,32 +14,20 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from openheim.commands.doctor_host import check_ca_bundle, check_locale, check_terminal, check_vectors, check_version
 from openheim.commands.doctor_reach import Reach, probe_all
+from openheim.commands.doctor_report import Check, as_json, as_lines, exit_code
 from openheim.config.resolve import resolve_api_key
 from openheim.config.unknown_keys import UnknownKey, tell
 from openheim.core.control_chars import visible
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from openheim.config.schema import Config, ProviderConfig
-
-MARKS = {"ok": "ok", "warn": "warn", "fail": "FAIL", "info": "--"}
-
-
-@dataclass
-class Check:
-    key: str  # the JSON member ("providers" checks are collected in a list)
-    label: str  # the human line's name
-    status: str  # ok | warn | fail | info
-    detail: str
-    facts: dict[str, Any] = field(default_factory=dict)
 
 
 def run_checks(
@@ -70,21 +58,6 @@ def run_checks(
         check_locale(),
     ]
     return checks
-
-
-def check_version() -> Check:
-    from openheim.version import __version__
-
-    frozen = bool(getattr(sys, "frozen", False))
-    python = ".".join(map(str, sys.version_info[:3]))
-    how = "frozen binary" if frozen else "Python package"
-    return Check(
-        "version",
-        "version",
-        "ok",
-        f"openheim {__version__} ({how}, Python {python})",
-        {"openheim": __version__, "python": python, "frozen": frozen, "executable": sys.executable},
-    )
 
 
 def check_home() -> Check:
@@ -248,59 +221,6 @@ def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
     return Check("providers", label, "fail" if is_default else "warn", f"{detail}; {problem}", facts)
 
 
-def check_vectors() -> Check:
-    """Whether sqlite-vec loads, through which SQLite module, and which SQLite library that is."""
-    from openheim.memory.sqlite import select_driver
-
-    driver = select_driver()
-    facts: dict[str, Any] = {
-        "available": driver.vectors,
-        "driver": driver.name,
-        "sqlite_version": getattr(driver.module, "sqlite_version", None),
-        "library": _sqlite_library(driver.module),
-        "vec_version": None,
-    }
-    if not driver.vectors:
-        facts["reason"] = driver.reason
-        return Check("vectors", "vectors", "warn", f"off, keyword search only: {driver.reason}", facts)
-    from openheim.memory.sqlite import load_vec
-
-    conn = driver.module.connect(":memory:")
-    try:
-        load_vec(conn)
-        facts["vec_version"] = conn.execute("select vec_version()").fetchone()[0]
-    except Exception as e:
-        facts["available"], facts["reason"] = False, str(e) or type(e).__name__
-        return Check("vectors", "vectors", "warn", f"off, keyword search only: {facts['reason']}", facts)
-    finally:
-        conn.close()
-    return Check(
-        "vectors",
-        "vectors",
-        "ok",
-        f"sqlite-vec {facts['vec_version']} via {driver.name} (SQLite {facts['sqlite_version']}, {facts['library']})",
-        facts,
-    )
-
-
-def _sqlite_library(module: ModuleType) -> str | None:
-    """The shared object that holds SQLite for ``module``: libsqlite3 when it is mapped, else the C extension."""
-    try:
-        maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        maps = ""
-    libs = sorted({line.split(None, 5)[-1] for line in maps.splitlines() if "libsqlite3" in line})
-    if module.__name__.startswith("pysqlite3"):
-        import pysqlite3._sqlite3 as ext  # statically linked: the extension is the library
-
-        return ext.__file__
-    if libs:
-        return libs[0]
-    import _sqlite3
-
-    return _sqlite3.__file__
-
-
 def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | None, timeout: float) -> Check:
     """Start every MCP server openheim would use here and wait up to ``timeout`` seconds for each."""
     if config is None and not mcp_config:
@@ -345,101 +265,6 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
     return Check("mcp", "mcp", "warn" if bad else "ok", "; ".join(parts), {"servers": servers})
 
 
-def check_ca_bundle() -> Check:
-    """The CA bundle requests would verify HTTPS with, and whether ssl can load certificates from it."""
-    import ssl
-
-    source, path = "certifi", None
-    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # requests honours these before its default
-        if os.environ.get(var):
-            source, path = var, os.environ[var]
-            break
-    if path is None:
-        from requests.utils import DEFAULT_CA_BUNDLE_PATH
-
-        path = DEFAULT_CA_BUNDLE_PATH
-    facts: dict[str, Any] = {
-        "path": path,
-        "from": source,
-        "exists": os.path.exists(path),
-        "certificates": 0,
-        "loadable": False,
-    }
-    if not facts["exists"]:
-        return Check(
-            "ca_bundle",
-            "CA bundle",
-            "fail",
-            f"{path} (from {source}) does not exist; HTTPS cannot be verified: point REQUESTS_CA_BUNDLE at a PEM file",
-            facts,
-        )
-    try:
-        ctx = ssl.create_default_context(
-            cafile=None if os.path.isdir(path) else path, capath=path if os.path.isdir(path) else None
-        )
-        facts["certificates"] = ctx.cert_store_stats()["x509_ca"]
-        facts["loadable"] = os.path.isdir(path) or facts["certificates"] > 0
-    except (ssl.SSLError, OSError, ValueError) as e:
-        facts["error"] = str(e)
-    if not facts["loadable"]:
-        return Check(
-            "ca_bundle",
-            "CA bundle",
-            "fail",
-            f"{path} (from {source}) holds no loadable certificates{': ' + facts['error'] if 'error' in facts else ''}",
-            facts,
-        )
-    return Check("ca_bundle", "CA bundle", "ok", f"{path} ({facts['certificates']} certificates, from {source})", facts)
-
-
-def check_terminal() -> Check:
-    streams = {name: _isatty(getattr(sys, name)) for name in ("stdin", "stdout", "stderr")}
-    size = None
-    for stream in (sys.stdout, sys.stderr, sys.stdin):
-        try:
-            cols, rows = os.get_terminal_size(stream.fileno())
-            size = {"columns": cols, "rows": rows}
-            break
-        except (OSError, ValueError, AttributeError):
-            continue
-    term = os.environ.get("TERM") or None
-    facts = {**{f"{k}_tty": v for k, v in streams.items()}, "term": term, "size": size}
-    ttys = ",".join(k for k, v in streams.items() if v) or "none"
-    shown = f"TERM={term or '(unset)'}, tty: {ttys}" + (f", {size['columns']}x{size['rows']}" if size else "")
-    if streams["stdin"] and streams["stdout"] and term in (None, "dumb"):
-        return Check("terminal", "terminal", "warn", f"{shown}: the chat needs TERM set to a real terminal", facts)
-    return Check("terminal", "terminal", "ok", shown, facts)
-
-
-def _isatty(stream: IO[str] | None) -> bool:
-    try:
-        return bool(stream and stream.isatty())
-    except (ValueError, OSError):
-        return False
-
-
-def check_locale() -> Check:
-    import codecs
-    import locale
-
-    preferred = locale.getpreferredencoding(False)
-    stdout = getattr(sys.stdout, "encoding", None)
-    fs_encoding = sys.getfilesystemencoding()
-    facts: dict[str, Any] = {
-        "preferred_encoding": preferred,
-        "stdout_encoding": stdout,
-        "filesystem_encoding": fs_encoding,
-        "utf8_mode": bool(sys.flags.utf8_mode),
-        **{k.lower(): os.environ.get(k) for k in ("LANG", "LC_ALL", "LC_CTYPE")},
-    }
-    encodings = {codecs.lookup(e).name for e in (preferred, stdout or preferred, fs_encoding)}
-    facts["utf8"] = encodings == {"utf-8"}
-    shown = f"{preferred} (stdout {stdout}, UTF-8 mode {'on' if facts['utf8_mode'] else 'off'})"
-    if not facts["utf8"]:
-        return Check("locale", "locale", "warn", f"{shown}: non-ASCII text may be mangled; set LANG=C.UTF-8", facts)
-    return Check("locale", "locale", "ok", shown, facts)
-
-
 def check_sandbox(config: Config | None) -> Check:
     """What the kernel enforces of [sandbox] here, as the sandbox helper itself reports it."""
     from openheim.config.schema import SandboxConfig
@@ -464,35 +289,6 @@ def check_sandbox(config: Config | None) -> Check:
     gaps = bool(facts["not_enforced"])
     status = "fail" if gaps and sandbox.required else "warn" if gaps or not sandbox.active else "ok"
     return Check("sandbox", "sandbox", status, summary(report), facts)
-
-
-def exit_code(checks: list[Check]) -> int:
-    return 1 if any(c.status == "fail" for c in checks) else 0
-
-
-def as_json(checks: list[Check]) -> dict[str, Any]:
-    """One object: ``ok``, ``exit_code``, then one member per check (``providers`` is a list)."""
-    out: dict[str, Any] = {"ok": exit_code(checks) == 0, "exit_code": exit_code(checks), "providers": []}
-    for c in checks:
-        entry = {"status": c.status, "detail": c.detail, **c.facts}
-        if c.key == "providers":
-            out["providers"].append(entry)
-        else:
-            out[c.key] = entry
-    return out
-
-
-def as_lines(checks: list[Check]) -> list[str]:
-    """Aligned human lines: mark, name, detail; then a summary."""
-    width = max(len(c.label) for c in checks)
-    lines = [f"{MARKS[c.status]:<4}  {c.label:<{width}}  {c.detail}" for c in checks]
-    fails = [c.label for c in checks if c.status == "fail"]
-    warns = sum(c.status == "warn" for c in checks)
-    if fails:
-        lines.append(f"not ready: {', '.join(fails)} failed" + (f"; {warns} warning(s)" if warns else ""))
-    else:
-        lines.append("ready" + (f" ({warns} warning(s))" if warns else ""))
-    return lines
 
 
 @click.command(
