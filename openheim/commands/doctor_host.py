@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -81,49 +82,39 @@ def _sqlite_library(module: ModuleType) -> str | None:
 
 def check_ca_bundle() -> Check:
     """The CA bundle requests would verify HTTPS with, and whether ssl can load certificates from it."""
-    import ssl
-
-    source, path = "certifi", None
-    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # requests honours these before its default
-        if os.environ.get(var):
-            source, path = var, os.environ[var]
-            break
-    if path is None:
-        from requests.utils import DEFAULT_CA_BUNDLE_PATH
-
-        path = DEFAULT_CA_BUNDLE_PATH
-    facts: dict[str, Any] = {
-        "path": path,
-        "from": source,
-        "exists": os.path.exists(path),
-        "certificates": 0,
-        "loadable": False,
-    }
+    source, path = ca_bundle_path()
+    facts: dict[str, Any] = {"path": path, "from": source, "exists": os.path.exists(path)}
+    facts.update(certificates=0, loadable=False)
     if not facts["exists"]:
-        return Check(
-            "ca_bundle",
-            "CA bundle",
-            "fail",
-            f"{path} (from {source}) does not exist; HTTPS cannot be verified: point REQUESTS_CA_BUNDLE at a PEM file",
-            facts,
-        )
-    try:
-        ctx = ssl.create_default_context(
-            cafile=None if os.path.isdir(path) else path, capath=path if os.path.isdir(path) else None
-        )
-        facts["certificates"] = ctx.cert_store_stats()["x509_ca"]
-        facts["loadable"] = os.path.isdir(path) or facts["certificates"] > 0
-    except (ssl.SSLError, OSError, ValueError) as e:
-        facts["error"] = str(e)
+        why = "does not exist; HTTPS cannot be verified: point REQUESTS_CA_BUNDLE at a PEM file"
+        return Check("ca_bundle", "CA bundle", "fail", f"{path} (from {source}) {why}", facts)
+    facts.update(load_certificates(path))
     if not facts["loadable"]:
-        return Check(
-            "ca_bundle",
-            "CA bundle",
-            "fail",
-            f"{path} (from {source}) holds no loadable certificates{': ' + facts['error'] if 'error' in facts else ''}",
-            facts,
-        )
+        error = f": {facts['error']}" if "error" in facts else ""
+        why = f"holds no loadable certificates{error}"
+        return Check("ca_bundle", "CA bundle", "fail", f"{path} (from {source}) {why}", facts)
     return Check("ca_bundle", "CA bundle", "ok", f"{path} ({facts['certificates']} certificates, from {source})", facts)
+
+
+def ca_bundle_path() -> tuple[str, str]:
+    """Where requests finds its CA bundle, and what named it: its two variables first, else certifi's."""
+    for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        if os.environ.get(var):
+            return var, os.environ[var]
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+
+    return "certifi", DEFAULT_CA_BUNDLE_PATH
+
+
+def load_certificates(path: str) -> dict[str, Any]:
+    """How many CA certificates ssl loads from a bundle file (or a hashed directory), and any error."""
+    directory = os.path.isdir(path)
+    try:
+        ctx = ssl.create_default_context(cafile=None if directory else path, capath=path if directory else None)
+    except (ssl.SSLError, OSError, ValueError) as e:
+        return {"error": str(e)}
+    count = ctx.cert_store_stats()["x509_ca"]
+    return {"certificates": count, "loadable": directory or count > 0}
 
 
 def check_terminal() -> Check:
