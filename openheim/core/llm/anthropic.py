@@ -355,4 +355,4 @@ class AnthropicClient:
     def stream(self, messages: list[Message], tools: list[Tool], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         body = build_request(messages, tools, self.cfg)
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url)
+            return read_reply(resp, MessagesStreamParser(), on_chunk, self.url, estimate=self.cfg.max_cost is not None)

@@ -330,7 +330,9 @@ class GeminiClient:
         body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
-                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)
+                return read_reply(
+                    resp, GenerateStreamParser(), on_chunk, self.url, estimate=self.cfg.max_cost is not None
+                )
         except HttpError as e:
             if e.retry_after is None:
                 e.retry_after = retry_delay(e.body)

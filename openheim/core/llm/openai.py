@@ -412,4 +412,4 @@ class OpenAIClient:
 
     def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, ChatStreamParser(), on_chunk, self.url)
+            return read_reply(resp, ChatStreamParser(), on_chunk, self.url, estimate=self.cfg.max_cost is not None)
