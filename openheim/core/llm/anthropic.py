@@ -13,7 +13,8 @@ from openheim.core.llm.convert import (
     new_call_id,
     system_text,
 )
-from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.http import HttpTransport
+from openheim.core.llm.http_errors import is_overflow
 from openheim.core.llm.reply import read_reply
 from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (

@@ -17,7 +17,8 @@ from openheim.core.llm.convert import (
     system_text,
 )
 from openheim.core.llm.gemini_schema import gemini_response_schema, gemini_schema
-from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.http import HttpTransport
+from openheim.core.llm.http_errors import is_overflow
 from openheim.core.llm.reply import read_reply
 from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (

@@ -13,7 +13,8 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from openheim.config.secrecy import host_of, redact
-from openheim.core.llm.http import cut_by_us, read_body, read_chunks, unreadable_reply
+from openheim.core.llm.http import cut_by_us, read_body, read_chunks
+from openheim.core.llm.http_errors import unreadable_reply
 from openheim.core.llm.shape import mismatch
 from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
 from openheim.core.spend import counted
