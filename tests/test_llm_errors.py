@@ -15,7 +15,7 @@ import responses
 from openheim.cli import describe
 from openheim.config.agent_config import AgentConfig
 from openheim.core.llm.factory import create_client
-from openheim.core.llm.http import provider_message
+from openheim.core.llm.http_errors import provider_message
 from openheim.core.models import Message
 from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, HttpError

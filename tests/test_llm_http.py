@@ -10,14 +10,8 @@ from email.utils import formatdate
 import pytest
 from fake_llm import FakeLLMServer, Fault, Reply
 
-from openheim.core.llm.http import (
-    USER_AGENT,
-    HttpTransport,
-    error_for_status,
-    is_overflow,
-    parse_retry_after,
-    read_chunks,
-)
+from openheim.core.llm.http import USER_AGENT, HttpTransport, read_chunks
+from openheim.core.llm.http_errors import error_for_status, is_overflow, parse_retry_after
 from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,

@@ -11,7 +11,7 @@ import requests
 from cli_helpers import ROOT, openheim, spawn, write_config
 from fake_llm import FakeLLMServer, Fault, Reply
 
-from openheim.core.llm.http import transport_error
+from openheim.core.llm.http_errors import transport_error
 from openheim.core.llm.retry import is_retryable
 from openheim.errors import TransportError
 

@@ -135,6 +135,9 @@ def run_turn(
             ctx.usage.add(choice.usage)
             cost = ctx.spend.add(cfg, choice.usage)
             on_event(events.UsageReport(choice.usage, cost, ctx.spend.total if cost is not None else None))
+            notice = ctx.spend.estimate_notice(choice.usage)
+            if notice is not None:
+                on_event(events.Notice(notice, "warning"))
         calls = choice.message.tool_calls()
         over = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
         if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):

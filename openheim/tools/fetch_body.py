@@ -7,7 +7,7 @@ expand to gigabytes (a gzip bomb) costs no more than the cap; the compressed byt
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
+from typing import Any, Protocol
 
 READ_SIZE = 65536
 RAW_FACTOR = 4  # a compressed body may be read up to this many times the cap (bytes that decode to nothing)
@@ -66,7 +66,7 @@ class _Inflater:
 
     def __init__(self, gzip: bool) -> None:
         self.gzip = gzip
-        self.obj: zlib._Decompress | None = None
+        self.obj: Any = None  # a zlib decompressobj (its class is not public)
 
     @property
     def ended(self) -> bool:

@@ -17,7 +17,8 @@ from openheim.core.llm.convert import (
     system_text,
 )
 from openheim.core.llm.gemini_schema import gemini_response_schema, gemini_schema
-from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.http import HttpTransport
+from openheim.core.llm.http_errors import is_overflow
 from openheim.core.llm.reply import read_reply
 from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (
@@ -330,7 +331,9 @@ class GeminiClient:
         body = build_request(messages, tools, self.cfg, output)
         try:
             with self._http.stream(self.url, body, self.headers, cancel) as resp:
-                return read_reply(resp, GenerateStreamParser(), on_chunk, self.url)
+                return read_reply(
+                    resp, GenerateStreamParser(), on_chunk, self.url, estimate=self.cfg.max_cost is not None
+                )
         except HttpError as e:
             if e.retry_after is None:
                 e.retry_after = retry_delay(e.body)

@@ -8,152 +8,42 @@ Only provider modules import this, so importing ``requests`` at module level is 
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import queue
-import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import requests
 import urllib3
 from urllib3.util.request import ACCEPT_ENCODING
 
 from openheim.config.secrecy import host_of, redact, remember_secrets, url_secrets
+from openheim.core.cancel import CancelToken
+from openheim.core.llm.http_errors import (
+    error_for_status,
+    malformed_chunks,
+    parse_retry_after,
+    request_error,
+    transport_error,
+    unreadable_reply,
+)
 from openheim.errors import (
     ApiError,
     Cancelled,
-    ConfigError,
-    ContextOverflow,
     HttpError,
     OpenheimError,
     TransportError,
 )
 
-if TYPE_CHECKING:
-    from openheim.core.turn_context import CancelToken
-
 USER_AGENT = "openheim"
-OVERFLOW_PHRASES = (
-    "context_length_exceeded",
-    "maximum context length",
-    "reduce the length of the messages",
-    "prompt is too long",
-    "exceeds the maximum number of tokens",
-    "exceeds the available context size",
-    "exceeds the context window",
-    "exceed context limit",
-    "input token count",
-    "exceed_context_size_error",
-)
 _ERROR_BODY_LIMIT = 1 << 20
 _READ_SIZE = 65536
 JSON_BODY_LIMIT = 64 << 20  # a whole JSON reply (embeddings: 100 vectors of 3072 numbers is ~6 MB)
-HEAD_BYTES = 120  # how much of an unreadable reply a message quotes
 _DECODABLE = frozenset(e.strip() for e in ACCEPT_ENCODING.split(",")) | {"identity", ""}
 _TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
-
-
-def is_overflow(status: int, body: str) -> bool:
-    """Whether an error reply means the prompt did not fit the model's context window."""
-    if status == 413:
-        return True
-    low = body.lower()
-    if "exceed_context_size_error" in low:  # llama.cpp: trust the body, its status has varied
-        return True
-    return status == 400 and any(p in low for p in OVERFLOW_PHRASES)
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds) or ``retry-after`` (HTTP date)."""
-    ms = _header(headers, "retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = _header(headers, "retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(when - (time.time() if now is None else now), 0.0)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value.strip()
-    return None
-
-
-def error_for_status(status: int, body: str, headers: Mapping[str, str], *, overflow: bool = True) -> OpenheimError:
-    """The exception for a non-2xx reply: ContextOverflow (when ``overflow`` applies) or an HttpError whose
-    message is the provider's own, taken from its error body."""
-    if overflow and is_overflow(status, body):
-        return ContextOverflow(redact(provider_message(body, status)))
-    return HttpError(status, body, parse_retry_after(headers), message=redact(provider_message(body, status)))
-
-
-def provider_message(body: str, status: int = 0) -> str:
-    """The provider's own words in an error body: OpenAI/compatible, Anthropic, Gemini, flat and proxy shapes."""
-    text = body.strip()
-    if not text:
-        return f"{http.client.responses.get(status, 'error')} (empty body)"
-    try:
-        found = _json_message(json.loads(text))
-    except (ValueError, RecursionError):
-        found = None
-    if found:
-        return " ".join(found.split())
-    if text[:1] == "<":
-        title = re.search(r"<title[^>]*>(.*?)</title>", text[:65536], re.IGNORECASE | re.DOTALL)
-        name = " ".join(title.group(1).split()) if title else ""
-        return f"an HTML page{': ' + name[:200] if name else ''} instead of an API error"
-    flat = " ".join(text.split())
-    return flat if len(flat) <= 300 else flat[:299] + "…"
-
-
-def _json_message(value: Any) -> str | None:
-    if isinstance(value, list) and value:
-        value = value[0]  # Gemini without alt=sse answers a list
-    if not isinstance(value, dict):
-        return None
-    err = value.get("error", value)
-    if isinstance(err, str):
-        return err
-    if not isinstance(err, dict):
-        return None
-    message = err.get("message")
-    if not isinstance(message, str) or not message.strip():
-        message = value.get("message") if isinstance(value.get("message"), str) else value.get("detail")
-    if not isinstance(message, str) or not message.strip():
-        return None
-    kind = err.get("type") or err.get("status") or err.get("code")
-    if isinstance(kind, str) and kind not in ("None", "null", "error") and kind.lower() not in message.lower():
-        return f"{message} ({kind})"
-    return message
-
-
-def unreadable_reply(url: str, content_type: str, head: bytes, why: str) -> ApiError:
-    """The error for a 2xx reply that cannot be parsed: never retried, names the content type and first bytes."""
-    shown = " ".join(head[:HEAD_BYTES].decode("utf-8", "replace").split())
-    return ApiError(
-        f"{host_of(url)} sent a reply openheim cannot read ({why}; content type "
-        f"{content_type or 'none'}; it begins {redact(shown)!r}); check api_base and that the server "
-        "speaks this provider's API",
-        retryable=False,
-    )
 
 
 def read_body(chunks: Iterator[bytes], limit: int, url: str) -> bytes:
@@ -285,55 +175,9 @@ def _check_readable(resp: requests.Response, url: str) -> None:
         raise unreadable_reply(url, content_type, head, "an HTML page, not an API reply")
 
 
-def describe_transport_error(exc: BaseException, url: str, timeout: float) -> str:
-    """A one-line account of a failed connection or read."""
-    host = host_of(url)
-    text = redact(str(exc))
-    if isinstance(exc, requests.ConnectTimeout):
-        return f"timed out connecting to {host} after {timeout:g} s; check api_base and the network"
-    if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError)) or "timed out" in text:
-        return f"no data from {host} for {timeout:g} s (timeout_secs); the provider stopped responding"
-    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text:
-        return f"could not resolve {host}; check api_base and the network"
-    if "NewConnectionError" in text or "refused" in text:
-        return f"could not connect to {host}: connection refused; check api_base and that the server is up"
-    if "InvalidChunkLength" in text:
-        return malformed_chunks(url)
-    if isinstance(
-        exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError, http.client.IncompleteRead)
-    ):
-        return f"the connection to {host} closed mid-response ({_short(text)}); try again"
-    return f"{type(exc).__name__} talking to {host}: {_short(text)}"
-
-
-def malformed_chunks(url: str) -> str:
-    return f"{host_of(url)} sent a malformed chunked reply (an invalid chunk size); check api_base and any proxy"
-
-
-def _request_error(exc: BaseException, url: str, timeout: float) -> OpenheimError:
-    """The error for a POST that got no response; never echoes header values (they hold the key)."""
-    if isinstance(
-        exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema)
-    ):
-        return ConfigError(f"api_base gives an invalid URL ({_short(redact(str(exc)))}); fix api_base in the config")
-    if isinstance(exc, (requests.exceptions.InvalidHeader, ValueError)):
-        return ConfigError("a request header is invalid; check the API key for stray spaces or line breaks")
-    return transport_error(exc, url, timeout)
-
-
-def transport_error(exc: BaseException, url: str, timeout: float) -> TransportError:
-    """A failed connection or read as a TransportError; a host name that does not resolve is not retried."""
-    text = describe_transport_error(exc, url, timeout)
-    return TransportError(text, retryable=not text.startswith("could not resolve "))
-
-
 def _no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
     """Set as a session's auth, so requests neither reads ``~/.netrc`` nor sends a URL's user info."""
     return request
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 300 else text[:300] + "..."
 
 
 class _Pending:
@@ -480,8 +324,6 @@ class HttpTransport:
         limit: int = JSON_BODY_LIMIT,
     ) -> Any:
         """POST ``body`` and return the decoded JSON reply (an unreadable one is an ApiError, never retried)."""
-        from openheim.core.turn_context import CancelToken
-
         headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
             data = read_body(read_chunks(resp), limit, url)
@@ -526,7 +368,7 @@ class HttpTransport:
             self._release(session)
             if cancel.cancelled:
                 raise Cancelled()
-            raise _request_error(pending.error, url, self.timeout) from None
+            raise request_error(pending.error, url, self.timeout) from None
         assert pending.resp is not None
         return pending.resp, session
 

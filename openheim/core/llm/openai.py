@@ -13,7 +13,8 @@ from openheim.core.llm.convert import (
     new_call_id,
     reply_blocks,
 )
-from openheim.core.llm.http import HttpTransport, is_overflow
+from openheim.core.llm.http import HttpTransport
+from openheim.core.llm.http_errors import is_overflow
 from openheim.core.llm.reply import read_reply
 from openheim.core.llm.shape import ANY, NUMBER
 from openheim.core.models import (
@@ -412,4 +413,4 @@ class OpenAIClient:
 
     def _once(self, body: dict[str, Any], on_chunk: OnChunk, cancel: CancelToken) -> Choice:
         with self._http.stream(self.url, body, self.headers, cancel) as resp:
-            return read_reply(resp, ChatStreamParser(), on_chunk, self.url)
+            return read_reply(resp, ChatStreamParser(), on_chunk, self.url, estimate=self.cfg.max_cost is not None)

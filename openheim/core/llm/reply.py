@@ -13,13 +13,16 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from openheim.config.secrecy import host_of, redact
-from openheim.core.llm.http import cut_by_us, read_body, read_chunks, unreadable_reply
+from openheim.core.llm.http import cut_by_us, read_body, read_chunks
+from openheim.core.llm.http_errors import unreadable_reply
 from openheim.core.llm.shape import mismatch
 from openheim.core.llm.sse import MAX_EVENT_BYTES, EventStream, parse_json
+from openheim.core.spend import counted
+from openheim.core.spend import estimate as estimate_usage
 from openheim.errors import ApiError, Cancelled
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     import requests
 
@@ -48,10 +51,33 @@ class StreamParser(Protocol):
     def whole(self, reply: Any) -> list[dict[str, Any]]: ...
 
 
-def read_reply(resp: requests.Response, parser: StreamParser, on_chunk: OnChunk, url: str) -> Choice:
-    """Feed ``resp``'s body to ``parser``, calling ``on_chunk`` for every fragment to show; the Choice."""
+def read_reply(
+    resp: requests.Response, parser: StreamParser, on_chunk: OnChunk, url: str, estimate: bool = False
+) -> Choice:
+    """Feed ``resp``'s body to ``parser``, calling ``on_chunk`` for every fragment to show; the Choice, its
+    token counts clamped at 0. ``estimate`` (a cost budget is set): a reply without usage gets an estimate
+    from the bytes sent and received (core/spend.py)."""
+    received = [0]
+    chunks = _counting(read_chunks(resp), received) if estimate else read_chunks(resp)
+    choice = _read(resp, chunks, parser, on_chunk, url)
+    if choice.usage is not None:
+        choice.usage = counted(choice.usage)
+    elif estimate:
+        body = getattr(getattr(resp, "request", None), "body", None)
+        choice.usage = estimate_usage(len(body) if isinstance(body, (bytes, str)) else 0, received[0])
+    return choice
+
+
+def _counting(chunks: Iterator[bytes], received: list[int]) -> Iterator[bytes]:
+    for chunk in chunks:
+        received[0] += len(chunk)
+        yield chunk
+
+
+def _read(
+    resp: requests.Response, chunks: Iterator[bytes], parser: StreamParser, on_chunk: OnChunk, url: str
+) -> Choice:
     content_type = resp.headers.get("content-type", "")
-    chunks = read_chunks(resp)
     first = next(chunks, b"")
     start = first[:64].lstrip()[:1]
     if start == b"<":

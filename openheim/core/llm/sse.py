@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -59,84 +60,83 @@ class EventFrames:
         self.other_lines = 0
 
     def __iter__(self) -> Iterator[bytes]:
-        event: list[bytes] = []
-        size = data = data_lines = other_lines = 0
-        carry: list[bytes] = []  # pieces of a line not yet terminated
-        carried = 0
-        max_event = self.max_event
+        state = _Assembly()
         idle_secs = self.idle_secs
         last_content = self.clock() if idle_secs else 0.0
-        seen = False  # a line other than a comment or a blank one, since last_content
-        whole_cap = min(self.max_line, max_event)
+        whole_cap = min(self.max_line, self.max_event)
         for chunk in chain(self.chunks, _END):
             if not chunk:
                 continue
             if len(self.head) < HEAD_BYTES:
                 self.head += chunk[: HEAD_BYTES - len(self.head)]
-            if not (carry or event) and len(chunk) <= whole_cap and _one_event(chunk):  # the usual chunk
-                data_lines += 1
+            if not (state.carry or state.event) and len(chunk) <= whole_cap and _one_event(chunk):  # the usual
+                state.data_lines += 1
                 if idle_secs:
                     last_content = self._quiet(last_content, True)
                 yield chunk if chunk.isascii() else _valid_utf8(chunk)
                 continue
-            if carry:
-                if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:
-                    carry.append(chunk)
-                    carried += len(chunk)
-                    self._check_line(carried)
-                    if idle_secs:
-                        last_content = self._quiet(last_content, carry[0][:1] != b":")
-                    continue
-                carry.append(chunk)
-                chunk = b"".join(carry)
-                carry, carried = [], 0
-            lines = chunk.splitlines(True)
-            last = lines[-1]
-            if last[-1] != _LF:  # unterminated, or a CR that may be half of a CRLF
-                carry.append(lines.pop())
-                carried = len(last)
-                self._check_line(carried)
-            for line in lines:
-                first = line[0]
-                if first in (_LF, _CR):  # a blank line ends the event
-                    if event:
-                        yield _framed(event)
-                        event, size, data = [], 0, 0
-                    continue
-                if first == _COLON:
-                    continue
-                seen = True
-                if first == _D and line.startswith(b"data:"):
-                    data_lines += 1
-                    if data == 1 and _complete(event):  # back-to-back payloads, no blank line between
-                        yield _framed(event)
-                        event, size, data = [], 0, 0
-                    data += 1
-                    if data > MAX_EVENT_LINES:
-                        raise ParseError(
-                            f"a stream event has more than {MAX_EVENT_LINES} data lines; "
-                            "the provider's stream is malformed"
-                        )
-                elif first == _E and line.startswith(b"event:"):
-                    if data == 1 and _complete(event):
-                        yield _framed(event)
-                        event, size, data = [], 0, 0
-                else:
-                    other_lines += 1
-                event.append(line)
-                size += len(line)
-                if size > max_event:
-                    raise ParseError(
-                        f"a stream event is larger than {max_event >> 20} MiB; openheim does not read events that big"
-                    )
+            content = yield from self._take(chunk, state)
             if idle_secs:
-                last_content = self._quiet(last_content, seen or (bool(carry) and carry[0][:1] != b":"))
-                seen = False
-        self.data_lines, self.other_lines = data_lines, other_lines
-        if carry:
-            event.append(b"".join(carry))
-        if event:
-            yield _framed(event)
+                last_content = self._quiet(last_content, content)
+        self.data_lines, self.other_lines = state.data_lines, state.other_lines
+        if state.carry:
+            state.event.append(b"".join(state.carry))
+        if state.event:
+            yield _framed(state.event)
+
+    def _take(self, chunk: bytes, state: _Assembly) -> Generator[bytes, None, bool]:
+        """The events ``chunk`` completes; returns whether it held content (not only comments or blank lines)."""
+        if state.carry:
+            if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:  # still inside one long line
+                state.carry.append(chunk)
+                state.carried += len(chunk)
+                self._check_line(state.carried)
+                return state.carry[0][:1] != b":"
+            state.carry.append(chunk)
+            chunk = b"".join(state.carry)
+            state.carry, state.carried = [], 0
+        lines = chunk.splitlines(True)
+        last = lines[-1]
+        if last[-1] != _LF:  # unterminated, or a CR that may be half of a CRLF
+            state.carry.append(lines.pop())
+            state.carried = len(last)
+            self._check_line(state.carried)
+        seen = yield from self._lines(lines, state)
+        return seen or (bool(state.carry) and state.carry[0][:1] != b":")
+
+    def _lines(self, lines: list[bytes], state: _Assembly) -> Generator[bytes, None, bool]:
+        """The events complete lines finish; returns whether any line was more than a comment or blank."""
+        seen = False
+        for line in lines:
+            first = line[0]
+            if first in (_LF, _CR):  # a blank line ends the event
+                if state.event:
+                    yield state.dispatch()
+                continue
+            if first == _COLON:
+                continue
+            seen = True
+            if first == _D and line.startswith(b"data:"):
+                state.data_lines += 1
+                if state.data == 1 and _complete(state.event):  # back-to-back payloads, no blank line between
+                    yield state.dispatch()
+                state.data += 1
+                if state.data > MAX_EVENT_LINES:
+                    raise ParseError(
+                        f"a stream event has more than {MAX_EVENT_LINES} data lines; the provider's stream is malformed"
+                    )
+            elif first == _E and line.startswith(b"event:"):
+                if state.data == 1 and _complete(state.event):
+                    yield state.dispatch()
+            else:
+                state.other_lines += 1
+            state.event.append(line)
+            state.size += len(line)
+            if state.size > self.max_event:
+                raise ParseError(
+                    f"a stream event is larger than {self.max_event >> 20} MiB; openheim does not read events that big"
+                )
+        return seen
 
     def _quiet(self, last_content: float, content: bool) -> float:
         """The time content last arrived, now that a chunk did; a TransportError once it is too long ago."""
@@ -153,6 +153,25 @@ class EventFrames:
     def _check_line(self, length: int) -> None:
         if length > self.max_line:
             raise ParseError(f"stream line longer than {self.max_line} bytes")
+
+
+@dataclass(slots=True)
+class _Assembly:
+    """The event being put together from lines, the start of a line not yet ended, and the line counts."""
+
+    event: list[bytes] = field(default_factory=list)
+    size: int = 0  # bytes in ``event``
+    data: int = 0  # data lines in ``event``
+    carry: list[bytes] = field(default_factory=list)  # pieces of a line not yet terminated
+    carried: int = 0
+    data_lines: int = 0
+    other_lines: int = 0
+
+    def dispatch(self) -> bytes:
+        """The finished event, framed; the assembly starts a new one."""
+        framed = _framed(self.event)
+        self.event, self.size, self.data = [], 0, 0
+        return framed
 
 
 def _one_event(chunk: bytes) -> bool:

@@ -29,7 +29,8 @@ from openheim.config.recording_file import (
     response_bytes,
 )
 from openheim.config.secrecy import REDACTED, remove_secrets
-from openheim.core.llm.http import HttpTransport, Tap, error_for_status
+from openheim.core.llm.http import HttpTransport, Tap
+from openheim.core.llm.http_errors import error_for_status
 from openheim.errors import (
     Cancelled,
     ConfigError,
