@@ -67,6 +67,15 @@ def test_a_fifo_agents_md_in_the_project_does_not_hang_a_run(isolated_home, tmp_
     assert result.returncode == 0 and "hello" in result.stdout, result.stderr
 
 
+def test_a_fifo_mcp_json_in_the_project_does_not_hang_a_run(isolated_home, tmp_path):
+    os.mkfifo(tmp_path / ".mcp.json")  # a repository can ship one
+    with FakeLLMServer(wire="openai") as srv:
+        write_config(isolated_home, srv.base_url)
+        srv.enqueue(Reply(text="hello"))
+        result = openheim("run", "hi", cwd=tmp_path, timeout=30)
+    assert result.returncode == 0 and "hello" in result.stdout, result.stderr
+
+
 def test_the_reader_reads_at_most_the_cap_plus_one(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)
@@ -90,6 +99,8 @@ ON_SOMEONES_SAY = {
     "config/regular_file.py": "open_regular",
     "checkpoints/store.py": "read_bounded",
     "checkpoints/undo.py": "read_bounded",
+    "mcp/project.py": "read_bounded",
+    "config/mcp_json.py": "read_bounded",
 }
 
 

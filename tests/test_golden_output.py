@@ -254,7 +254,7 @@ def run_variant(tmp_path: Path, scenario: Scenario, name: str, output: str, verb
     base = tmp_path / name
     cwd, home = base / "project", base / "home" / ".openheim"
     cwd.mkdir(parents=True)
-    home.mkdir(parents=True)
+    home.mkdir(parents=True, mode=0o700)  # as openheim makes it: no repair line in the golden stderr
     (cwd / "notes.txt").write_text(NOTES, encoding="utf-8")
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url)

@@ -57,7 +57,7 @@ def test_chat_undo_restores_a_turn_and_fork_splits_the_session(isolated_home, tm
             assert tree(root) != original
             pane.line(":undo")
             screen = pane.wait_for("type :undo 1 yes")
-            assert "M edit_me.txt | +1 -1" in screen and "D new/added.txt" in screen
+            assert "M edit_me.txt | +1 -1" in screen and "A new/added.txt" in screen
             assert tree(root) != original
             pane.line(":undo 1 yes")
             pane.wait_for("restored 3 file(s), removed 2")

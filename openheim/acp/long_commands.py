@@ -95,6 +95,5 @@ def _undo(session: SessionHandle, arg: str) -> str:
     plan = session.plan_undo(turns)
     result = session.undo(turns, force="force" in words)
     lines = [f"Undid turn {', '.join(str(t) for t in result.turns)}:", *plan.diffstat()]
-    if result.skipped:
-        lines.append(f"not restorable: {', '.join(result.skipped)}")
+    lines.extend(result.summary())
     return "\n".join(lines)

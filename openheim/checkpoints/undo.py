@@ -93,6 +93,12 @@ class UndoResult:
     skipped: list[str]  # not restorable
     failed: list[str] = field(default_factory=list)  # "path: why" for each file the undo refused to write
 
+    def summary(self) -> list[str]:
+        """What the undo did: one line, then one per file it refused to write (every front end shows these)."""
+        kept = f"; left as they were (no copy kept): {', '.join(self.skipped)}" if self.skipped else ""
+        first = f"restored {len(self.restored)} file(s), removed {len(self.removed)}{kept}"
+        return [first, *(f"not restored: {line}" for line in self.failed)]
+
 
 _MARK = {"added": "A", "modified": "M", "deleted": "D"}
 

@@ -68,9 +68,7 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
 
 def _report(result: UndoResult) -> None:
     """What the undo did, one line; then one line per file it refused to write."""
-    skipped = f"; left as they were (no copy kept): {', '.join(result.skipped)}" if result.skipped else ""
-    click.echo(
-        visible(f"restored {len(result.restored)} file(s), removed {len(result.removed)}{skipped}", one_line=True)
-    )
-    for line in result.failed:
-        click.echo(visible(f"not restored: {line}", one_line=True), err=True)
+    first, *refused = result.summary()
+    click.echo(visible(first, one_line=True))
+    for line in refused:
+        click.echo(visible(line, one_line=True), err=True)

@@ -20,12 +20,14 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from openheim.config.bounded_read import read_bounded
 from openheim.config.named_files import command_files
 from openheim.config.schema import McpServerConfig, parse_mcp_server
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+MAX_MCP_FILE_BYTES = 1 << 20
 _HTTP_TYPES = {"http", "streamable-http", "streamablehttp", "streamable_http"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -144,7 +146,7 @@ def load_mcp_file(path: str | Path, source: str) -> dict[str, McpServerConfig]:
     """An explicit ``--mcp-config`` file: every problem is a ConfigError."""
     p = Path(path).expanduser()
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_bounded(p, MAX_MCP_FILE_BYTES).decode("utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read MCP config {p}: {e.strerror or e}") from None
     except UnicodeDecodeError:

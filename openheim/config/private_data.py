@@ -72,8 +72,12 @@ def _tighten(path: str) -> int:
 def secure(directory: str | os.PathLike) -> int:
     """Make sure the data dir exists and is private; an existing one that is not (made before this
     version, or under another umask) is repaired once, with one line saying so. Entries fixed."""
-    path = make_private(directory)
-    if not stat.S_IMODE(path.stat().st_mode) & 0o077:
+    try:
+        path = make_private(directory)
+        loose = stat.S_IMODE(path.stat().st_mode) & 0o077
+    except OSError:
+        return 0  # cannot be created (a read-only home): the first write there says so, naming the file
+    if not loose:
         return 0  # already private: its contents are created private (a full walk only once)
     fixed = repair(path)
     logging.getLogger(__name__).warning(

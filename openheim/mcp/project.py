@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openheim.config.bounded_read import read_bounded
 from openheim.config.mcp_json import parse_mcp_json, variables_read
 from openheim.config.schema import McpServerConfig
 from openheim.errors import ConfigError
@@ -15,6 +16,7 @@ from openheim.mcp.status import McpServerStatus
 log = logging.getLogger(__name__)
 
 PROJECT_FILE = ".mcp.json"
+MAX_PROJECT_BYTES = 1 << 20
 
 
 @dataclass
@@ -84,7 +86,7 @@ def read_project(root: Path, data_dir: Path, keys: KeyPolicy | None = None) -> P
     that reads a provider key variable without the user's leave is left out with a problem line."""
     path = root / PROJECT_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_PROJECT_BYTES)  # a repository's FIFO or device never hangs a start
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except OSError as e:

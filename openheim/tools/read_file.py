@@ -207,7 +207,9 @@ def read_whole_text(path: Path, ctx: TurnContext) -> str:
             raise ToolExecutionError(
                 f"the file is {size} bytes; only files up to {WHOLE_LIMIT} bytes can be read whole"
             )
-        data = f.read()
+        data = f.read(WHOLE_LIMIT + 1)  # it may have grown since the fstat
+    if len(data) > WHOLE_LIMIT:
+        raise ToolExecutionError(f"the file is over {WHOLE_LIMIT} bytes; only files up to that can be read whole")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

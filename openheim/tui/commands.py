@@ -424,10 +424,7 @@ def undo(app: App, arg: str) -> None:
         app.info("\n".join(lines))
         return
     result = app.session.undo(turns, force=force)
-    lines.append(
-        f"restored {len(result.restored)} file(s), removed {len(result.removed)}"
-        + (f"; not restorable: {', '.join(result.skipped)}" if result.skipped else "")
-    )
+    lines.extend(result.summary())
     app.info("\n".join(lines))
 
 

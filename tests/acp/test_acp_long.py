@@ -84,4 +84,4 @@ def test_undo_over_acp_restores_fs_channel_and_terminal_changes(isolated_home, t
         run(scenario, editor, tmp_path, caps=CAPS)
     assert editor.writes and editor.terminal_calls  # the writes went through the editor, the shell through its terminal
     assert tree(project) == original
-    assert "Undid turn 1" in editor.text() and "D new/added.txt" in editor.text()
+    assert "Undid turn 1" in editor.text() and "A new/added.txt" in editor.text()
