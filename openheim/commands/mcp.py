@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from openheim.errors import OpenheimError
+from openheim.mcp import tool_budget
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -103,6 +104,9 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
     for row in [_COLUMNS, *rows]:
         cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         click.echo("  ".join([*cells, row[-1]]).rstrip())
+    for s in statuses:
+        if s.tools_left_out:
+            click.echo(tool_budget.notice(s.name, s.tool_count + len(s.tools_left_out), list(s.tools_left_out)))
     if show_tools:
         for s in statuses:
             if s.tools:
