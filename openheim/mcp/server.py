@@ -328,12 +328,11 @@ class McpServer:
         """The owner task: enter the transport and session, initialize, list tools, wait for stop."""
         import anyio
 
-        self._phase, server_log = (
-            "spawn",
-            None if self.config.url else opened_log(self.log_file, self.name, self.config.command),
-        )
+        self._phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
+                if not self.config.url:  # a stdio server's stderr goes to its log
+                    server_log = opened_log(self.log_file, self.name, self.config.command)
                 session = await self._enter(stack, server_log)
                 with anyio.fail_after(CONNECT_LIMIT):
                     await session.initialize()
@@ -357,7 +356,7 @@ class McpServer:
 
     async def _enter(self, stack: AsyncExitStack, server_log: ServerLog | None) -> Any:
         """The transport (a stdio server is spawned while the SDK loads), then the SDK's ClientSession on it."""
-        if server_log is None:
+        if self.config.url or server_log is None:
             await self._sdk()
             self._phase = "connect"
             streams, self._auth_watch = await enter_http(stack, self.config, self._log_dir.parent)
