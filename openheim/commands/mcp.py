@@ -12,6 +12,7 @@ import click
 
 from openheim.core.control_chars import visible
 from openheim.errors import OpenheimError
+from openheim.mcp import tool_budget
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -104,6 +105,11 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
     for row in [_COLUMNS, *rows]:
         cells = [c.rjust(w) if i == 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         click.echo(visible("  ".join([*cells, row[-1]]).rstrip()))
+    for s in statuses:
+        if s.tools_left_out:
+            click.echo(
+                visible(tool_budget.notice(s.name, s.tool_count + len(s.tools_left_out), list(s.tools_left_out)))
+            )
     if show_tools:
         for s in statuses:
             if s.tools:

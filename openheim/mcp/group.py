@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import threading
 import time
@@ -85,6 +86,21 @@ class ServerGroup:
         if not waiting:
             return
         self._announce([s.name for s in waiting], "starting MCP servers: {}", "info", notify)
+        self._wait_for(waiting, cancel, until)
+        if until is None and not (cancel is not None and cancel.cancelled):
+            for server in waiting:
+                if not server.settled.is_set():
+                    server.gave_up()
+                    self._announce(
+                        [server.name],
+                        f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; going on without its tools",
+                        "warning",
+                        notify,
+                        key="late:",
+                    )
+
+    def _wait_for(self, waiting: list[McpServer], cancel: CancelToken | None, until: float | None) -> None:
+        """Until each of ``waiting`` settled or ran out of its allowance (see wait_ready), or a cancel."""
         remove = cancel.on_cancel(self._changed) if cancel is not None else (lambda: None)
         try:
             with self._cond:
@@ -101,17 +117,6 @@ class ServerGroup:
                     self._cond.wait(min(live) - now)
         finally:
             remove()
-        if until is None and not (cancel is not None and cancel.cancelled):
-            for server in waiting:
-                if not server.settled.is_set():
-                    server.gave_up()
-                    self._announce(
-                        [server.name],
-                        f"MCP server '{{}}' not ready after {self.startup_timeout:g} s; going on without its tools",
-                        "warning",
-                        notify,
-                        key="late:",
-                    )
 
     def _announce(self, names: list[str], template: str, level: str, notify: Notify | None, key: str = "") -> None:
         """Say ``template`` about the servers not yet announced (once each per group)."""
@@ -150,8 +155,6 @@ BIG_SCHEMA = 64 << 10  # bytes: a tool definition larger than this gets a warnin
 
 def weight_warning(tools: list[McpTool]) -> str | None:
     """One line when the MCP tools sent with every request are too many or too big, naming the servers."""
-    import json
-
     problems = []
     if len(tools) > MANY_TOOLS:
         counts: dict[str, int] = {}

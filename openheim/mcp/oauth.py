@@ -10,6 +10,7 @@ that answers 401 is reported as "needs login".
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, quote, urlsplit
 
 from openheim.errors import InvalidArgument, OpenheimError
+from openheim.mcp.bridge import Bridge
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -34,9 +36,7 @@ AUTH_DIR = "mcp-auth"
 CALLBACK_PATH = "/callback"
 NEEDS_LOGIN = "needs login"
 LOGIN_TIMEOUT = 300.0
-_DONE_PAGE = (
-    b"<!doctype html><title>openheim</title><p>Signed in. You can close this tab and return to the terminal.</p>"
-)
+_DONE_PAGE = "<!doctype html><title>openheim</title><p>{}</p>"
 
 
 class NeedsLogin(Exception):
@@ -212,10 +212,11 @@ def auth_for(config: McpServerConfig, data_dir: Path) -> Any:
 
 
 def parse_redirect(text: str) -> dict[str, str]:
-    """The query parameters of a pasted redirect address (or just its query); LoginFailed when it has no
-    ``code`` (an ``error`` the server sent is named)."""
+    """The query parameters of the redirect: the whole address pasted, its path and query (what reaches the
+    loopback catcher: ``/callback?code=...``), or just the query. LoginFailed when it has no ``code`` (an
+    ``error`` the server sent is named)."""
     line = text.strip().strip("'\"")
-    query = urlsplit(line).query if "://" in line else line.lstrip("?")
+    query = urlsplit(line).query if "://" in line or line.startswith("/") else line.lstrip("?")
     params = {k: v[0] for k, v in parse_qs(query).items() if v}
     if "error" in params:
         detail = params.get("error_description") or params["error"]
@@ -228,30 +229,53 @@ def parse_redirect(text: str) -> dict[str, str]:
     return params
 
 
+def _is_redirect(query: str) -> bool:
+    """Whether a request to the catcher is the authorization server's redirect (a code or an error)."""
+    params = parse_qs(query)
+    return "code" in params or "error" in params
+
+
+class _CallbackHandler(BaseHTTPRequestHandler):
+    """The loopback redirect's landing: hands the sign-in's answer to ``catcher`` and tells the browser."""
+
+    catcher: _Catcher
+
+    def log_message(self, format: str, *args: Any) -> None:  # the address holds the code: never log it
+        pass
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path != CALLBACK_PATH:
+            self.send_error(404)
+            return
+        if not _is_redirect(url.query):  # not the sign-in's redirect (a reload, a probe): ignored
+            self._page(400, "This is openheim's sign-in address; it waits for the sign-in's redirect.")
+            return
+        self.catcher.answers.put(("loopback", self.path))
+        try:
+            parse_redirect(self.path)
+        except LoginFailed as e:
+            self._page(400, f"Sign-in failed: {e}. Return to the terminal.")
+            return
+        self._page(200, "Signed in. You can close this tab and return to the terminal.")
+
+    def _page(self, status: int, text: str) -> None:
+        body = _DONE_PAGE.format(html.escape(text)).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 class _Catcher:
     """Where the redirect arrives: a loopback listener and, when stdin is readable, a pasted line."""
 
     def __init__(self, port: int, stdin: TextIO | None) -> None:
         self.answers: queue.Queue[tuple[str, str]] = queue.Queue()
-        catcher = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # the address holds the code: never log it
-                pass
-
-            def do_GET(self) -> None:
-                if urlsplit(self.path).path != CALLBACK_PATH:
-                    self.send_error(404)
-                    return
-                catcher.answers.put(("loopback", self.path))
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(_DONE_PAGE)))
-                self.end_headers()
-                self.wfile.write(_DONE_PAGE)
-
+        handler = type("Handler", (_CallbackHandler,), {"catcher": self})
         try:
-            self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+            self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         except OSError as e:
             raise LoginFailed(
                 f"cannot listen on 127.0.0.1:{port} for the redirect ({e.strerror or e}); pass another --port"
@@ -298,11 +322,20 @@ def login(
     (loopback or pasted), exchange the code and store the tokens; returns the number of tools it offers."""
     if not config.url:
         raise InvalidArgument(f"MCP server '{config.name}' is a stdio server; only HTTP servers sign in")
-    from openheim.mcp.bridge import Bridge
-
     catcher = _Catcher(port, stdin)
-    storage = FileTokenStorage(token_path(data_dir, config.name), config.url)
     fresh = FileTokenStorage(Path(tempfile.mkdtemp(prefix="openheim-login-")) / "login.json", config.url)
+    try:
+        tools = _sign_in(config, fresh, catcher, out, timeout)
+        saved = json.loads(fresh.path.read_text(encoding="utf-8"))
+        FileTokenStorage(token_path(data_dir, config.name), config.url).save(saved)
+        return tools
+    finally:
+        catcher.close()
+        _remove_tree(fresh.path.parent)
+
+
+def _sign_in(config: McpServerConfig, fresh: FileTokenStorage, catcher: _Catcher, out: TextIO, timeout: float) -> int:
+    """The SDK's authorization-code flow on a bridge of its own, the tokens kept in ``fresh``."""
 
     async def show(url: str) -> None:
         out.write(
@@ -324,18 +357,13 @@ def login(
             raise LoginFailed(bridge.import_error)
         future = bridge.submit(_connect_with_login(config, fresh, catcher.redirect_uri, show, callback))
         try:
-            tools = future.result(timeout + 60)
+            return int(future.result(timeout + 60))
         except (LoginFailed, InvalidArgument):
             raise
         except Exception as e:
             raise LoginFailed(f"signing in to '{config.name}' failed: {_reason(e)}") from None
-        saved = fresh.path.read_text(encoding="utf-8")
-        storage.save(json.loads(saved))
-        return int(tools)
     finally:
-        catcher.close()
         bridge.stop()
-        _remove_tree(fresh.path.parent)
 
 
 def _remove_tree(directory: Path) -> None:

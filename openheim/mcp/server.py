@@ -8,85 +8,53 @@ exited), it first reconnects once (a failed reconnect is remembered for 30 s).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
-from openheim.mcp import known
+from openheim.mcp import known, tool_budget
+from openheim.mcp.bridge import kill_group
 from openheim.mcp.content import result_text
+from openheim.mcp.failures import (
+    REQUEST_TIMEOUT,
+    CallFailed,
+    answer,
+    connect_failure,
+    describe,
+    error_code,
+    session_gone,
+    transport_lost,
+)
 from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
-from openheim.mcp.server_log import log_path
+from openheim.mcp.listing import list_tools, probe
+from openheim.mcp.oauth import NEEDS_LOGIN
+from openheim.mcp.server_log import ServerLog, log_path, opened_log
 from openheim.mcp.status import McpServerStatus
+from openheim.mcp.stdio import Link
+from openheim.mcp.tool import McpTool, tools_of
+from openheim.mcp.transports import enter_http, enter_stdio
 
 if TYPE_CHECKING:
-    import asyncio
-
     from openheim.config.schema import McpServerConfig
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
     from openheim.mcp.oauth import AuthWatch
-    from openheim.mcp.server_log import ServerLog
-    from openheim.mcp.stdio import Link
-    from openheim.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
 
 CONNECT_LIMIT = 60.0  # seconds a server gets to start, initialize and list its tools
 FAILURE_TTL = 30.0  # a failed reconnect is not retried for this long
 CLOSE_LIMIT = 8.0  # the SDK's own shutdown (stdin EOF, SIGTERM, SIGKILL) ends within about 6 s
-MAX_TOOL_PAGES = 100
-MAX_PROMPTS = 200  # prompts kept of one server (each is a command in the chat and in an editor)
-PROBE_LIMIT = 10.0  # seconds for listing a server's resources and prompts after it connected
 REQUEST_LIMIT = 60.0  # seconds for a resources or prompts request (not a tool call)
-CONNECTION_CLOSED = -32000
-REQUEST_TIMEOUT = -32001
 T = TypeVar("T")
-
-
-class CallFailed(Exception):
-    """A call failed for a reason already put in words for the model."""
-
-
-def leaf_error(error: BaseException) -> BaseException:
-    """The first real error inside (nested) exception groups, which anyio wraps errors in."""
-    import asyncio
-
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
-        error = (inner or list(error.exceptions))[0]
-    return error
-
-
-def describe(error: BaseException) -> str:
-    error = leaf_error(error)
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
-
-
-def error_code(error: BaseException) -> int | None:
-    code = getattr(leaf_error(error), "code", None)
-    return code if isinstance(code, int) else None
-
-
-def session_gone(error: BaseException) -> bool:
-    """Streamable HTTP: the server does not know our session (it restarted), so the request never ran."""
-    text = str(leaf_error(error)).lower()
-    return "session" in text and ("terminated" in text or "not found" in text)
-
-
-def transport_lost(error: BaseException) -> bool:
-    """Whether a failed request means the connection is gone (so the next call reconnects)."""
-    leaf = leaf_error(error)
-    if error_code(leaf) == CONNECTION_CLOSED or session_gone(leaf):
-        return True
-    return isinstance(leaf, (OSError, EOFError)) or type(leaf).__module__.startswith(("httpx2", "httpcore2", "anyio"))
 
 
 class McpServer:
@@ -113,30 +81,41 @@ class McpServer:
         self._lock = threading.Lock()
         self.state = "starting"
         self.error: str | None = None
-        remembered = known.recall(data_dir, config) if data_dir is not None else None
-        self.known = remembered is not None  # its last tool list is offered while it starts
-        self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
-        extras = known.recall_extras(data_dir, config) if data_dir is not None else {}
-        self.has_resources = extras.get("resources") is True  # it lists resources (or resource templates)
-        self.prompts: list[dict] = list(extras.get("prompts") or [])  # its prompts/list, as wire JSON
+        self.left_out: list[str] = []  # tools over the budget of one server (tool_budget), not offered
+        self._recall()
         self.started_at = time.monotonic()
         self.started = False
         self.settled = threading.Event()  # the first connect ended, either way
-        # touched on the loop thread only
-        self._session: Any = None
-        self._owner: asyncio.Task | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready: asyncio.Future | None = None
+        self._reset_connection()
         self._reconnecting: asyncio.Future | None = None
         self._relisting: asyncio.Future | None = None  # a listing after tools/list_changed
-        self._broken = False
-        self._link: Link | None = None
         self._closing = False
         self._failed_until = 0.0
         self._failure = ""
         self._pids: set[int] = set()
         self._specs: list[dict] = []
+        self._noticed: list[str] = []  # the left-out tools last warned about
+
+    def _recall(self) -> None:
+        """What the last run learned of this server: its tools (offered while it starts), resources, prompts."""
+        data_dir, config = self._data_dir, self.config
+        remembered = known.recall(data_dir, config) if data_dir is not None else None
+        self.known = remembered is not None
+        self.tools: list[McpTool] = self._handlers(remembered) if remembered else []
+        extras = known.recall_extras(data_dir, config) if data_dir is not None else {}
+        self.has_resources = extras.get("resources") is True  # it lists resources (or resource templates)
+        self.prompts: list[dict] = list(extras.get("prompts") or [])  # its prompts/list, as wire JSON
+
+    def _reset_connection(self) -> None:
+        """No connection yet (touched on the loop thread only, once the server starts)."""
+        self._session: Any = None
+        self._owner: asyncio.Task | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready: asyncio.Future | None = None
+        self._broken = False
+        self._link: Link | None = None
         self._auth_watch: AuthWatch | None = None
+        self._phase = "spawn"  # how far the owner task got: spawn, connect, list
 
     # --- lifecycle (sync side) -----------------------------------------------------------
 
@@ -171,11 +150,8 @@ class McpServer:
         """Last resort after a close that did not finish: SIGKILL the server's process group."""
         with self._lock:
             pids = list(self._pids)
-        if pids:
-            from openheim.mcp.bridge import kill_group
-
-            for pid in pids:
-                kill_group(pid)
+        for pid in pids:
+            kill_group(pid)
 
     @property
     def log_file(self) -> Path:
@@ -216,13 +192,14 @@ class McpServer:
         if not offered:
             raise ToolExecutionError(f"MCP server '{self.name}' no longer offers the tool '{tool}'")
         limit = self.config.tool_timeout_secs
-        result = self._wait(
+        result = answer(
             self._bridge.submit(self._call(tool, arguments, float(limit))),
             limit,
             cancel,
             late=f"MCP tool '{tool}' on '{self.name}' did not finish within {limit}s",
             cancelled="MCP tool call cancelled",
             failed=f"MCP tool '{tool}' on '{self.name}' failed",
+            scrub=self._scrub,
         )
         text = result_text(result)
         if result.get("isError"):
@@ -239,41 +216,15 @@ class McpServer:
         """``work(session)`` on the bridge loop (a resources or prompts request), once the server is up;
         ToolExecutionError saying ``what`` failed and why."""
         self.wait_started(cancel)
-        return self._wait(
+        return answer(
             self._bridge.submit(self._request(what, work)),
             limit,
             cancel,
             late=f"MCP server '{self.name}' did not answer {what} within {limit:g} s",
             cancelled=f"MCP {what} cancelled",
             failed=f"MCP {what} on '{self.name}' failed",
+            scrub=self._scrub,
         )
-
-    def _wait(
-        self,
-        future: concurrent.futures.Future[T],
-        limit: float,
-        cancel: CancelToken | None,
-        *,
-        late: str,
-        cancelled: str,
-        failed: str,
-    ) -> T:
-        """The bridge's answer within ``limit`` seconds; a cancel cancels it. Failures become one-line
-        errors: ``late`` past the deadline, ``cancelled``, or ``failed: <why>`` (secrets scrubbed)."""
-        remove = cancel.on_cancel(future.cancel) if cancel is not None else (lambda: None)
-        try:
-            return future.result(timeout=limit)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise ToolExecutionError(late) from None
-        except concurrent.futures.CancelledError:
-            raise Cancelled(cancelled) from None
-        except CallFailed as e:
-            raise ToolExecutionError(str(e)) from None
-        except Exception as e:
-            raise ToolExecutionError(f"{failed}: {self._scrub(describe(e))}") from None
-        finally:
-            remove()
 
     async def _request(self, what: str, work: Callable[[Any], Awaitable[T]]) -> T:
         session = await self._live_session()
@@ -289,7 +240,7 @@ class McpServer:
 
     def status(self) -> McpServerStatus:
         with self._lock:
-            state, error, tools = self.state, self.error, list(self.tools)
+            state, error, tools, left_out = self.state, self.error, list(self.tools), list(self.left_out)
             prompts, resources = tuple(str(p.get("name")) for p in self.prompts), self.has_resources
         if state == "connected" and self._transport_closed():
             state = "disconnected"
@@ -306,6 +257,7 @@ class McpServer:
             command=cfg.command if cfg.transport == "stdio" else None,
             url=scrub_url(cfg.url) if cfg.url else None,
             tools=tuple(t.name for t in tools),
+            tools_left_out=tuple(left_out),
             prompts=prompts,
             resources=resources,
         )
@@ -324,8 +276,6 @@ class McpServer:
     # --- the loop side ----------------------------------------------------------------------------
 
     async def _first_connect(self) -> None:
-        import asyncio
-
         try:
             tools = await self._open()
             if self._closing:
@@ -335,8 +285,6 @@ class McpServer:
                 known.remember(self._data_dir, self.config, self._specs, self._extras())
         except BaseException as e:
             message = str(e) if isinstance(e, CallFailed) else f"MCP server '{self.name}' failed: {describe(e)}"
-            from openheim.mcp.oauth import NEEDS_LOGIN
-
             state = NEEDS_LOGIN if NEEDS_LOGIN in message else "failed"
             self._set("closed" if self._closing else state, None if self._closing else message, [])
             if not self._closing:
@@ -349,92 +297,54 @@ class McpServer:
 
     async def _open(self) -> list[McpTool]:
         """Start an owner task and wait until it is connected; CallFailed with the reason when it is not."""
-        import asyncio
-
         loop = asyncio.get_running_loop()
         ready: asyncio.Future = loop.create_future()
         stop = asyncio.Event()
         self._ready, self._stop, self._broken, self._link = ready, stop, False, None
         self._owner = asyncio.ensure_future(self._own(ready, stop))
         session, specs = await ready
-        self._session, self._specs = session, specs
-        await self._probe(session)
-        return self._handlers(specs)
-
-    async def _probe(self, session: Any) -> None:
-        """Whether the server lists resources, and its prompts, asked at once (what fails to list counts as none)."""
-        import asyncio
-
-        async def bounded(what: str, lister: Callable[[Any], Awaitable[T]], none: T) -> T:
-            try:
-                return await asyncio.wait_for(lister(session), PROBE_LIMIT)
-            except Exception as e:
-                log.info("MCP server '%s': listing its %s failed: %s", self.name, what, describe(e))
-                return none
-
-        no_prompts: list[dict] = []
-        has_resources, prompts = await asyncio.gather(
-            bounded("resources", _has_resources, False), bounded("prompts", _list_prompts, no_prompts)
-        )
+        self._session = session
+        has_resources, prompts = await probe(session, self.name)
         with self._lock:
             self.has_resources, self.prompts = has_resources, prompts
+        return self._handlers(specs, live=True)
 
     def _extras(self) -> dict:
         with self._lock:
             return {"resources": self.has_resources, "prompts": list(self.prompts)}
 
-    def _handlers(self, specs: list[dict]) -> list[McpTool]:
-        from openheim.mcp.tool import McpTool
-
-        tools: dict[str, McpTool] = {}
-        for spec in specs:
-            tool = McpTool(self, spec)
-            if tool.name in tools:
-                log.warning(
-                    "MCP server '%s': tools '%s' and '%s' share the name %s; the first is kept",
-                    self.name,
-                    tools[tool.name].tool_name,
-                    tool.tool_name,
-                    tool.name,
-                )
-                continue
-            tools[tool.name] = tool
-        return list(tools.values())
+    def _handlers(self, specs: list[dict], live: bool = False) -> list[McpTool]:
+        """The tools offered of ``specs``: those within the server's budget, the first of each exposed name.
+        A ``live`` listing that leaves tools out says so in one line (again only when that changes)."""
+        budgeted = tool_budget.within_budget(specs)
+        self.left_out = budgeted.left_out
+        if live and budgeted.left_out and budgeted.left_out != self._noticed:
+            log.warning("%s", tool_budget.notice(self.name, len(specs), budgeted.left_out))
+        if live:
+            self._noticed, self._specs = budgeted.left_out, budgeted.kept  # what the next run recalls
+        return tools_of(self, budgeted.kept)
 
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
         """The owner task: enter the transport and session, initialize, list tools, wait for stop."""
-        import asyncio
-        from contextlib import AsyncExitStack
-
         import anyio
 
-        phase, server_log = "spawn", None
+        self._phase, server_log = "spawn", None
         try:
             async with AsyncExitStack() as stack:
-                if self.config.url:
-                    await self._sdk()
-                    phase = "connect"
-                    streams = await self._enter_http(stack)
-                else:
-                    server_log = self._open_log()
-                    streams = await self._enter_stdio(stack, server_log)  # spawned while the SDK loads
-                    phase = "connect"
-                from mcp import ClientSession
-
-                session = await stack.enter_async_context(
-                    ClientSession(streams[0], streams[1], message_handler=self._on_message)
-                )
+                if not self.config.url:  # a stdio server's stderr goes to its log
+                    server_log = opened_log(self.log_file, self.name, self.config.command)
+                session = await self._enter(stack, server_log)
                 with anyio.fail_after(CONNECT_LIMIT):
                     await session.initialize()
-                    phase = "list"
-                    specs = await _list_tools(session)
+                    self._phase = "list"
+                    specs = await list_tools(session)
                 if ready.done():  # nobody waits for this connection any more
                     return
                 ready.set_result((session, specs))
                 await stop.wait()
         except BaseException as e:
             if not ready.done():
-                ready.set_exception(CallFailed(self._connect_failure(phase, e)))
+                ready.set_exception(CallFailed(self._connect_failure(e)))
             elif not isinstance(e, asyncio.CancelledError):
                 log.debug("MCP server '%s' ended with %s", self.name, describe(e))
         finally:
@@ -444,11 +354,26 @@ class McpServer:
             with self._lock:
                 self._pids.clear()
 
+    async def _enter(self, stack: AsyncExitStack, server_log: ServerLog | None) -> Any:
+        """The transport (a stdio server is spawned while the SDK loads), then the SDK's ClientSession on it."""
+        if self.config.url or server_log is None:
+            await self._sdk()
+            self._phase = "connect"
+            streams, self._auth_watch = await enter_http(stack, self.config, self._log_dir.parent)
+        else:
+            link = self._link = Link(self.name, self.max_message)
+            streams = await enter_stdio(stack, self.config, link, server_log, self._sdk)
+            if link.pid is not None:
+                with self._lock:
+                    self._pids.add(link.pid)
+            self._phase = "connect"
+        from mcp import ClientSession
+
+        return await stack.enter_async_context(ClientSession(streams[0], streams[1], message_handler=self._on_message))
+
     async def _on_message(self, message: Any) -> None:
         """``notifications/tools/list_changed``: list the tools again, on a task of its own (this runs on the
         session's reader, which the listing's answer needs)."""
-        import asyncio
-
         from mcp.types import ToolListChangedNotification
 
         if isinstance(message, ToolListChangedNotification) and not self._closing:
@@ -460,17 +385,16 @@ class McpServer:
         if session is None:
             return  # not connected yet: the first listing is still to come
         try:
-            specs = await _list_tools(session)
+            specs = await list_tools(session)
         except Exception as e:
             if not self._closing:
                 log.warning("MCP server '%s' changed its tools, but listing them failed: %s", self.name, describe(e))
             return
         if session is not self._session or self._closing:
             return
-        self._specs = specs
-        self._set("connected", None, self._handlers(specs))
+        self._set("connected", None, self._handlers(specs, live=True))
         if self._data_dir is not None:
-            known.remember(self._data_dir, self.config, specs)
+            known.remember(self._data_dir, self.config, self._specs)
 
     async def _sdk(self) -> None:
         """Wait for the SDK's import (begun with the bridge); CallFailed saying how to install it if it failed."""
@@ -478,72 +402,19 @@ class McpServer:
         if error:
             raise CallFailed(error)
 
-    def _remember_pid(self, pid: int) -> None:
-        with self._lock:
-            self._pids.add(pid)
-
-    async def _enter_stdio(self, stack: Any, server_log: ServerLog) -> Any:
-        from openheim.mcp.stdio import Link, stdio_transport
-
-        cfg = self.config
-        argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
-        link = self._link = Link(self.name, self.max_message)
-        streams = await stack.enter_async_context(stdio_transport(cfg, argv, link, server_log, self._sdk))
-        if link.pid is not None:
-            self._remember_pid(link.pid)
-        return streams
-
-    async def _enter_http(self, stack: Any) -> Any:
-        import httpx2
-
-        cfg = self.config
-        if cfg.sse:
-            from mcp.client.sse import sse_client
-
-            return await stack.enter_async_context(
-                sse_client(cfg.url or "", headers=dict(cfg.headers) or None, timeout=30.0, sse_read_timeout=300.0)
+    def _connect_failure(self, error: BaseException) -> str:
+        unauthorized = self._auth_watch is not None and self._auth_watch.unauthorized
+        return self._scrub(
+            connect_failure(
+                self.name,
+                self.config.url,
+                self._phase,
+                error,
+                unauthorized=unauthorized,
+                log_file=str(self.log_file),
+                limit=CONNECT_LIMIT,
             )
-        from mcp.client.streamable_http import streamable_http_client
-
-        from openheim.mcp.oauth import AuthWatch, auth_for
-
-        self._auth_watch = AuthWatch()  # a 401 means "needs login"
-        client = httpx2.AsyncClient(
-            headers=dict(cfg.headers) or None,
-            timeout=httpx2.Timeout(30.0, read=300.0),
-            auth=auth_for(cfg, self._log_dir.parent),  # a stored sign-in
-            event_hooks={"response": [self._auth_watch]},
         )
-        await stack.enter_async_context(client)
-        return await stack.enter_async_context(streamable_http_client(cfg.url or "", http_client=client))
-
-    def _open_log(self) -> ServerLog:
-        """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
-        from openheim.mcp.server_log import ServerLog
-
-        server_log = ServerLog(self.log_file)
-        server_log.note(f"starting '{self.name}' ({self.config.command})")
-        return server_log
-
-    def _connect_failure(self, phase: str, error: BaseException) -> str:
-        leaf = leaf_error(error)
-        if isinstance(leaf, CallFailed):  # already in words (the SDK is missing)
-            return str(leaf)
-        if isinstance(leaf, TimeoutError):
-            return f"MCP server '{self.name}' did not start within {int(CONNECT_LIMIT)}s"
-        reason = self._scrub(describe(leaf))
-        if self.config.url:
-            from openheim.mcp.oauth import needs_login_message, wants_login
-
-            if wants_login(error) or (self._auth_watch is not None and self._auth_watch.unauthorized):
-                return f"MCP server '{self.name}' {needs_login_message(self.name)}"
-        if phase == "spawn":
-            return f"MCP spawn '{self.name}' failed: {reason}"
-        if phase == "list":
-            return f"MCP list_tools failed for '{self.name}': {reason}"
-        if self.config.url:
-            return f"MCP HTTP connect to '{self.name}' failed: {reason}"
-        return f"MCP stdio connect to '{self.name}' failed: {reason} (its stderr is in {self.log_file})"
 
     def _transport_closed(self) -> bool:
         """Known closed: never opened, a call saw the transport go, or (stdio) our own transport saw the
@@ -575,8 +446,6 @@ class McpServer:
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _live_session(self) -> Any:
-        import asyncio
-
         if self._closing:
             raise CallFailed(f"MCP server '{self.name}' is closed")
         if self._session is not None and not self._transport_closed():
@@ -603,8 +472,6 @@ class McpServer:
         return self._session
 
     async def _shutdown_owner(self) -> None:
-        import asyncio
-
         owner, stop, ready = self._owner, self._stop, self._ready
         self._owner = self._stop = self._ready = self._session = None
         if owner is None:
@@ -629,59 +496,3 @@ class McpServer:
         with self._lock:
             error = self.error if self.state == "failed" else None
         self._set("failed" if error else "closed", error)
-
-
-async def _list_tools(session: Any) -> list[dict]:
-    """Every page of tools/list, as wire JSON (camelCase keys)."""
-    from mcp.types import PaginatedRequestParams
-
-    specs: list[dict] = []
-    cursor = None
-    for _ in range(MAX_TOOL_PAGES):
-        result = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        specs.extend(t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in result.tools)
-        cursor = result.next_cursor
-        if not cursor:
-            break
-    return specs
-
-
-async def _has_resources(session: Any) -> bool:
-    """Whether the server advertises resources and lists some, or some resource templates (first pages)."""
-    caps = session.server_capabilities
-    if caps is None or caps.resources is None:
-        return False
-    if (await session.list_resources()).resources:
-        return True
-    try:
-        return bool((await session.list_resource_templates()).resource_templates)
-    except Exception:  # templates are optional: a server without them may refuse the method
-        return False
-
-
-async def _list_prompts(session: Any) -> list[dict]:
-    """Every page of prompts/list (wire JSON), when the server advertises prompts."""
-    from mcp.types import PaginatedRequestParams
-
-    caps = session.server_capabilities
-    if caps is None or caps.prompts is None:
-        return []
-    prompts: list[dict] = []
-    cursor = None
-    for _ in range(MAX_TOOL_PAGES):
-        result = await session.list_prompts(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        prompts.extend(p.model_dump(by_alias=True, mode="json", exclude_none=True) for p in result.prompts)
-        cursor = result.next_cursor
-        if not cursor or len(prompts) >= MAX_PROMPTS:
-            break
-    return prompts[:MAX_PROMPTS]
-
-
-def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:
-    """A stdio server's command line, run through the sandbox helper when its entry opts in (``sandbox =
-    "read-only"`` or ``"workspace-write"``: writable is its cwd; no network; see docs/security.md)."""
-    if mode == "off":
-        return argv
-    from openheim.sandbox.policy import Sandbox
-
-    return Sandbox(mode=mode).wrap(argv, os.path.realpath(cwd or os.getcwd()))

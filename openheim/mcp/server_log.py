@@ -60,3 +60,11 @@ class ServerLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def opened_log(path: Path, name: str, command: str | None) -> ServerLog:
+    """A stdio server's log, {data_dir}/logs/mcp-{name}.log, where its stderr goes (never the terminal or ACP's
+    stdout), opened with a line saying which server starts."""
+    server_log = ServerLog(path)
+    server_log.note(f"starting '{name}' ({command})")
+    return server_log

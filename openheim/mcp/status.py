@@ -17,11 +17,13 @@ class McpServerStatus:
     command: str | None = None  # stdio: the program (arguments are never shown: they may hold secrets)
     url: str | None = None  # http: scrubbed of userinfo, query and fragment
     tools: tuple[str, ...] = ()  # exposed names (server__tool)
+    tools_left_out: tuple[str, ...] = ()  # its tools over the per-server budget (mcp/tool_budget.py), not offered
     prompts: tuple[str, ...] = ()  # its prompts' names
     resources: bool = False  # it lists resources (or resource templates)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["tools"] = list(self.tools)
+        data["tools_left_out"] = list(self.tools_left_out)
         data["prompts"] = list(self.prompts)
         return {k: v for k, v in data.items() if v is not None}

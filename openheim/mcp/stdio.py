@@ -116,67 +116,12 @@ async def stdio_transport(
         with anyio.CancelScope(shield=True):
             await _stop(process)
         raise
-    from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
-    from pydantic import ValidationError
-
     read_in, read_out = anyio.create_memory_object_stream[Any](0)
     write_in, write_out = anyio.create_memory_object_stream[Any](0)
-    valid = tool_validator()
-
-    async def pump_stdout() -> None:
-        assert process.stdout is not None
-        reader = LineReader(link.max_message)
-        try:
-            async with read_in:
-                while True:
-                    try:
-                        chunk = await process.stdout.receive(_CHUNK)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                        return
-                    for line in reader.feed(chunk):
-                        message = decode(line, link, server_log, valid)
-                        if message is None:
-                            continue
-                        try:
-                            parsed = jsonrpc_message_adapter.validate_python(message, by_name=False)
-                        except ValidationError:
-                            server_log.note(f"ignored a stdout message that is not JSON-RPC: {str(message)[:200]}")
-                            continue
-                        await read_in.send(SessionMessage(parsed))
-        except EOFError:
-            return
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-        finally:
-            link.closed = True
-
-    async def pump_stdin() -> None:
-        assert process.stdin is not None
-        try:
-            async with write_out:
-                async for item in write_out:
-                    message = item.message
-                    if getattr(message, "method", None) == "tools/list":
-                        link.tool_lists.add(message.id)
-                    data = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            link.closed = True
-            await read_in.aclose()
-
-    async def pump_stderr() -> None:
-        assert process.stderr is not None
-        try:
-            while True:
-                server_log.write(await process.stderr.receive(_CHUNK))
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            return
-
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(pump_stdout)
-        tasks.start_soon(pump_stdin)
-        tasks.start_soon(pump_stderr)
+        tasks.start_soon(_pump_stdout, process, link, server_log, read_in)
+        tasks.start_soon(_pump_stdin, process, link, write_out, read_in)
+        tasks.start_soon(_pump_stderr, process, server_log)
         try:
             yield read_out, write_in
         finally:
@@ -185,6 +130,76 @@ async def stdio_transport(
                 await read_out.aclose()
                 await _stop(process)
             tasks.cancel_scope.cancel()
+
+
+async def _pump_stdout(process: Any, link: Link, server_log: ServerLog, read_in: Any) -> None:
+    """The server's stdout, line by line within the size limit, as SessionMessages into ``read_in``."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+
+    assert process.stdout is not None
+    reader, valid = LineReader(link.max_message), tool_validator()
+    try:
+        async with read_in:
+            while True:
+                try:
+                    chunk = await process.stdout.receive(_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    return
+                for line in reader.feed(chunk):
+                    message = _parsed(decode(line, link, server_log, valid), server_log)
+                    if message is not None:
+                        await read_in.send(SessionMessage(message))
+    except EOFError:
+        return
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return
+    finally:
+        link.closed = True
+
+
+def _parsed(message: Any, server_log: ServerLog) -> Any:
+    """A decoded stdout message as the SDK's JSON-RPC type, or None (noted in the server's log) when it is not one."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    if message is None:
+        return None
+    try:
+        return jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        server_log.note(f"ignored a stdout message that is not JSON-RPC: {str(message)[:200]}")
+        return None
+
+
+async def _pump_stdin(process: Any, link: Link, write_out: Any, read_in: Any) -> None:
+    """What the session sends, one line each, to the server's stdin (tools/list requests are noted, so their
+    answers are checked tool by tool)."""
+    import anyio
+
+    assert process.stdin is not None
+    try:
+        async with write_out:
+            async for item in write_out:
+                message = item.message
+                if getattr(message, "method", None) == "tools/list":
+                    link.tool_lists.add(message.id)
+                data = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                await process.stdin.send(data.encode())
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        link.closed = True
+        await read_in.aclose()
+
+
+async def _pump_stderr(process: Any, server_log: ServerLog) -> None:
+    import anyio
+
+    assert process.stderr is not None
+    try:
+        while True:
+            server_log.write(await process.stderr.receive(_CHUNK))
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        return
 
 
 async def _stop(process: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Protocol
 
 from openheim.core.tools import BaseTool, ToolCapabilities, ToolView
@@ -10,6 +11,8 @@ from openheim.mcp.naming import exposed_name
 if TYPE_CHECKING:
     from openheim.core.tools import ViewContext
     from openheim.core.turn_context import CancelToken, TurnContext
+
+log = logging.getLogger(__name__)
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
@@ -56,3 +59,21 @@ class McpTool(BaseTool):
 
     def present(self, args: dict | None, where: ViewContext) -> ToolView:
         return ToolView(f"{self.server.name}: {self.tool_name}", "other")
+
+
+def tools_of(server: ToolServer, specs: list[dict]) -> list[McpTool]:
+    """A handler per tool definition; of tools that share an exposed name, the first (the rest: a warning each)."""
+    tools: dict[str, McpTool] = {}
+    for spec in specs:
+        tool = McpTool(server, spec)
+        if tool.name in tools:
+            log.warning(
+                "MCP server '%s': tools '%s' and '%s' share the name %s; the first is kept",
+                server.name,
+                tools[tool.name].tool_name,
+                tool.tool_name,
+                tool.name,
+            )
+            continue
+        tools[tool.name] = tool
+    return list(tools.values())
