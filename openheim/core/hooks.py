@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openheim.config.hooks import ALLOW, ASK, DENY, EVENT_NAMES, HookSpec, hooks_for
+from openheim.core.child_env import child_environ
 
 if TYPE_CHECKING:
     from openheim.core.cancel import CancelToken
@@ -153,7 +154,7 @@ class HookRunner:
         return any(h.event == event for h in self.hooks)
 
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in self.secret_env_vars}
+        env = child_environ(secrets=self.secret_env_vars)
         env.update(
             OPENHEIM_PROJECT_DIR=str(self.root), CLAUDE_PROJECT_DIR=str(self.root), OPENHEIM_SESSION_ID=self.session_id
         )
