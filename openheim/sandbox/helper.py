@@ -294,10 +294,6 @@ def run_restricted(opts: Options, report: dict | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--serve"]:
-        from openheim.sandbox.forkserver import serve
-
-        return serve(int(argv[1]))
     opts = parse(argv)
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if opts.parent and os.getppid() != opts.parent:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 HELPER_DIR = Path(__file__).resolve().parent
 PROTECTED = (".git", ".openheim")  # code that runs later, outside the sandbox: read-only inside a writable root
-_LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import helper;sys.exit(helper.main(sys.argv[1:]))"
+_LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import launch;sys.exit(launch.main(sys.argv[1:]))"
 REFUSED_EXIT = 125  # the helper's exit code when the sandbox is required and not enforced
 
 
