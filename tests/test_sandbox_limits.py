@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fake_llm import FakeLLMServer
+from fake_llm import FakeLLMServer, Reply, ToolCall
 from sandbox_attack import configure, run_commands
 
 from openheim.sandbox.landlock import landlock_abi
@@ -36,9 +36,11 @@ def test_a_fork_bomb_ends_at_the_process_limit(srv, isolated_home, tmp_path):
     configure(isolated_home, srv, "[sandbox.limits]\nprocesses = 48")  # low: this machine is shared
     before = own_processes()
     start = time.monotonic()
-    results, _ = run_commands(srv, work, [BOMB, "echo still-usable"])
+    srv.enqueue(Reply(tool_calls=[ToolCall("execute_command", {"command": BOMB}, id="bomb")]))
+    results, _ = run_commands(srv, work, ["echo still-usable"])  # the next command, once the bomb has ended
     assert time.monotonic() - start < 60
-    assert results[1] == "still-usable\n", results
+    assert results[0] == "still-usable\n", results
+    results = [m["content"] for m in srv.requests[-1].body["messages"] if m.get("tool_call_id") == "bomb"]
     assert "Resource temporarily unavailable" in results[0] or "fork" in results[0], results[0]
     deadline = time.monotonic() + 10
     while own_processes() > before + 20 and time.monotonic() < deadline:

@@ -27,35 +27,44 @@ _REQUEST = 1 << 20
 def serve(control_fd: int) -> int:
     control = socket.socket(fileno=control_fd)
     ignore(signal.SIGCHLD)  # request children are reaped by the kernel
+    cgroup = _pids_cgroup()
     while True:
         try:
             msg, fds, _flags, _addr = socket.recv_fds(control, 16, 1, socket.MSG_CMSG_CLOEXEC)
         except OSError:
             return 0
         if not msg:
-            privileges.remove_pids_cgroups(_cgroup_prefix())
+            if cgroup:
+                privileges.remove_pids_cgroups(_cgroup_name(), leave=True)
             return 0  # openheim closed its end: it has ended
         if not fds:
             continue
-        if os.geteuid() == 0:
-            privileges.remove_pids_cgroups(_cgroup_prefix())  # those of commands that have ended
         pid = os.fork()
         if pid == 0:
             control.close()
             restore_defaults(signal.SIGCHLD)
             code = 1
             try:
-                code = _serve_one(fds[0])
+                code = _serve_one(fds[0], cgroup)
             finally:
                 os._exit(code)
         os.close(fds[0])
 
 
-_SERVER_PID = os.getpid()  # imported by the server process only (helper.main --serve)
+_SERVER_PID = os.getpid()  # imported by the server process only (launch.main --serve)
 
 
-def _cgroup_prefix() -> str:
-    return f"openheim-{_SERVER_PID}-"
+def _cgroup_name() -> str:
+    return f"openheim-{_SERVER_PID}"
+
+
+def _pids_cgroup() -> bool:
+    """As root (exempt from RLIMIT_NPROC), the server and so every command it forks joins one pids cgroup:
+    joining once costs milliseconds, each command then only sets pids.max. Stale ones of ended servers go."""
+    if os.geteuid() != 0:
+        return False
+    privileges.remove_pids_cgroups("openheim-")
+    return privileges.join_pids_cgroup(_cgroup_name(), privileges.process_limit({}))
 
 
 def _request(conn: socket.socket) -> dict:
@@ -67,7 +76,7 @@ def _request(conn: socket.socket) -> dict:
     return json.loads(msg)
 
 
-def _serve_one(conn_fd: int) -> int:
+def _serve_one(conn_fd: int, cgroup: bool) -> int:
     conn = socket.socket(fileno=conn_fd)
     conn.set_inheritable(False)
     request = _request(conn)
@@ -80,9 +89,9 @@ def _serve_one(conn_fd: int) -> int:
     report: dict = {}
     try:
         opts = helper.parse(request["argv"])
-        limit = privileges.process_limit(opts.limits)
-        if os.geteuid() == 0 and limit:
-            opts.cgroup = privileges.join_pids_cgroup(f"{_cgroup_prefix()}{os.getpid()}", limit)
+        if cgroup:
+            privileges.set_pids_max(_cgroup_name(), privileges.process_limit(opts.limits))
+            opts.cgroup = True
         status = helper.run_restricted(opts, report)
     except SystemExit as e:  # bad options
         os.write(2, f"{e}\n".encode())

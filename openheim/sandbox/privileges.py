@@ -86,15 +86,30 @@ def _rmdir(path: str) -> None:
         pass  # still in use
 
 
-def remove_pids_cgroups(prefix: str) -> None:
-    """Remove the empty cgroups whose names start with ``prefix`` (their commands have ended)."""
+def set_pids_max(name: str, limit: int) -> None:
+    for base in _PIDS_BASES:
+        try:
+            write_file(os.path.join(base, name, "pids.max"), str(limit) if limit else "max")
+            return
+        except OSError:
+            continue
+
+
+def remove_pids_cgroups(prefix: str, leave: bool = False) -> None:
+    """Remove the cgroups whose names start with ``prefix`` and whose owner (the pid ending the name) has ended;
+    ``leave``: this process moves out first (its own cgroup goes too once its commands have ended)."""
     for base in _PIDS_BASES:
         try:
             names = [n for n in os.listdir(base) if n.startswith(prefix)]
         except OSError:
             continue
+        if leave:
+            try:
+                write_file(os.path.join(base, "cgroup.procs"), "0")
+            except OSError:
+                pass
         for name in names:
-            if not os.path.exists(f"/proc/{name.rsplit('-', 1)[-1]}"):  # its request child has ended
+            if leave or not os.path.exists(f"/proc/{name.rsplit('-', 1)[-1]}"):
                 _rmdir(os.path.join(base, name))
 
 
