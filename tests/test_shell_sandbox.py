@@ -336,7 +336,7 @@ def test_required_refuses_to_run_what_the_kernel_cannot_confine(tree):
     outer = Sandbox().wrap(inner, work)
     done = subprocess.run(outer, cwd=work, capture_output=True, text=True, timeout=30)
     assert done.returncode == REFUSED_EXIT, done.stderr
-    assert "required but not enforced: read-only .git/.openheim" in done.stderr
+    assert "required but not enforced: mount namespace (unshare)" in done.stderr
     assert not (tree["work"] / "ran").exists()
 
 
@@ -367,7 +367,7 @@ def test_required_gives_the_model_a_clear_tool_result(tree):
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     assert done.stdout.startswith(
-        "Command refused: the sandbox (workspace-write) is required but not enforced: read-only .git/.openheim"
+        "Command refused: the sandbox (workspace-write) is required but not enforced: mount namespace (unshare)"
     ), (done.stdout, done.stderr)
     assert "nothing was run" in done.stdout and not (tree["work"] / "ran").exists()
 

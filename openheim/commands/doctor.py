@@ -265,16 +265,33 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
     return Check("mcp", "mcp", "warn" if bad else "ok", "; ".join(parts), {"servers": servers})
 
 
+# the helper's report keys, one per layer (docs/security.md's table names the same)
+LAYERS = (
+    "filesystem",
+    "protected",
+    "data_hidden",
+    "capabilities",
+    "private_ptys",
+    "tcp",
+    "udp",
+    "scoped",
+    "seccomp",
+)
+
+
 def check_sandbox(config: Config | None) -> Check:
     """What the kernel enforces of [sandbox] here, as the sandbox helper itself reports it."""
+    from openheim.config.load import data_dir
     from openheim.config.schema import SandboxConfig
     from openheim.sandbox.policy import Sandbox
     from openheim.sandbox.support import probe, summary
 
-    sandbox = Sandbox.from_config(config.sandbox if config is not None else SandboxConfig())
+    hidden = (str(data_dir(config)), str(config.path)) if config is not None and config.path else ()
+    sandbox = Sandbox.from_config(config.sandbox if config is not None else SandboxConfig(), hidden)
     root = os.path.realpath(config.work_dir if config is not None and config.work_dir else os.getcwd())
     report = probe(sandbox, root)
-    enforced = {k: bool(report.get(k)) for k in ("filesystem", "protected", "tcp", "udp", "scoped", "seccomp")}
+    enforced = {k: bool(report.get(k)) for k in LAYERS}
+    enforced["unix_sockets"] = report.get("unix") in ("closed", "paths")
     facts = {
         "mode": sandbox.mode,
         "network": sandbox.network,
@@ -283,6 +300,8 @@ def check_sandbox(config: Config | None) -> Check:
         "landlock_abi": report.get("landlock_abi", 0),
         "enforced": enforced,
         "not_enforced": list(report.get("not_enforced", [])),
+        "limits_not_enforced": list(report.get("limits_not_enforced", [])),
+        "unix_sockets": report.get("unix"),
     }
     if "error" in report:
         facts["not_enforced"].append(report["error"])

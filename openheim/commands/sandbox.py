@@ -49,6 +49,6 @@ def exec_command(args: tuple[str, ...]) -> None:
     """Restrict this process, run COMMAND, kill what it leaves: openheim sandbox exec [OPTIONS] -- COMMAND..."""
     import sys
 
-    from openheim.sandbox.helper import main
+    from openheim.sandbox.launch import main
 
     sys.exit(main(list(args)))

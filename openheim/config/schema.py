@@ -142,26 +142,17 @@ class McpServerConfig(Record):
 SANDBOX_MODES = ("read-only", "workspace-write", "off")
 
 
-@dataclass(init=False, repr=False, eq=False)
-class SandboxConfig(Record):
+@dataclass
+class SandboxConfig:
     """The ``[sandbox]`` table: how the kernel confines the commands openheim starts for the model."""
 
     mode: str = "workspace-write"  # read-only | workspace-write | off
-    network: bool = False  # TCP and UDP sockets (Unix sockets always work)
+    network: bool = False  # TCP and UDP sockets
     writable_roots: list[str] = field(default_factory=list)  # extra absolute directories (workspace-write)
     required: bool = False  # refuse commands when the kernel cannot enforce the mode
-
-    def __init__(
-        self,
-        mode: str = "workspace-write",
-        network: bool = False,
-        writable_roots: list[str] | None = None,
-        required: bool = False,
-    ) -> None:
-        self.mode = mode
-        self.network = network
-        self.writable_roots = [] if writable_roots is None else writable_roots
-        self.required = required
+    keep_env: list[str] = field(default_factory=list)  # channel variables (TMUX, SSH_AUTH_SOCK, ...) to keep
+    allow_unix_sockets: list[str] | bool = field(default_factory=list)  # named sockets a command may reach
+    limits: dict[str, int] = field(default_factory=dict)  # address_space_mb, file_size_mb, processes, cpu_secs
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -579,8 +570,12 @@ def sandbox_mode(value: str, where: str) -> str:
     return value
 
 
+SANDBOX_LIMITS = ("address_space_mb", "file_size_mb", "processes", "cpu_secs")
+
+
 def parse_sandbox(d: dict) -> SandboxConfig:
-    _warn_unknown(d, {"mode", "network", "writable_roots", "required"}, "sandbox")
+    keys = {"mode", "network", "writable_roots", "required", "keep_env", "allow_unix_sockets", "limits"}
+    _warn_unknown(d, keys, "sandbox")
     roots = _get_str_list(d, "writable_roots", "sandbox")
     for root in roots:
         if not Path(root).expanduser().is_absolute():
@@ -590,7 +585,26 @@ def parse_sandbox(d: dict) -> SandboxConfig:
         _get_bool(d, "network", "sandbox"),
         [str(Path(r).expanduser()) for r in roots],
         _get_bool(d, "required", "sandbox"),
+        _get_str_list(d, "keep_env", "sandbox"),
+        _unix_sockets(d),
+        _sandbox_limits(_get_table(d, "limits")),
     )
+
+
+def _unix_sockets(d: dict) -> list[str] | bool:
+    """``allow_unix_sockets``: true (every named socket) or a list of absolute socket paths."""
+    if isinstance(d.get("allow_unix_sockets"), bool):
+        return d["allow_unix_sockets"]
+    paths = _get_str_list(d, "allow_unix_sockets", "sandbox")
+    for path in paths:
+        if not Path(path).expanduser().is_absolute():
+            raise ConfigError(f"'sandbox.allow_unix_sockets' entry '{path}' must be an absolute path (or use true)")
+    return [str(Path(p).expanduser()) for p in paths]
+
+
+def _sandbox_limits(d: dict) -> dict[str, int]:
+    _warn_unknown(d, set(SANDBOX_LIMITS), "sandbox.limits")
+    return {k: v for k in SANDBOX_LIMITS if (v := _get_int(d, k, "sandbox.limits", minimum=0)) is not None}
 
 
 def parse_permissions(d: dict, source: str) -> RuleSet:

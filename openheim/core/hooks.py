@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from openheim.config.hooks import ALLOW, ASK, DENY, EVENT_NAMES, HookSpec, hooks_for
 from openheim.config.named_files import first_changed
+from openheim.core.child_env import child_environ
 from openheim.core.hook_process import run_command
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class HookRunner:
         return any(h.event == event for h in self.hooks)
 
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in self.secret_env_vars}
+        env = child_environ(secrets=self.secret_env_vars)
         env.update(
             OPENHEIM_PROJECT_DIR=str(self.root),
             CLAUDE_PROJECT_DIR=str(self.root),

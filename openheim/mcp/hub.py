@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.core.child_env import child_environ
 from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
 from openheim.mcp.group import ServerGroup, finish
 from openheim.mcp.server import CLOSE_LIMIT
@@ -200,6 +201,7 @@ def reap_later(pids: list[int]) -> None:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
+            env=child_environ(),
         )
     except OSError:
         pass  # no shell to wait with: the servers still see their stdin close when this process ends

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from openheim.core.child_env import child_environ
 from openheim.mcp.framing import LineReader, Oversized, refusal, usable_tools
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ _CHUNK = 1 << 16
 def child_env(extra: dict[str, str]) -> dict[str, str]:
     """A minimal inherited environment (no provider keys) plus the server's own ``env``."""
     env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
-    return {**env, **extra}
+    return child_environ(env, extra=extra)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from openheim.config.load import load_config
 from openheim.config.private_data import secure as secure_data_dir
 from openheim.config.rules import RuleSet
 from openheim.config.schema import Config, McpServerConfig, ProviderConfig
+from openheim.core.child_env import register_secrets
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
 from openheim.runtime.runtime import Runtime, RuntimeSettings
@@ -119,8 +120,10 @@ def build_state(
     _record_and_replay(config, opts)
     _keep_secrets_from_children(settings.secret_env_vars | {config.serve.token_env})
     config.mcp_servers = _mcp_servers(config, opts)
+    register_secrets(name for server in config.mcp_servers.values() for name in server.env)
     ltm = opts.get("long_term_memory") or _long_term_memory(config, settings.data_dir)
-    registry = _build_registry(config, ltm, tools)
+    hidden = tuple(str(p) for p in (settings.data_dir, config.path) if p)
+    registry = _build_registry(config, ltm, tools, hidden)
     state = Runtime(settings, registry, llm_factory, ltm)
     if opts.get("check_model", True):
         state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
@@ -189,6 +192,7 @@ def _keep_secrets_from_children(names: frozenset[str]) -> None:
     """The key variables' values leave this process's initial environment block (/proc/PID/environ)."""
     from openheim.sandbox.environ import scrub_initial_environ
 
+    register_secrets(names)
     scrub_initial_environ(names)
 
 
@@ -204,7 +208,9 @@ def _sandbox_overrides(config: Config, opts: dict) -> None:
         config.sandbox.network = bool(opts["sandbox_network"])
 
 
-def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandler]) -> ToolRegistry:
+def _build_registry(
+    config: Config, ltm: LongTermMemory, custom: list[ToolHandler], hidden: tuple[str, ...] = ()
+) -> ToolRegistry:
     from openheim.memory.tools import memory_tools
     from openheim.tools.builtins import register_builtins
 
@@ -213,7 +219,7 @@ def _build_registry(config: Config, ltm: LongTermMemory, custom: list[ToolHandle
     if config.allow_shell:  # only the shell runs in the sandbox: without it, its policy is not even loaded
         from openheim.sandbox.policy import Sandbox
 
-        sandbox = Sandbox.from_config(config.sandbox)
+        sandbox = Sandbox.from_config(config.sandbox, hidden)  # data dir and config: not the commands' to read
     register_builtins(registry, allow_shell=config.allow_shell, sandbox=sandbox)
     if custom:  # code of the embedding program's own: it may start children before any built-in loads
         from openheim.tools.process import deny_inspection

@@ -16,9 +16,24 @@ import subprocess
 import threading
 from typing import IO
 
+from openheim.core.child_env import child_environ
 from openheim.sandbox.policy import helper_command
 
 _MESSAGE = 1 << 16
+_KILLED = 9  # the wait status of a helper that gave no (usable) answer: reported as killed
+
+
+def _answer(data: bytes, key: str, top: int) -> tuple[int, list[str]] | None:
+    """``data[key]`` when ``data`` is a JSON object holding an integer 0..top there (and the not-enforced list)."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        return None
+    value = answer.get(key) if isinstance(answer, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+        return None
+    gaps = answer.get("not_enforced", [])
+    return value, [g for g in gaps if isinstance(g, str)] if isinstance(gaps, list) else []
 
 
 class Served:
@@ -27,6 +42,7 @@ class Served:
     def __init__(self, pid: int, conn: socket.socket, stdout: IO[bytes], stderr: IO[bytes]) -> None:
         self.pid, self._conn, self.stdout, self.stderr = pid, conn, stdout, stderr
         self.returncode: int | None = None
+        self.not_enforced: list[str] = []  # what the helper could not apply (reported by the caller once)
 
     @property
     def exit_fd(self) -> int:
@@ -41,7 +57,7 @@ class Served:
                 return None
             except OSError:
                 data = b""
-            status = json.loads(data)["status"] if data else 9  # no answer: the helper was killed
+            status, self.not_enforced = _answer(data, "status", 0xFFFF) or (_KILLED, [])
             self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
             self._conn.close()  # lets the helper exit
         return self.returncode
@@ -72,7 +88,7 @@ class ForkServer:
         self._control: socket.socket | None = None
         self._proc: subprocess.Popen | None = None
 
-    def _start(self, env: dict[str, str]) -> socket.socket:
+    def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self._proc = subprocess.Popen(
@@ -82,17 +98,17 @@ class ForkServer:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
-                env=env,
+                env=child_environ(sandboxed=True),
             )
         self._control = ours
         return ours
 
-    def _connect(self, env: dict[str, str]) -> socket.socket:
+    def _connect(self) -> socket.socket:
         """A socket to a fresh child of the server (the server is (re)started when needed)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs, self._lock:
             for attempt in range(2):
-                control = self._control if self._control is not None and attempt == 0 else self._start(env)
+                control = self._control if self._control is not None and attempt == 0 else self._start()
                 try:
                     socket.send_fds(control, [b"r"], [theirs.fileno()])
                     return ours
@@ -102,7 +118,7 @@ class ForkServer:
 
     def spawn(self, argv: list[str], cwd: str | os.PathLike, env: dict[str, str]) -> Served:
         """Run ``argv`` (helper options, ``--``, the command) in ``cwd`` with exactly ``env``."""
-        conn = self._connect(env)
+        conn = self._connect()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
@@ -122,12 +138,13 @@ class ForkServer:
             answer = conn.recv(_MESSAGE)
         except OSError:
             answer = b""
-        if not answer:
+        pid = _answer(answer, "pid", 1 << 30) if answer else None
+        if not pid or not pid[0]:
             conn.close()
             os.close(out_r)
             os.close(err_r)
-            raise OSError("the sandbox helper did not answer")
-        return Served(json.loads(answer)["pid"], conn, os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0))
+            raise OSError("the sandbox helper did not answer" if not answer else "the sandbox helper answered garbage")
+        return Served(pid[0], conn, os.fdopen(out_r, "rb", 0), os.fdopen(err_r, "rb", 0))
 
 
 _server = ForkServer()

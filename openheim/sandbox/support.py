@@ -9,11 +9,15 @@ import subprocess
 import sys
 import threading
 
+from openheim.core.child_env import child_environ
+from openheim.sandbox.landlock import UNIX_ABI, landlock_abi
 from openheim.sandbox.policy import Sandbox, helper_command
+from openheim.sandbox.seccomp import DENIED
 
 log = logging.getLogger("openheim.sandbox")
 PROBE_TIMEOUT = 10.0
 _announced: set[Sandbox] = set()
+_announced_gaps: set[tuple[Sandbox, str]] = set()
 _lock = threading.Lock()
 
 
@@ -25,19 +29,21 @@ def _seccomp_in_kernel() -> bool:
         return False
 
 
+def helper_abi() -> int:
+    return landlock_abi() if sys.platform.startswith("linux") else 0
+
+
 def quick_gaps(sandbox: Sandbox) -> list[str]:
     """What the kernel will not enforce of ``sandbox``, judged without starting anything (cheap)."""
     if not sandbox.active:
         return []
     if not sys.platform.startswith("linux"):
         return [f"commands are not confined on {sys.platform} (the sandbox needs Linux)"]
-    from openheim.sandbox import helper
-
     gaps = []
-    abi = helper.landlock_abi()
+    abi = helper_abi()
     if abi < 1:
         gaps.append("file system: this kernel has no Landlock")
-    if os.uname().machine not in helper.DENIED or not _seccomp_in_kernel():
+    if os.uname().machine not in DENIED or not _seccomp_in_kernel():
         gaps.append("network and escapes: no seccomp filter for this kernel or architecture")
     elif abi < 6:
         gaps.append(f"signals to openheim: Landlock ABI {abi} has no scopes (6 needed)")
@@ -60,6 +66,32 @@ def announce(sandbox: Sandbox) -> None:
     if gaps:
         verb = "refused" if sandbox.required else "run less confined than asked"
         log.warning("sandbox (%s) not fully enforced, commands are %s: %s", sandbox.mode, verb, "; ".join(gaps))
+    if isinstance(sandbox.unix_sockets, tuple) and sandbox.unix_sockets and helper_abi() < UNIX_ABI:
+        log.warning(
+            "sandbox: allow_unix_sockets opens every named Unix socket to commands, not only the ones listed "
+            "(Landlock checks socket paths from ABI %d; this kernel has %d)",
+            UNIX_ABI,
+            helper_abi(),
+        )
+
+
+def announce_gaps(sandbox: Sandbox, gaps: list[str], root: str | os.PathLike) -> None:
+    """One line per process, at the first command, for each layer the helper reported it could not apply (and
+    each ``writable_roots`` entry left out because a symlink inside a writable tree leads to it)."""
+    lines = [
+        *gaps,
+        *(
+            f"writable_roots entry {e} left out: it passes through the symlink {link}, which a command "
+            "or the repository could point anywhere"
+            for e, link in sandbox.linked_roots(root)
+        ),
+    ]
+    with _lock:
+        fresh = [line for line in lines if (sandbox, line) not in _announced_gaps]
+        _announced_gaps.update((sandbox, line) for line in fresh)
+    if fresh:
+        verb = "refused" if sandbox.required else "run less confined than asked"
+        log.warning("sandbox (%s) not fully enforced, commands are %s: %s", sandbox.mode, verb, "; ".join(fresh))
 
 
 def probe(sandbox: Sandbox, root: str) -> dict:
@@ -70,7 +102,13 @@ def probe(sandbox: Sandbox, root: str) -> dict:
     argv = [*helper_command(), *sandbox.helper_options(root), "--probe"]
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, cwd=root, stdin=subprocess.DEVNULL
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            env=child_environ(sandboxed=True),
         )
         report = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as e:
@@ -93,8 +131,17 @@ def summary(report: dict) -> str:
     if report.get("seccomp"):
         parts.append("seccomp (" + ("sockets, " if not report.get("network") else "") + "escapes)")
     if report.get("protected"):
-        parts.append(".git/.openheim read-only")
+        parts.append("every .git/.openheim read-only")
+    if report.get("data_hidden"):
+        parts.append("data dir hidden")
+    if report.get("capabilities"):
+        parts.append("no capabilities")
+    if report.get("private_ptys"):
+        parts.append("own ptys only")
+    parts.append(f"named Unix sockets {report.get('unix', 'open')}")
     line = f"{report.get('mode')}, {net}: " + (", ".join(parts) or "nothing enforced")
     if report.get("not_enforced"):
         line += "; NOT enforced: " + "; ".join(report["not_enforced"])
+    if report.get("limits_not_enforced"):
+        line += "; " + "; ".join(report["limits_not_enforced"])
     return line

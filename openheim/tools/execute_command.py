@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
+from openheim.core.child_env import child_environ
 from openheim.core.client_io import terminal
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
 from openheim.sandbox.policy import REFUSED_EXIT, Sandbox, explain_refusal
+from openheim.sandbox.support import announce_gaps
 from openheim.tools.process import (
-    child_env,
     kill_group,
     register_group,
     signal_name,
@@ -262,12 +263,14 @@ class ExecuteCommandTool(BaseTool):
         with _private_tmp(self.sandbox) as tmp:
             proc = self._start(command, ctx, tmp)
             out = run_group(proc, self.timeout, self.cap, ctx.cancel, helper=self.sandbox.active)
+        if self.sandbox.active:
+            announce_gaps(self.sandbox, getattr(proc, "not_enforced", []), ctx.work_dir)
         return sandboxed_outcome(out, self.timeout, self.sandbox, ctx.work_dir)
 
     def _start(self, command: str, ctx: TurnContext, tmp: str | None) -> Process:
         """``sh -c command`` in the session cwd, as its own process group; through the sandbox's fork server
         when the sandbox is on."""
-        env = child_env(ctx.secret_env_vars)
+        env = child_environ(secrets=ctx.secret_env_vars, sandboxed=self.sandbox.active, keep=self.sandbox.keep_env)
         try:
             if self.sandbox.active:
                 from openheim.sandbox.server import spawn

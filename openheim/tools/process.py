@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from openheim.core.child_env import child_environ
+
 if TYPE_CHECKING:
     import ctypes
 
@@ -122,21 +124,5 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
 
 
 def child_env(secret_names: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's environment minus openheim's secrets and a frozen binary's own variables.
-
-    A frozen openheim's bootloader sets LD_LIBRARY_PATH and ``_PYI_*`` variables; a child that kept
-    them would load our bundled libraries, and a second frozen openheim started from it would refuse
-    to run ("unexpected name of application's home directory").
-    """
-    env = dict(os.environ if base is None else base)
-    for name in secret_names:
-        env.pop(name, None)
-    if getattr(sys, "frozen", False):
-        original = env.pop("LD_LIBRARY_PATH_ORIG", None)
-        if original is not None:
-            env["LD_LIBRARY_PATH"] = original
-        else:
-            env.pop("LD_LIBRARY_PATH", None)
-        for name in [n for n in env if n.startswith("_PYI_") or n == "_MEIPASS2"]:
-            del env[name]
-    return env
+    """The user's environment minus openheim's secrets and a frozen binary's own variables (see core.child_env)."""
+    return child_environ(base, secrets=secret_names)

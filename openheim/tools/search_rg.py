@@ -14,6 +14,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from openheim.core.child_env import child_environ
 from openheim.errors import ToolExecutionError
 from openheim.tools.search import MAX_MATCHES, Match, SearchFiles
 
@@ -157,7 +158,13 @@ def _parse(output: bytes, index_of: dict[bytes, int]) -> list[Match]:
 def _run_rg(args: list[str], fds: list[int], cancel: CancelToken | None) -> bytes | None:
     """rg's stdout, or None when rg failed (the caller falls back to Python)."""
     proc = subprocess.Popen(
-        args, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=fds
+        args,
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        pass_fds=fds,
+        env=child_environ(),
     )
     remove = cancel.on_cancel(proc.kill) if cancel is not None else (lambda: None)
     try:
