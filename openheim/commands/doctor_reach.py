@@ -16,7 +16,8 @@ import requests
 from openheim.config.endpoint import join
 from openheim.config.providers import REPLAY
 from openheim.config.schema import ProviderConfig
-from openheim.core.llm.http import describe_transport_error, host_of
+from openheim.config.secrecy import host_of
+from openheim.core.llm.http_errors import describe_transport_error
 
 PROBE_DEADLINE = 3.0  # seconds for all probes together
 
