@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openheim.core.child_env import child_environ
+
 RUN_MARK = "OPENHEIM_HOOK_RUN"
 LINGER = 0.5  # seconds a hook's leftovers may keep its pipes open after it exited
 _CHUNK = 64 * 1024
@@ -143,7 +145,7 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=str(cwd),
-            env={**env, RUN_MARK: mark},
+            env=child_environ(env, extra={RUN_MARK: mark}),
             start_new_session=True,
         )
     except OSError as e:
