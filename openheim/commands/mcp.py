@@ -97,6 +97,12 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
             "or trust a project's .mcp.json with `openheim mcp trust`."
         )
         return
+    _table(statuses, show_tools)
+    _done(statuses)
+
+
+def _table(statuses: list, show_tools: bool) -> None:
+    """The status table; under it what a server's tool budget left out, and with --tools each server's tools."""
     rows = [
         (s.name, s.source, s.transport, s.state, str(s.tool_count), s.error or s.url or s.command or "")
         for s in statuses
@@ -118,7 +124,6 @@ def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) 
                 click.echo(visible(f"{s.name} prompts: {', '.join(s.prompts)}"))
             if s.resources:
                 click.echo(visible(f"{s.name} lists resources (list_mcp_resources, read_mcp_resource)"))
-    _done(statuses)
 
 
 def _done(statuses: list) -> None:

@@ -169,6 +169,6 @@ def server_files(raw: bytes, project: Path) -> list[Path]:
     words: list[str] = []
     for entry in entries.values() if isinstance(entries, dict) else ():
         if isinstance(entry, dict) and isinstance(entry.get("command"), str):
-            args = entry.get("args") if isinstance(entry.get("args"), list) else []
-            words += [entry["command"], *(a for a in args if isinstance(a, str))]
+            args = entry.get("args")
+            words += [entry["command"], *(a for a in (args if isinstance(args, list) else []) if isinstance(a, str))]
     return command_files(words, project)

@@ -36,11 +36,19 @@ def _inside(word: str, project: Path) -> Path | None:
     return full if full.is_file() else None
 
 
+def _named(word: str, project: Path) -> list[Path]:
+    """The files ``word`` names. ``$OPENHEIM_PROJECT_DIR`` is the sandbox root when the command runs, which
+    may be above ``project`` (a settings file in a subdirectory): every enclosing directory is tried."""
+    bases = [project, *project.parents] if _PROJECT_VARS.search(word) else [project]
+    return [p for base in bases if (p := _inside(word, base)) is not None]
+
+
 def command_files(words: Iterable[str], project: Path) -> list[Path]:
-    """The files inside ``project`` that these argv words name."""
+    """The files inside ``project`` (for a ``$OPENHEIM_PROJECT_DIR`` word: an enclosing directory) that these
+    argv words name."""
     project = Path(os.path.realpath(project))
-    found = (_inside(c, project) for word in words for c in _candidates(word))
-    return list(dict.fromkeys(p for p in found if p is not None))
+    found = (p for word in words for c in _candidates(word) for p in _named(c, project))
+    return list(dict.fromkeys(found))
 
 
 def shell_files(command: str, project: Path) -> list[Path]:

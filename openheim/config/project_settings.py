@@ -204,8 +204,12 @@ def project_dir(path: Path) -> Path:
 
 def hook_files(path: Path, data: dict) -> list[Path]:
     """The workspace files the hooks of settings file ``path`` (parsed as ``data``) name in their commands."""
-    hooks = data.get("hooks") if isinstance(data.get("hooks"), list) else []
-    commands = [h["command"] for h in hooks if isinstance(h, dict) and isinstance(h.get("command"), str)]
+    hooks = data.get("hooks")
+    commands = [
+        h["command"]
+        for h in (hooks if isinstance(hooks, list) else [])
+        if isinstance(h, dict) and isinstance(h.get("command"), str)
+    ]
     return [f for command in commands for f in shell_files(command, project_dir(path))] if commands else []
 
 

@@ -79,7 +79,7 @@ def record(store: Path, path: Path, data: bytes, runs: Iterable[Path] = ()) -> s
     its SHA-256."""
     sha = digest(data)
     files = load(store)
-    entry = {"sha256": sha, "trusted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    entry: dict[str, object] = {"sha256": sha, "trusted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     hashed = digests(runs)
     if hashed:
         entry["runs"] = hashed

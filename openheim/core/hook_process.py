@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from openheim.core.child_env import child_environ
 
@@ -84,19 +85,26 @@ def kill_tree(pid: int, mark: str) -> None:
             pass
 
 
+def _pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """The child's stdin, stdout and stderr (all three are pipes here)."""
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    assert stdin is not None and stdout is not None and stderr is not None
+    return stdin, stdout, stderr
+
+
 def _register(proc: subprocess.Popen, streams: _Streams) -> tuple[selectors.BaseSelector, int]:
     """A selector over the hook's pipes (stdin only while there is input to write); the stdin fd."""
+    stdin, stdout, stderr = _pipes(proc)
     sel = selectors.DefaultSelector()
-    for pipe in (proc.stdout, proc.stderr):
+    for pipe in (stdout, stderr):
         os.set_blocking(pipe.fileno(), False)
         sel.register(pipe.fileno(), selectors.EVENT_READ)
-    stdin = proc.stdin.fileno()
     if streams.pending:
-        os.set_blocking(stdin, False)
-        sel.register(stdin, selectors.EVENT_WRITE)
+        os.set_blocking(stdin.fileno(), False)
+        sel.register(stdin.fileno(), selectors.EVENT_WRITE)
     else:
-        proc.stdin.close()
-    return sel, stdin
+        stdin.close()
+    return sel, stdin.fileno() if not stdin.closed else -1
 
 
 def _pump(proc: subprocess.Popen, streams: _Streams, deadline: float, stopped: Callable[[], bool]) -> str | None:
@@ -120,7 +128,7 @@ def _pump(proc: subprocess.Popen, streams: _Streams, deadline: float, stopped: C
                 if not more:
                     sel.unregister(key.fd)
                     if key.fd == stdin:
-                        proc.stdin.close()
+                        _pipes(proc)[0].close()
         return None
     finally:
         sel.close()
@@ -151,13 +159,13 @@ def run_command(
     except OSError as e:
         return f"could not start: {e.strerror or e}"
     streams = _Streams(cap, pending=stdin)
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    out_fd, err_fd = _pipes(proc)[1].fileno(), _pipes(proc)[2].fileno()
     try:
         ended = _pump(proc, streams, time.monotonic() + timeout, stopped)
         if ended is not None:
             kill_tree(proc.pid, mark)
     finally:
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        for pipe in _pipes(proc):
             pipe.close()
     code = proc.wait()
     if ended in ("timeout", "cancelled"):
