@@ -1,4 +1,9 @@
-"""Shared fixtures: every test runs with its own OPENHEIM_HOME and no proxies."""
+"""Shared fixtures: every test runs with its own OPENHEIM_HOME and no proxies.
+
+Test files live in folders named after the package they test (tests/core/, tests/mcp/, ...; see
+tests/README.md). Helpers that are not tests (fake servers, the ACP clients, fixtures modules) are in
+tests/support/, which is put on sys.path here, so a test imports them by name: `from fake_llm import ...`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+from frozen_build import frozen_bin  # noqa: F401  (a fixture: the session's one-file binary, built once)
 
 _SCRUB = (
     "OPENHEIM_CONFIG",

@@ -1,7 +1,7 @@
 """The PyInstaller binary end to end: run whenever PyInstaller is installed (a test dependency); see docs/packaging.md.
 
-Builds build/dist/openheim with build/build.sh unless it is newer than every source it is made from,
-or uses $OPENHEIM_FROZEN_BIN (for example the onedir build) as given.
+The binary comes from the ``frozen_bin`` fixture (tests/support/frozen_build.py): build/dist/openheim, built
+with build/build.sh unless it is newer than every source it is made from, or $OPENHEIM_FROZEN_BIN as given.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from memory_fakes import EmbeddingsServer
 import openheim
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_BIN = ROOT / "build" / "dist" / "openheim"
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,49 +29,6 @@ pytestmark = [
         reason="PyInstaller is not installed (or OPENHEIM_TEST_FROZEN=0)",
     ),
 ]
-
-
-def _sources() -> list[Path]:
-    """Everything the binary is built from: the package, the entry script, the spec and its hooks."""
-    return [
-        *ROOT.joinpath("openheim").rglob("*.py"),
-        ROOT / "openheim.py",
-        ROOT / "build" / "openheim.spec",
-        ROOT / "build" / "build.sh",
-        ROOT / "build" / "pack.sh",
-        ROOT / "build" / "launcher.sh",
-        *ROOT.joinpath("build", "hooks").glob("*.py"),
-    ]
-
-
-def _is_fresh(binary: Path) -> bool:
-    if not binary.is_file():
-        return False
-    built = binary.stat().st_mtime
-    return all(p.stat().st_mtime < built for p in _sources())
-
-
-@pytest.fixture(scope="session")
-def frozen_bin(tmp_path_factory) -> Path:
-    # One unpacked copy for the whole session (each test has its own HOME, so ~/.cache would differ).
-    os.environ["OPENHEIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("openheim-cache"))
-    given = os.environ.get("OPENHEIM_FROZEN_BIN")
-    if given:
-        return Path(given).resolve()
-    if not _is_fresh(DEFAULT_BIN):
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENHEIM_ONEDIR", "OPENHEIM_WITH_MCP")}
-        r = subprocess.run(
-            ["bash", str(ROOT / "build" / "build.sh")],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-        assert r.returncode == 0, f"build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    assert _is_fresh(DEFAULT_BIN), f"{DEFAULT_BIN} is missing or older than the sources after the build"
-    return DEFAULT_BIN
 
 
 def run_bin(

@@ -1,4 +1,4 @@
-"""MCP through the library with real servers (tests/mcp_server.py over stdio and HTTP, and mcp-server-time):
+"""MCP through the library with real servers (tests/support/mcp_server.py over stdio and HTTP, and mcp-server-time):
 calls, results, errors, deadlines, reconnects, start-up waits, scoping, status and clean shutdown."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MCP resources and prompts end to end, against a real MCP server (tests/mcp_extras_server.py): the resource
+"""MCP resources and prompts end to end, against a real MCP server (tests/support/mcp_extras_server.py): the resource
 tools through `openheim run` and a prompt through the chat (in tmux; ACP: tests/acp/test_acp_mcp_prompts.py);
 plus the pure parts (prompt arguments, prompt text, resource listing pages)."""
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from cli_helpers import openheim, write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
+from image_fixtures import images_in
 from mcp_helpers import PYTHON, offered
-from test_images_in import images_in
 
 pytest.importorskip("mcp")
 
-EXTRAS = str(Path(__file__).resolve().parent / "mcp_extras_server.py")
+EXTRAS = str(Path(__file__).resolve().parent / "support" / "mcp_extras_server.py")
 README = "the readme says: hello from the docs server"
 
 

@@ -1,4 +1,4 @@
-"""Sloppy and hostile MCP servers, through `openheim run` (tests/mcp_hostile_server.py): an oversized result
+"""Sloppy and hostile MCP servers, through `openheim run` (tests/support/mcp_hostile_server.py): an oversized result
 is refused in the reader, stray stdout lines and an invalid tool cost one note each, the server's stderr log
 rotates by size while it runs, and too many or too big tools get one warning naming the server."""
 
@@ -14,7 +14,7 @@ from mcp_helpers import PYTHON, new_tag, offered, pids_with, wait_until
 
 pytest.importorskip("mcp")
 
-HOSTILE = str(Path(__file__).resolve().parent / "mcp_hostile_server.py")
+HOSTILE = str(Path(__file__).resolve().parent / "support" / "mcp_hostile_server.py")
 
 
 def hostile(name: str, tag: str, *args: str) -> str:

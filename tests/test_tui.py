@@ -16,14 +16,12 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-import test_frozen
 from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Fault, Reply, ToolCall
 from tmux_pane import TmuxPane, have_tmux, openheim_command, tui_env
 
 pytestmark = pytest.mark.skipif(not have_tmux() and not os.environ.get("CI"), reason="tmux is not installed")
 
-frozen_bin = test_frozen.frozen_bin  # the session's frozen build, shared with test_frozen.py
 SLOW = 0.03  # seconds between streamed words: long enough to act mid-stream
 
 

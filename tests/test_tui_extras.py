@@ -9,7 +9,7 @@ import re
 import pytest
 from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Reply, ToolCall
-from test_images_in import GIF, PNG, images_in
+from image_fixtures import GIF, PNG, images_in
 from tmux_pane import TmuxPane, have_tmux, openheim_command, tui_env
 
 pytestmark = pytest.mark.skipif(not have_tmux() and not os.environ.get("CI"), reason="tmux is not installed")

@@ -1,87 +1,57 @@
-"""A raw JSON-RPC harness for `openheim acp`: hand-made lines in, every stdout line out and schema-checked."""
+"""One ACP client for the tests, whatever carries the frames: JSON-RPC requests out, every agent frame in and
+schema-checked, agent requests answered as they come.
+
+A transport subclass says how a message leaves (``_write``), puts each arriving frame (or None at the end) on
+``self.frames``, and names what went wrong when nothing comes (``_why``). Subclasses: ``acp_wire.AcpWire``
+(`openheim acp` over stdio) and ``ws_client.WsAcp`` (`openheim serve` over a WebSocket).
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import queue
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from acp_schema_check import check_agent_frame
-from cli_helpers import ROOT
-
-CLIENT_ENV = ("HOME", "PATH", "USER", "SHELL", "TERM", "LOGNAME")
-
-
-def client_env(extra: dict | None = None) -> dict:
-    """What the Python ACP client passes: only a few inherited variables plus explicit ones."""
-    env = {k: os.environ[k] for k in CLIENT_ENV if k in os.environ}
-    env.update(
-        {"PYTHONPATH": str(ROOT), "OPENHEIM_HOME": os.environ["OPENHEIM_HOME"], "NO_PROXY": "127.0.0.1,localhost"}
-    )
-    env.update(extra or {})
-    return env
 
 
 def allow_once(frame: dict) -> dict:
     return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
-class AcpWire:
-    """A spawned `openheim acp` driven line by line."""
+class AcpClient:
+    """The transport-free half of an ACP test client: ids, requests, responses and conveniences."""
 
-    def __init__(
-        self,
-        *args: str,
-        env: dict | None = None,
-        cwd: Path | None = None,
-        command: str = "acp",
-        validate: bool = True,
-        prefix: tuple[str, ...] = (),
-    ) -> None:
-        """``prefix`` runs the agent through another command (e.g. setpriv, to run it as another user)."""
+    def __init__(self, validate: bool = True) -> None:
         self.validate = validate
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "openheim", *args, command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=client_env(env),
-            cwd=cwd or "/",
-        )
-        self.frames: queue.Queue = queue.Queue()
+        self.frames: queue.Queue = queue.Queue()  # bytes lines or parsed dicts (see _decode); None at the end
         self.seen: list[dict] = []
         self.client_methods: dict[Any, str] = {}
-        self.stderr = bytearray()
         self._next_id = 0
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
 
-    def _read_stdout(self) -> None:
-        for line in self.proc.stdout:
-            self.frames.put(line)
-        self.frames.put(None)
+    # --- what a transport provides ------------------------------------------------------
 
-    def _read_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self.stderr += line
+    def _write(self, message: Any) -> None:
+        raise NotImplementedError
+
+    def _why(self) -> str:
+        """A short line on the transport's state, for failure messages."""
+        return ""
+
+    def _decode(self, item: Any) -> dict:
+        return item
+
+    def _at_end(self) -> None:
+        """Called when the end (None) is taken off the queue."""
 
     # --- sending -------------------------------------------------------------------
 
-    def send_raw(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def send(self, message: dict) -> None:
-        if "id" in message and "method" in message:
+    def send(self, message: Any) -> None:
+        if isinstance(message, dict) and "id" in message and "method" in message:
             self.client_methods[message["id"]] = message["method"]
-        self.send_raw(json.dumps(message).encode() + b"\n")
+        self._write(message)
 
     def new_id(self) -> int:
         self._next_id += 1
@@ -101,15 +71,15 @@ class AcpWire:
     # --- receiving -------------------------------------------------------------------
 
     def next_frame(self, timeout: float = 10.0) -> dict | None:
-        """The next stdout line as a validated frame; None at EOF; AssertionError on timeout."""
+        """The next agent frame, validated; None at the end; AssertionError on timeout."""
         try:
-            line = self.frames.get(timeout=timeout)
+            item = self.frames.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"no frame within {timeout} s; stderr: {self.stderr.decode()[-2000:]}") from None
-        if line is None:
+            raise AssertionError(f"no ACP frame within {timeout} s; {self._why()}") from None
+        if item is None:
+            self._at_end()
             return None
-        assert line.endswith(b"\n")
-        frame = json.loads(line)
+        frame = self._decode(item)
         if self.validate:
             check_agent_frame(frame, self.client_methods)
         self.seen.append(frame)
@@ -117,10 +87,10 @@ class AcpWire:
 
     def no_frame_within(self, seconds: float) -> bool:
         try:
-            line = self.frames.get(timeout=seconds)
+            item = self.frames.get(timeout=seconds)
         except queue.Empty:
             return True
-        self.frames.put(line)
+        self.frames.put(item)
         return False
 
     def until_response(
@@ -131,7 +101,7 @@ class AcpWire:
         deadline = time.monotonic() + timeout
         while True:
             frame = self.next_frame(max(0.01, deadline - time.monotonic()))
-            assert frame is not None, f"agent exited; stderr: {self.stderr.decode()[-2000:]}"
+            assert frame is not None, f"the agent is gone; {self._why()}"
             if "method" in frame and "id" in frame:
                 result = on_request(frame)
                 if result is not None:
@@ -158,16 +128,6 @@ class AcpWire:
 
     def prompt(self, session_id: str, text: str, **kw: Any) -> tuple[dict, list[dict]]:
         return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
-
-    def close(self, timeout: float = 5.0) -> int:
-        if self.proc.stdin and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def updates(frames: list[dict], kind: str | None = None) -> list[dict]:

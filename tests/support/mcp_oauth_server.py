@@ -1,6 +1,6 @@
 """An OAuth-protected MCP server (the SDK's server-side auth) on 127.0.0.1 for the sign-in tests.
 
-    python tests/mcp_oauth_server.py [--token-lifetime SECONDS]   # prints "PORT <n>" first
+    python tests/support/mcp_oauth_server.py [--token-lifetime SECONDS]   # prints "PORT <n>" first
 
 It is its own authorization server: dynamic client registration, and an /authorize that approves at
 once (the "user" agrees) by redirecting to the client's redirect_uri with a code. Access tokens live

@@ -1,4 +1,4 @@
-"""Helpers for the MCP tests: the real test server (tests/mcp_server.py) over stdio or HTTP, and
+"""Helpers for the MCP tests: the real test server (tests/support/mcp_server.py) over stdio or HTTP, and
 finding the processes a test started (by a unique tag on their command line)."""
 
 from __future__ import annotations

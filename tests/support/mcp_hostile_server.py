@@ -1,6 +1,6 @@
 """A sloppy or hostile MCP server (standard library only, newline-delimited JSON-RPC on stdio), for the fault tests.
 
-    python tests/mcp_hostile_server.py [--banner] [--bad-tool] [--tools N] [--schema-kib K] [--stderr-mib M]
+    python tests/support/mcp_hostile_server.py [--banner] [--bad-tool] [--tools N] [--schema-kib K] [--stderr-mib M]
 
 Tools: echo; huge(mib) answers with a text of that many MiB (written in pieces, never held whole by a
 well-behaved client); with --bad-tool also a tool whose inputSchema is a string; --tools N adds N small tools;

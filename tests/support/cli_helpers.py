@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fake_llm import FakeLLMServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_config(

@@ -1,11 +1,11 @@
 """A small real MCP server (the SDK's MCPServer) for the MCP tests, over stdio or streamable HTTP.
 
-    python tests/mcp_server.py                  # stdio
-    python tests/mcp_server.py --http           # streamable HTTP on 127.0.0.1, prints "PORT <n>" first
-    python tests/mcp_server.py --http --sse     # the older HTTP+SSE transport (GET /sse) instead
-    python tests/mcp_server.py --name other     # the server's name (serverInfo)
-    python tests/mcp_server.py --delay 3        # starts serving after 3 s
-    python tests/mcp_server.py --delay-file F   # starts serving after the seconds written in F (if it exists)
+    python tests/support/mcp_server.py                  # stdio
+    python tests/support/mcp_server.py --http           # streamable HTTP on 127.0.0.1, prints "PORT <n>" first
+    python tests/support/mcp_server.py --http --sse     # the older HTTP+SSE transport (GET /sse) instead
+    python tests/support/mcp_server.py --name other     # the server's name (serverInfo)
+    python tests/support/mcp_server.py --delay 3        # starts serving after 3 s
+    python tests/support/mcp_server.py --delay-file F   # starts serving after the seconds written in F (if it exists)
 
 Tools: echo, fail (isError), sleep, picture (image + text), huge_picture (a PNG over 5 MB), resources
 (embedded text, blob, link), crash (the process exits mid-call), env (one variable of the server's

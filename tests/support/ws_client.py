@@ -1,5 +1,5 @@
 """A WebSocket ACP client for `openheim serve` tests: bare `/acp` frames or `/ws` envelopes, every agent frame
-schema-checked, with the same conveniences as the stdio harness (acp_wire.AcpWire)."""
+schema-checked: the protocol half is acp_client.AcpClient, the one shared with the stdio harness (acp_wire.AcpWire)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ import re
 import signal
 import subprocess
 import threading
-import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acp_schema_check import check_agent_frame
-from acp_wire import allow_once
+from acp_client import AcpClient
 from fake_llm import FakeLLMServer
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -85,7 +82,7 @@ def running_server(work_dir: Path, **options: Any):
         server.shutdown(grace=0.5)
 
 
-class WsAcp:
+class WsAcp(AcpClient):
     """One socket to `/acp` (bare JSON-RPC) or `/ws` (``{channel, data}``; fs and system frames kept apart)."""
 
     def __init__(
@@ -97,6 +94,7 @@ class WsAcp:
         validate: bool = True,
         **connect_kw: Any,
     ) -> None:
+        super().__init__(validate)
         self.enveloped = path == "/ws"
         url = f"ws://127.0.0.1:{server.port}{path}"
         headers = dict(connect_kw.pop("additional_headers", {}))
@@ -105,14 +103,9 @@ class WsAcp:
         elif token:
             headers["Authorization"] = f"Bearer {token}"
         self.ws = connect(url, additional_headers=headers, open_timeout=10, **connect_kw).__enter__()
-        self.validate = validate
-        self.frames: queue.Queue = queue.Queue()
         self.fs: queue.Queue = queue.Queue()
         self.system: queue.Queue = queue.Queue()
-        self.seen: list[dict] = []
-        self.client_methods: dict[Any, str] = {}
         self.closed: ConnectionClosed | None = None
-        self._next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -130,11 +123,13 @@ class WsAcp:
         finally:
             self.frames.put(None)
 
-    # --- sending -------------------------------------------------------------------
+    def _why(self) -> str:
+        return f"the socket closed: {self.closed}" if self.closed else "the socket is open"
 
-    def send(self, message: Any) -> None:
-        if isinstance(message, dict) and "id" in message and "method" in message:
-            self.client_methods[message["id"]] = message["method"]
+    def _at_end(self) -> None:
+        self.frames.put(None)  # every later read sees the end too
+
+    def _write(self, message: Any) -> None:
         self.ws.send(json.dumps({"channel": "agent", "data": message} if self.enveloped else message))
 
     def send_fs(self, data: Any) -> None:
@@ -144,69 +139,6 @@ class WsAcp:
         """One fs request and its reply (the next fs message)."""
         self.send_fs(request)
         return self.fs.get(timeout=timeout)
-
-    def new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
-
-    def start(self, method: str, params: Any = None) -> int:
-        request_id = self.new_id()
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-        return request_id
-
-    def notify(self, method: str, params: dict) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    # --- receiving -------------------------------------------------------------------
-
-    def next_frame(self, timeout: float = 10.0) -> dict | None:
-        try:
-            frame = self.frames.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no ACP frame within {timeout} s") from None
-        if frame is None:
-            self.frames.put(None)
-            return None
-        if self.validate:
-            check_agent_frame(frame, self.client_methods)
-        self.seen.append(frame)
-        return frame
-
-    def until_response(
-        self, request_id: Any, on_request: Callable[[dict], Any] = allow_once, timeout: float = 10.0
-    ) -> tuple[dict, list[dict]]:
-        before: list[dict] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = self.next_frame(max(0.01, deadline - time.monotonic()))
-            assert frame is not None, f"the socket closed: {self.closed}"
-            if "method" in frame and "id" in frame:
-                result = on_request(frame)
-                if result is not None:
-                    self.send({"jsonrpc": "2.0", "id": frame["id"], "result": result})
-            elif "method" not in frame and frame.get("id") == request_id:
-                return frame, before
-            before.append(frame)
-
-    def call(self, method: str, params: Any = None, **kw: Any) -> tuple[dict, list[dict]]:
-        return self.until_response(self.start(method, params), **kw)
-
-    def result(self, method: str, params: Any = None, **kw: Any) -> Any:
-        response, _ = self.call(method, params, **kw)
-        assert "result" in response, response
-        return response["result"]
-
-    def initialize(self, caps: dict | None = None) -> dict:
-        return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}})
-
-    def new_session(self, cwd: Path, **extra: Any) -> str:
-        return self.result("session/new", {"cwd": str(cwd), "mcpServers": [], **extra})["sessionId"]
-
-    def prompt(self, session_id: str, text: str, **kw: Any) -> tuple[dict, list[dict]]:
-        return self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, **kw)
 
     def close(self) -> None:
         self.ws.close()
