@@ -1,4 +1,4 @@
-"""The session's frozen build (build/dist/openheim), shared by tests/test_frozen.py and the chat's frozen check.
+"""The session's frozen build (build/dist/openheim), shared by tests/packaging/test_frozen.py and the chat's frozen check.
 
 Built with build/build.sh unless it is newer than every source it is made from, or $OPENHEIM_FROZEN_BIN (for
 example the onedir build) is used as given. Under pytest-xdist each worker has its own session, so the build

@@ -18,7 +18,7 @@ from memory_fakes import EmbeddingsServer
 
 import openheim
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,

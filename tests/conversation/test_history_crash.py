@@ -14,7 +14,7 @@ import pytest
 from openheim.conversation.history import HistoryManager
 from openheim.core.models import Message
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 _WRITER = r"""
 import sys

@@ -254,7 +254,7 @@ def test_the_test_extra_makes_the_suite_exercise_rg_without_path():
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/nonexistent", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env={"PATH": "/nonexistent", "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == os.path.join(os.path.dirname(sys.executable), "rg")

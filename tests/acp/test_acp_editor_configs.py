@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import openheim
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "acp.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "acp.md"
 TEXT = DOC.read_text()
 JSON_BLOCKS = re.findall(r"```json\n(.*?)```", TEXT, re.S)
 LUA_BLOCKS = re.findall(r"```lua\n(.*?)```", TEXT, re.S)

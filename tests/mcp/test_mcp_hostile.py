@@ -14,7 +14,7 @@ from mcp_helpers import PYTHON, new_tag, offered, pids_with, wait_until
 
 pytest.importorskip("mcp")
 
-HOSTILE = str(Path(__file__).resolve().parent / "support" / "mcp_hostile_server.py")
+HOSTILE = str(Path(__file__).resolve().parents[1] / "support" / "mcp_hostile_server.py")
 
 
 def hostile(name: str, tag: str, *args: str) -> str:

@@ -15,7 +15,7 @@ from fake_llm import FakeLLMServer, Reply, ToolCall
 from mcp_helpers import PYTHON, new_tag, offered, pids_with, toml_server, wait_until
 from tmux_pane import TmuxPane, have_tmux, openheim_command, tui_env
 
-RAW_SERVER = str(Path(__file__).resolve().parent / "bench" / "raw_mcp_server.py")  # stdlib only: starts at once
+RAW_SERVER = str(Path(__file__).resolve().parents[1] / "bench" / "raw_mcp_server.py")  # stdlib only: starts at once
 
 pytest.importorskip("mcp")
 

@@ -395,7 +395,7 @@ def test_memory_modules_import_lightly(tmp_path):
         "print(sorted(m for m in ('requests', 'sqlite_vec', 'sqlite3', 'pysqlite3') if m in sys.modules))\n"
     )
     db = tmp_path / "never" / "memory.db"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code, str(db)], cwd=root, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

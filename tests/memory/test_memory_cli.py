@@ -163,7 +163,7 @@ def _openheim(cfg, *args):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     return subprocess.run(
         [sys.executable, "-m", "openheim", "--config", str(cfg), "memory", *args],
         cwd=root,

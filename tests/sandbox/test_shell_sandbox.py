@@ -364,7 +364,7 @@ def test_required_gives_the_model_a_clear_tool_result(tree):
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert done.stdout.startswith(
         "Command refused: the sandbox (workspace-write) is required but not enforced: read-only .git/.openheim"

@@ -32,7 +32,7 @@ from memory_fakes import EmbeddingsServer
 
 import openheim
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PORTABLE_BIN = ROOT / "build" / "dist" / "portable" / "openheim"
 DEFAULT_BIN = ROOT / "build" / "dist" / "openheim"
 BULLSEYE = ROOT / "build" / ".portable" / "root"
@@ -185,7 +185,7 @@ def test_default_build_reports_its_floor(tmp_path):
     so a 2.31 check would test the build machine, not this project: its floor is reported, and only its
     bootloader (PyInstaller's prebuilt one, GLIBC_2.14 or lower) is held to the floor."""
     if not DEFAULT_BIN.is_file():
-        pytest.skip("build/dist/openheim is not built (tests/test_frozen.py builds it)")
+        pytest.skip("build/dist/openheim is not built (tests/packaging/test_frozen.py builds it)")
     needs = glibc_needs(DEFAULT_BIN, tmp_path)
     assert any(name.endswith("libpython3.11.so.1.0") for name in needs), f"not unpacked: {sorted(needs)}"
     assert needs["openheim"] <= FLOOR, f"the bootloader needs {_show(needs['openheim'])}"

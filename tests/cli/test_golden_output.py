@@ -1,6 +1,6 @@
 """Golden tests: the exact bytes users and editors see, pinned before a refactor.
 
-What is pinned (the files live under tests/golden/, see tests/golden/README.md):
+What is pinned (the files live under tests/cli/golden/, see tests/cli/golden/README.md):
 
 * ``openheim run`` as a subprocess against the fake LLM server, for ``--output text|json|stream-json`` in a few
   scripted scenarios: stdout and stderr byte for byte, and the exit code.
@@ -8,7 +8,7 @@ What is pinned (the files live under tests/golden/, see tests/golden/README.md):
   interleaved in the transcript for readability).
 * The on-disk history (``{id}.jsonl`` and ``{id}.json``) of the tool-using ``run`` scenario.
 
-The default run compares; ``OPENHEIM_UPDATE_GOLDEN=1 pytest tests/test_golden_output.py`` rewrites the files from
+The default run compares; ``OPENHEIM_UPDATE_GOLDEN=1 pytest tests/cli/test_golden_output.py`` rewrites the files from
 the current code (review the diff before committing it!).
 
 Only values that differ from run to run are normalised, by ``Normaliser`` below, on the raw text (never on

@@ -74,7 +74,7 @@ def test_shell_children_cannot_read_openheims_environment(nobody_home):
             "MOCK_API_KEY": key,
         }
         # --sandbox off: the sandbox helper re-runs this Python, which the unprivileged user may not be able to
-        # start here (e.g. it lives under /root); the sandboxed case is tests/test_shell_sandbox.py's
+        # start here (e.g. it lives under /root); the sandboxed case is tests/sandbox/test_shell_sandbox.py's
         r = subprocess.run(
             prefix + [sys.executable, "-m", "openheim", "run", "go", "--sandbox", "off"],
             cwd=nobody_home / "work",

@@ -23,7 +23,7 @@ from openheim.conversation.lease import (
 )
 from openheim.errors import SessionLocked
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SID = "0b5e1c3a-94c6-4c1e-9a53-0f6f9d2f5e11"
 
 

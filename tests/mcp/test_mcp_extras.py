@@ -19,7 +19,7 @@ from mcp_helpers import PYTHON, offered
 
 pytest.importorskip("mcp")
 
-EXTRAS = str(Path(__file__).resolve().parent / "support" / "mcp_extras_server.py")
+EXTRAS = str(Path(__file__).resolve().parents[1] / "support" / "mcp_extras_server.py")
 README = "the readme says: hello from the docs server"
 
 
