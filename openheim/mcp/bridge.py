@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import os
 import signal
@@ -80,7 +81,11 @@ class Bridge:
         if pending:
             self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         try:
+            # The SDK's streams and generators left in reference cycles are finalised now, while their loop
+            # can still run what they schedule (later, on a closed loop, each is "Event loop is closed").
+            gc.collect()
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.run_until_complete(asyncio.sleep(0))
         finally:
             self.loop.close()
 

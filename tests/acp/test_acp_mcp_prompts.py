@@ -19,7 +19,7 @@ acp = pytest.importorskip("acp")
 from acp import spawn_agent_process, text_block
 from acp.schema import McpServerStdio
 
-EXTRAS = str(Path(__file__).resolve().parents[1] / "mcp_extras_server.py")
+EXTRAS = str(Path(__file__).resolve().parents[1] / "support" / "mcp_extras_server.py")
 
 
 def last_user_text(request) -> str:

@@ -1,7 +1,7 @@
 """What a 20-iteration tool loop costs in input tokens against a server that bills like Anthropic's prompt cache.
 
 Each row: one request of `openheim run` (the model asks for list_dir 19 times, then answers); the fake server
-(tests/caching_anthropic.py) reports plain input, cache reads and cache writes for what the request marked.
+(tests/support/caching_anthropic.py) reports plain input, cache reads and cache writes for what the request marked.
 Billed = input + 1.25 x writes + 0.1 x reads (Anthropic's prices relative to plain input).
 "before" is a regular install of git revision REF (default: the last one with breakpoints only on the system prompt
 and the tool list, before rolling breakpoints came), "after" this checkout, in the same run.
@@ -20,7 +20,7 @@ from pathlib import Path
 from common import ROOT, table
 from user_install import revision_venv
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from caching_anthropic import CachingAnthropic
 from cli_helpers import write_config
 from fake_llm import Reply, ToolCall

@@ -27,7 +27,7 @@ from common import ROOT, compare, env_with_home, openheim_argv, table
 from fake_llm import FakeLLMServer, Reply, ToolCall
 
 PY = sys.executable
-SDK_SERVER = str(ROOT / "tests" / "mcp_server.py")
+SDK_SERVER = str(ROOT / "tests" / "support" / "mcp_server.py")
 RAW_SERVER = str(ROOT / "tests" / "bench" / "raw_mcp_server.py")
 CALLS = 400
 
@@ -367,7 +367,7 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     return statistics.median(times)
 
 
-HOSTILE = str(ROOT / "tests" / "mcp_hostile_server.py")
+HOSTILE = str(ROOT / "tests" / "support" / "mcp_hostile_server.py")
 
 
 def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:

@@ -316,7 +316,7 @@ async def first_tokens(port: int, project: Path, count: int) -> list[float]:
 
 def under_load(project: Path, home: Path) -> list[tuple]:
     fake = subprocess.Popen(
-        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")],
+        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests" / "support")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -360,7 +360,7 @@ with FakeLLMServer(wire="openai") as srv:
 
 def many_sockets(project: Path, home: Path) -> list[tuple]:
     fake = subprocess.Popen(
-        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests")],
+        [sys.executable, "-c", FAKE_MODEL, str(ROOT / "tests" / "support")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

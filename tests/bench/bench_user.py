@@ -92,7 +92,7 @@ def rss_row(name: str, m: dict, target_mb: float | None) -> tuple[str, str, str,
 
 def serve_forever(text_chunks: int) -> None:
     """Child mode: a fake OpenAI-wire server whose every reply is ``text_chunks`` chunks of 4 characters."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     from fake_llm import FakeLLMServer, Reply
 
     reply = Reply(text="abcd" * text_chunks, chunk_size=4, usage=(10, text_chunks))

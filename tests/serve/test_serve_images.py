@@ -10,7 +10,7 @@ import shutil
 import pytest
 from cli_helpers import write_config
 from fake_llm import FakeLLMServer, Reply
-from test_images_in import GIF, PNG, images_in
+from image_fixtures import GIF, PNG, images_in
 from test_serve_page import browser, texts, wait  # noqa: F401  (the module's browser fixture)
 from ws_client import running_server
 
