@@ -15,7 +15,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -155,17 +154,21 @@ class EventFrames:
             raise ParseError(f"stream line longer than {self.max_line} bytes")
 
 
-@dataclass(slots=True)
 class _Assembly:
-    """The event being put together from lines, the start of a line not yet ended, and the line counts."""
+    """The event being put together from lines, the start of a line not yet ended, and the line counts.
 
-    event: list[bytes] = field(default_factory=list)
-    size: int = 0  # bytes in ``event``
-    data: int = 0  # data lines in ``event``
-    carry: list[bytes] = field(default_factory=list)  # pieces of a line not yet terminated
-    carried: int = 0
-    data_lines: int = 0
-    other_lines: int = 0
+    A plain class, not a dataclass: a plain run reads a stream, and compiles no dataclass method for it."""
+
+    __slots__ = ("carried", "carry", "data", "data_lines", "event", "other_lines", "size")
+
+    def __init__(self) -> None:
+        self.event: list[bytes] = []
+        self.size = 0  # bytes in ``event``
+        self.data = 0  # data lines in ``event``
+        self.carry: list[bytes] = []  # pieces of a line not yet terminated
+        self.carried = 0
+        self.data_lines = 0
+        self.other_lines = 0
 
     def dispatch(self) -> bytes:
         """The finished event, framed; the assembly starts a new one."""
