@@ -305,6 +305,8 @@ def check_sandbox(config: Config | None) -> Check:
     }
     if "error" in report:
         facts["not_enforced"].append(report["error"])
+    for entry, link in sandbox.linked_roots(root):
+        facts["not_enforced"].append(f"writable_roots entry {entry} left out: it passes through the symlink {link}")
     gaps = bool(facts["not_enforced"])
     status = "fail" if gaps and sandbox.required else "warn" if gaps or not sandbox.active else "ok"
     return Check("sandbox", "sandbox", status, summary(report), facts)

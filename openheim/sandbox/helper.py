@@ -217,6 +217,9 @@ def restrict(opts: Options, tmp: str) -> dict:
     }
     writable = _writable(opts, tmp)
     exclude = _private_mounts(opts, writable, report)
+    limit = privileges.process_limit(opts.limits)
+    if os.geteuid() == 0 and limit and not opts.cgroup:  # run directly: a pids cgroup of its own (a fork server
+        opts.cgroup = privileges.join_pids_cgroup(f"openheim-{os.getpid()}", limit)  # removes it once it ended)
     _layer(report, "capabilities", privileges.drop_capabilities)
     report["limits_not_enforced"] = privileges.set_limits(opts.limits, opts.cgroup)  # not part of --required
     sockets = _unix_rule(opts, report)

@@ -37,6 +37,8 @@ def drop_capabilities() -> None:
         if libc.prctl(ctypes.c_int(PR_CAPBSET_READ), ctypes.c_ulong(cap), 0, 0, 0) != 1:
             continue  # not in the set (already dropped: a helper inside a sandbox), or no such capability
         if not prctl(PR_CAPBSET_DROP, cap):
+            if os.geteuid() != 0:
+                break  # a user without CAP_SETPCAP: nothing to gain from the set under no_new_privs
             raise fail("capabilities (bounding set)")
     prctl(PR_CAP_AMBIENT, _CAP_AMBIENT_CLEAR_ALL)
     header = ctypes.create_string_buffer(struct.pack("=Ii", _CAP_VERSION_3, 0), 8)
