@@ -19,7 +19,7 @@ from source_ast import parse
 
 from openheim.core.child_env import CHANNELS, child_environ
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
+PACKAGE = Path(__file__).resolve().parents[2] / "openheim"
 SPAWNS = {
     ("subprocess", "Popen"),
     ("subprocess", "run"),

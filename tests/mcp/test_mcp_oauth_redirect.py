@@ -18,7 +18,7 @@ from fake_llm import FakeLLMServer
 
 pytest.importorskip("mcp")
 
-SERVER = Path(__file__).resolve().parent / "mcp_oauth_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_oauth_server.py"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from fake_llm import FakeLLMServer, Reply, ToolCall
 
 from openheim.core.control_chars import visible
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
+PACKAGE = Path(__file__).resolve().parents[2] / "openheim"
 HOSTILE = "x\x1b]52;c;aGVsbG8=\x07\rOK.txt"  # OSC 52 (set the clipboard), then CR to overwrite the line
 
 

@@ -16,7 +16,7 @@ from openheim.mcp.tool_budget import MAX_TOOL_BYTES, MAX_TOOLS, within_budget
 
 pytest.importorskip("mcp")
 
-SERVER = str(Path(__file__).resolve().parent / "mcp_many_tools_server.py")
+SERVER = str(Path(__file__).resolve().parents[1] / "support" / "mcp_many_tools_server.py")
 TOOLS = 5000
 
 

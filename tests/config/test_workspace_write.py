@@ -18,7 +18,7 @@ from openheim.config.project_settings import save_allow_rule
 from openheim.config.workspace_write import write_beneath, write_path
 from openheim.errors import ConfigError
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
+PACKAGE = Path(__file__).resolve().parents[2] / "openheim"
 OLD_TEMP = "notes.txt.openheim-undo"  # the name undo used to open with open(..., "wb")
 
 

@@ -11,7 +11,7 @@ from cli_helpers import fake_provider, openheim
 from fake_llm import Reply, ToolCall
 from source_ast import parse
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
+PACKAGE = Path(__file__).resolve().parents[2] / "openheim"
 
 
 def results(request) -> list[str]:
