@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from openheim.config.rules import Rule, RuleError, parse_rule, rule_names
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 EVENTS = ("session_start", "user_prompt", "pre_tool", "post_tool", "stop")
 TOOL_EVENTS = ("pre_tool", "post_tool")
@@ -28,8 +27,8 @@ ALLOW, DENY, ASK = "allow", "deny", "ask"  # what a pre_tool hook may decide
 _KEYS = {"event", "matcher", "command", "timeout_secs"}
 
 
-@dataclass(init=False, repr=False, eq=False)
-class HookSpec(Record):
+@dataclass
+class HookSpec:
     """One ``[[hooks]]`` entry; ``source`` is the file it came from."""
 
     event: str
@@ -37,20 +36,6 @@ class HookSpec(Record):
     matcher: Rule | None = None
     timeout_secs: float = DEFAULT_TIMEOUT
     source: str = ""
-
-    def __init__(
-        self,
-        event: str,
-        command: str,
-        matcher: Rule | None = None,
-        timeout_secs: float = DEFAULT_TIMEOUT,
-        source: str = "",
-    ) -> None:
-        self.event = event
-        self.command = command
-        self.matcher = matcher
-        self.timeout_secs = timeout_secs
-        self.source = source
 
     def describe(self) -> str:
         on = f" {self.matcher}" if self.matcher is not None else ""

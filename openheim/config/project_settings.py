@@ -19,7 +19,6 @@ from openheim.config import trust
 from openheim.config.atomic import replace_text
 from openheim.config.rules import RuleSet
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +51,14 @@ def settings_files(root: Path, cwd: Path | None) -> list[Path]:
     return [d / SETTINGS for d in directories(root, cwd) if (d / SETTINGS).is_file()]
 
 
-@dataclass(init=False, repr=False, eq=False)
-class SettingsFile(Record):
+@dataclass
+class SettingsFile:
     """One project settings file as read: its real path, content hash, trust and parsed TOML."""
 
     path: Path
     sha256: str
     trust: str  # trusted | changed | untrusted
     data: dict
-
-    def __init__(self, path: Path, sha256: str, trust: str, data: dict) -> None:
-        self.path = path
-        self.sha256 = sha256
-        self.trust = trust
-        self.data = data
 
     def notice(self) -> str:
         how = f"run `openheim permissions trust {self.path}` to use them"

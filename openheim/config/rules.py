@@ -19,8 +19,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from openheim.records import FrozenRecord, Record, set_field
-
 SHELL_TOOL = "execute_command"
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "search"})
 # The argument a rule's pattern is matched against, per built-in tool; other tools (MCP, custom) are
@@ -47,20 +45,14 @@ class RuleError(ValueError):
     """A malformed rule; the message names it."""
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Rule(FrozenRecord):
+@dataclass(frozen=True)
+class Rule:
     """One permission rule: a tool name (may hold ``*``) and an optional pattern."""
 
     text: str  # as written
     tool: str  # the registry name (see exposed_tool_name); may hold ``*``
     pattern: str | None
     source: str = ""  # where it was written: a file path, --allow, --deny, builder
-
-    def __init__(self, text: str, tool: str, pattern: str | None, source: str = "") -> None:
-        set_field(self, "text", text)
-        set_field(self, "tool", tool)
-        set_field(self, "pattern", pattern)
-        set_field(self, "source", source)
 
     def __str__(self) -> str:
         return self.text
@@ -106,16 +98,12 @@ def exposed_tool_name(name: str) -> str:
     return f"_{server}__{tool}" if server[:1].isdigit() else f"{server}__{tool}"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class RuleSet(FrozenRecord):
+@dataclass(frozen=True)
+class RuleSet:
     """Allow and deny rules; deny wins."""
 
     allow: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
-
-    def __init__(self, allow: tuple[Rule, ...] = (), deny: tuple[Rule, ...] = ()) -> None:
-        set_field(self, "allow", allow)
-        set_field(self, "deny", deny)
 
     def __bool__(self) -> bool:
         return bool(self.allow or self.deny)
@@ -134,8 +122,8 @@ def parse_rules(allow: list | tuple, deny: list | tuple, source: str = "") -> Ru
 # --- shell splitting ----------------------------------------------------------
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ShellPart(Record):
+@dataclass
+class ShellPart:
     """One simple command of a compound shell command, as rules see it: quotes and backslashes removed,
     blanks collapsed to one space, ``env``/``command``/``exec``/``nohup``/``VAR=x`` prefixes dropped."""
 
@@ -143,12 +131,6 @@ class ShellPart(Record):
     redirects: bool = False  # an unquoted > or < (writes or reads a file the rule may not name)
     raw: str = ""  # as written
     also: tuple[str, ...] = ()  # what a deny rule also checks: /bin/rm as rm; the command of sh -c, eval, xargs
-
-    def __init__(self, text: str, redirects: bool = False, raw: str = "", also: tuple[str, ...] = ()) -> None:
-        self.text = text
-        self.redirects = redirects
-        self.raw = raw
-        self.also = also
 
 
 _COMMENT_AFTER = " \t\n;&|()`"
@@ -406,8 +388,8 @@ def suggested_rules(tool: str, args: object, root: str | None = None, cwd: str |
 ALLOW, DENY, PROJECT_ALLOW, FALL_THROUGH = "allow", "deny", "project_allow", "fall_through"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Verdict(FrozenRecord):
+@dataclass(frozen=True)
+class Verdict:
     """What the rules say about one call: ``outcome`` (allow, deny, project_allow, fall_through),
     the rule that decided (None when none did) and why, in words."""
 
@@ -415,12 +397,6 @@ class Verdict(FrozenRecord):
     rule: Rule | None = None
     reason: str = ""
     parts: tuple[str, ...] = field(default=())
-
-    def __init__(self, outcome: str, rule: Rule | None = None, reason: str = "", parts: tuple[str, ...] = ()) -> None:
-        set_field(self, "outcome", outcome)
-        set_field(self, "rule", rule)
-        set_field(self, "reason", reason)
-        set_field(self, "parts", parts)
 
 
 def _subjects(tool: str, args: object, root: str | None, cwd: str | None) -> list[ShellPart] | None:

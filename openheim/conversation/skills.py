@@ -13,25 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openheim.errors import InvalidArgument, NotFound, OpenheimError
-from openheim.records import FrozenRecord, set_field
 
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Skill(FrozenRecord):
+@dataclass(frozen=True)
+class Skill:
     """A skill file: its name, one-line description and content."""
 
     name: str
     description: str
     content: str
-
-    def __init__(self, name: str, description: str, content: str) -> None:
-        set_field(self, "name", name)
-        set_field(self, "description", description)
-        set_field(self, "content", content)
 
 
 def is_valid_name(name: str) -> bool:

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.records import FrozenRecord, set_field
-
 if TYPE_CHECKING:
     from openheim.config.schema import SandboxConfig
 
@@ -20,26 +18,14 @@ _LAUNCH = "import sys;sys.path[0]={!r};from openheim.sandbox import helper;sys.e
 REFUSED_EXIT = 125  # the helper's exit code when the sandbox is required and not enforced
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Sandbox(FrozenRecord):
+@dataclass(frozen=True)
+class Sandbox:
     """The ``[sandbox]`` settings a session runs its commands with."""
 
     mode: str = "workspace-write"  # read-only | workspace-write | off
     network: bool = False
     writable_roots: tuple[str, ...] = ()
     required: bool = False
-
-    def __init__(
-        self,
-        mode: str = "workspace-write",
-        network: bool = False,
-        writable_roots: tuple[str, ...] = (),
-        required: bool = False,
-    ) -> None:
-        set_field(self, "mode", mode)
-        set_field(self, "network", network)
-        set_field(self, "writable_roots", writable_roots)
-        set_field(self, "required", required)
 
     @classmethod
     def from_config(cls, config: SandboxConfig) -> Sandbox:
