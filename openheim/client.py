@@ -21,7 +21,6 @@ from openheim.core.models import (
     Tool,
     Usage,
 )
-from openheim.records import DataclassRepr
 
 if TYPE_CHECKING:
     from openheim.checkpoints.store import TurnRecord
@@ -78,16 +77,12 @@ def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] | 
     return blocks
 
 
-@dataclass(init=False, repr=False, eq=False)
-class LoadedSession(DataclassRepr):
+@dataclass(eq=False)
+class LoadedSession:
     """What resuming a stored session gives back besides its handle."""
 
     messages: list[Message]
     warning: str | None = None  # e.g. its provider is gone and the default one was used
-
-    def __init__(self, messages: list[Message], warning: str | None = None) -> None:
-        self.messages = messages
-        self.warning = warning
 
 
 class SessionHandle:

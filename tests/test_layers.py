@@ -20,7 +20,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "openheim"
 LAYERS = {
     "errors": 0,
     "version": 0,
-    "records": 0,
     "config": 1,
     "core": 2,
     "tools": 3,
@@ -172,7 +171,7 @@ def test_front_ends_go_through_the_client(path):
 def test_core_imports_only_config_and_the_bottom_layer():
     for path in (PACKAGE / "core").rglob("*.py"):
         for i in imports_of(path):
-            assert i.split(".")[1] in ("core", "config", "errors", "records"), f"{module_name(path)} imports {i}"
+            assert i.split(".")[1] in ("core", "config", "errors"), f"{module_name(path)} imports {i}"
 
 
 def test_only_the_builder_constructs_the_runtime():

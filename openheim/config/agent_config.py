@@ -7,11 +7,10 @@ from typing import Any
 
 from openheim.config.prices import Price
 from openheim.config.secrecy import scrub_url
-from openheim.records import FrozenRecord, set_field
 
 
-@dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides the key
-class AgentConfig(FrozenRecord):
+@dataclass(frozen=True)  # its own __repr__ hides the key
+class AgentConfig:
     """Everything one agent needs to run: provider, model and limits."""
 
     provider_name: str
@@ -31,44 +30,6 @@ class AgentConfig(FrozenRecord):
     replay: str | None = None  # serve every exchange from this recording (no network)
     price: Price | None = None  # [prices."provider/model"]: what its tokens cost
     max_cost: float | None = None  # US dollars one turn may spend (subagents included)
-
-    def __init__(
-        self,
-        provider_name: str,
-        kind: str,
-        api_base: str,
-        api_key: str,
-        model: str,
-        max_iterations: int = 10,
-        max_parallel_tools: int = 8,
-        timeout_secs: int = 120,
-        max_tokens: int | None = None,
-        context_window: int | None = None,
-        thinking: bool = False,
-        max_tokens_total: int | None = None,
-        turn_timeout_secs: float | None = None,
-        record: str | None = None,
-        replay: str | None = None,
-        price: Price | None = None,
-        max_cost: float | None = None,
-    ) -> None:
-        set_field(self, "provider_name", provider_name)
-        set_field(self, "kind", kind)
-        set_field(self, "api_base", api_base)
-        set_field(self, "api_key", api_key)
-        set_field(self, "model", model)
-        set_field(self, "max_iterations", max_iterations)
-        set_field(self, "max_parallel_tools", max_parallel_tools)
-        set_field(self, "timeout_secs", timeout_secs)
-        set_field(self, "max_tokens", max_tokens)
-        set_field(self, "context_window", context_window)
-        set_field(self, "thinking", thinking)
-        set_field(self, "max_tokens_total", max_tokens_total)
-        set_field(self, "turn_timeout_secs", turn_timeout_secs)
-        set_field(self, "record", record)
-        set_field(self, "replay", replay)
-        set_field(self, "price", price)
-        set_field(self, "max_cost", max_cost)
 
     def with_(self, **changes: Any) -> AgentConfig:  # replace() checks names and values at run time
         return replace(self, **changes)

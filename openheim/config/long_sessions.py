@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from openheim.config.unknown_keys import note_unknown
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 MIB = 1024 * 1024
 
@@ -19,8 +18,8 @@ DEFAULT_CONTEXT_WINDOWS = {
 }
 
 
-@dataclass(init=False, repr=False, eq=False)
-class CompactionConfig(Record):
+@dataclass
+class CompactionConfig:
     """``[compaction]``: when the conversation is summarised, and by which model."""
 
     enabled: bool = True
@@ -28,21 +27,9 @@ class CompactionConfig(Record):
     compaction_model: str | None = None  # "provider/model" (or a model of the session's provider); None: same model
     keep_recent: float = 0.15  # share of the window the recent turns kept verbatim may take
 
-    def __init__(
-        self,
-        enabled: bool = True,
-        compact_at: float = 0.8,
-        compaction_model: str | None = None,
-        keep_recent: float = 0.15,
-    ) -> None:
-        self.enabled = enabled
-        self.compact_at = compact_at
-        self.compaction_model = compaction_model
-        self.keep_recent = keep_recent
 
-
-@dataclass(init=False, repr=False, eq=False)
-class CheckpointConfig(Record):
+@dataclass
+class CheckpointConfig:
     """``[checkpoints]``: what a checkpoint covers and how long the store keeps them."""
 
     enabled: bool = True
@@ -50,20 +37,6 @@ class CheckpointConfig(Record):
     max_files: int = 100_000  # a root with more files gets no checkpoint (and a warning)
     max_age_days: float = 30.0  # session records older than this are pruned
     max_store_mb: int = 2048  # then the oldest sessions go until the store is this small
-
-    def __init__(
-        self,
-        enabled: bool = True,
-        max_file_bytes: int = 10 * MIB,
-        max_files: int = 100_000,
-        max_age_days: float = 30.0,
-        max_store_mb: int = 2048,
-    ) -> None:
-        self.enabled = enabled
-        self.max_file_bytes = max_file_bytes
-        self.max_files = max_files
-        self.max_age_days = max_age_days
-        self.max_store_mb = max_store_mb
 
 
 def default_context_window(kind: str) -> int | None:

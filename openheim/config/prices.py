@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from openheim.errors import ConfigError
-from openheim.records import FrozenRecord, set_field
 
 
 class Usage(Protocol):
@@ -26,22 +25,14 @@ PER = 1_000_000  # prices are per million tokens
 _KEYS = ("input", "output", "cache_read", "cache_write")
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Price(FrozenRecord):
+@dataclass(frozen=True)
+class Price:
     """US dollars per million tokens; cache reads and writes default to the input price."""
 
     input: float
     output: float
     cache_read: float | None = None
     cache_write: float | None = None
-
-    def __init__(
-        self, input: float, output: float, cache_read: float | None = None, cache_write: float | None = None
-    ) -> None:
-        set_field(self, "input", input)
-        set_field(self, "output", output)
-        set_field(self, "cache_read", cache_read)
-        set_field(self, "cache_write", cache_write)
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` costs in dollars (fresh input, output, cache reads and cache writes)."""

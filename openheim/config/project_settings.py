@@ -20,7 +20,6 @@ from openheim.config.named_files import shell_files
 from openheim.config.rules import RuleSet
 from openheim.config.workspace_write import write_beneath
 from openheim.errors import ConfigError, OpenheimError
-from openheim.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +52,8 @@ def settings_files(root: Path, cwd: Path | None) -> list[Path]:
     return [d / SETTINGS for d in directories(root, cwd) if (d / SETTINGS).is_file()]
 
 
-@dataclass(init=False, repr=False, eq=False)
-class SettingsFile(Record):
+@dataclass
+class SettingsFile:
     """One project settings file as read: its real path, content hash, trust and parsed TOML."""
 
     path: Path
@@ -62,13 +61,6 @@ class SettingsFile(Record):
     trust: str  # trusted | changed | untrusted
     data: dict
     changed_file: str | None = None  # a file its hooks run that changed since it was trusted
-
-    def __init__(self, path: Path, sha256: str, trust: str, data: dict, changed_file: str | None = None) -> None:
-        self.path = path
-        self.sha256 = sha256
-        self.trust = trust
-        self.data = data
-        self.changed_file = changed_file
 
     def notice(self) -> str:
         how = f"run `openheim permissions trust {self.path}` to use them"

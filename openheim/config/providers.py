@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ProviderKind(Record):
+@dataclass
+class ProviderKind:
     """A kind of provider: its client class and conventional defaults."""
 
     name: str
@@ -20,24 +19,6 @@ class ProviderKind(Record):
     key_env: str | None  # the conventional API-key environment variable
     embeddings: str | None  # the embeddings API it speaks ("openai", "gemini"), or None
     thinking: bool = False  # extended thinking on unless the config says otherwise
-
-    def __init__(
-        self,
-        name: str,
-        client: str,
-        api_base: str | None,
-        default_model: str | None,
-        key_env: str | None,
-        embeddings: str | None,
-        thinking: bool = False,
-    ) -> None:
-        self.name = name
-        self.client = client
-        self.api_base = api_base
-        self.default_model = default_model
-        self.key_env = key_env
-        self.embeddings = embeddings
-        self.thinking = thinking
 
 
 _OPENAI_CLIENT = "openheim.core.llm.openai:OpenAIClient"

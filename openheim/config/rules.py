@@ -20,7 +20,6 @@ from functools import lru_cache
 
 from openheim.config.shell_split import ShellPart, spells, split_command
 from openheim.config.shell_split import shell_words as shell_words  # re-exported: it was defined here
-from openheim.records import FrozenRecord, set_field
 
 SHELL_TOOL = "execute_command"
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "search"})
@@ -48,20 +47,14 @@ class RuleError(ValueError):
     """A malformed rule; the message names it."""
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Rule(FrozenRecord):
+@dataclass(frozen=True)
+class Rule:
     """One permission rule: a tool name (may hold ``*``) and an optional pattern."""
 
     text: str  # as written
     tool: str  # the registry name (see exposed_tool_name); may hold ``*``
     pattern: str | None
     source: str = ""  # where it was written: a file path, --allow, --deny, builder
-
-    def __init__(self, text: str, tool: str, pattern: str | None, source: str = "") -> None:
-        set_field(self, "text", text)
-        set_field(self, "tool", tool)
-        set_field(self, "pattern", pattern)
-        set_field(self, "source", source)
 
     def __str__(self) -> str:
         return self.text
@@ -107,16 +100,12 @@ def exposed_tool_name(name: str) -> str:
     return f"_{server}__{tool}" if server[:1].isdigit() else f"{server}__{tool}"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class RuleSet(FrozenRecord):
+@dataclass(frozen=True)
+class RuleSet:
     """Allow and deny rules; deny wins."""
 
     allow: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
-
-    def __init__(self, allow: tuple[Rule, ...] = (), deny: tuple[Rule, ...] = ()) -> None:
-        set_field(self, "allow", allow)
-        set_field(self, "deny", deny)
 
     def __bool__(self) -> bool:
         return bool(self.allow or self.deny)
@@ -226,8 +215,8 @@ def suggested_rules(tool: str, args: object, root: str | None = None, cwd: str |
 ALLOW, DENY, PROJECT_ALLOW, FALL_THROUGH = "allow", "deny", "project_allow", "fall_through"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Verdict(FrozenRecord):
+@dataclass(frozen=True)
+class Verdict:
     """What the rules say about one call: ``outcome`` (allow, deny, project_allow, fall_through),
     the rule that decided (None when none did) and why, in words."""
 
@@ -235,12 +224,6 @@ class Verdict(FrozenRecord):
     rule: Rule | None = None
     reason: str = ""
     parts: tuple[str, ...] = field(default=())
-
-    def __init__(self, outcome: str, rule: Rule | None = None, reason: str = "", parts: tuple[str, ...] = ()) -> None:
-        set_field(self, "outcome", outcome)
-        set_field(self, "rule", rule)
-        set_field(self, "reason", reason)
-        set_field(self, "parts", parts)
 
 
 def _subjects(tool: str, args: object, root: str | None, cwd: str | None) -> list[ShellPart] | None:

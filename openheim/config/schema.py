@@ -19,7 +19,6 @@ from openheim.config.rules import RuleError, RuleSet, parse_rules
 from openheim.config.secrecy import scrub_url
 from openheim.config.unknown_keys import note_unknown
 from openheim.errors import ConfigError
-from openheim.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +26,8 @@ MAX_TIMEOUT_SECS = 24 * 3600  # a day; far larger values overflow the socket lay
 REPLAY_BASE = "http://replay.invalid"  # a replay provider's api_base: never contacted
 
 
-@dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides the key
-class ProviderConfig(Record):
+@dataclass  # its own __repr__ hides the key
+class ProviderConfig:
     """One ``[providers.NAME]`` table."""
 
     name: str
@@ -45,36 +44,6 @@ class ProviderConfig(Record):
     recording: str | None = None  # kind "replay": the recording it serves
     context_windows: dict[str, int] = field(default_factory=dict)  # per model, over context_window
 
-    def __init__(
-        self,
-        name: str,
-        api_base: str,
-        default_model: str,
-        models: list[str],
-        kind: str,
-        env_var: str | None = None,
-        api_key: str | None = None,
-        timeout_secs: int = 120,
-        max_tokens: int | None = None,
-        context_window: int | None = None,
-        thinking: bool = False,
-        recording: str | None = None,
-        context_windows: dict[str, int] | None = None,
-    ) -> None:
-        self.name = name
-        self.api_base = api_base
-        self.default_model = default_model
-        self.models = models
-        self.kind = kind
-        self.env_var = env_var
-        self.api_key = api_key
-        self.timeout_secs = timeout_secs
-        self.max_tokens = max_tokens
-        self.context_window = context_window
-        self.thinking = thinking
-        self.recording = recording
-        self.context_windows = {} if context_windows is None else context_windows
-
     def __repr__(self) -> str:
         key = "<redacted>" if self.api_key else ""
         return (
@@ -84,8 +53,8 @@ class ProviderConfig(Record):
         )
 
 
-@dataclass(init=False, repr=False, eq=False)  # its own __repr__ hides env and header values
-class McpServerConfig(Record):
+@dataclass  # its own __repr__ hides env and header values
+class McpServerConfig:
     """One MCP server: stdio (``command``) or streamable HTTP (``url``, which wins when both are set)."""
 
     name: str
@@ -99,32 +68,6 @@ class McpServerConfig(Record):
     source: str = "config"  # config ([mcp_servers], builder) | mcp-config (--mcp-config) | project | session
     cwd: Path | None = None  # where a stdio server starts (None: openheim's own directory)
     sse: bool = False  # with url: the older HTTP+SSE transport instead of streamable HTTP
-
-    def __init__(
-        self,
-        name: str,
-        command: str | None = None,
-        args: list[str] | None = None,
-        env: dict[str, str] | None = None,
-        url: str | None = None,
-        headers: dict[str, str] | None = None,
-        tool_timeout_secs: int = 600,
-        sandbox: str = "off",
-        source: str = "config",
-        cwd: Path | None = None,
-        sse: bool = False,
-    ) -> None:
-        self.name = name
-        self.command = command
-        self.args = [] if args is None else args
-        self.env = {} if env is None else env
-        self.url = url
-        self.headers = {} if headers is None else headers
-        self.tool_timeout_secs = tool_timeout_secs
-        self.sandbox = sandbox
-        self.source = source
-        self.cwd = cwd
-        self.sse = sse
 
     @property
     def transport(self) -> str:
@@ -155,8 +98,8 @@ class SandboxConfig:
     limits: dict[str, int] = field(default_factory=dict)  # address_space_mb, file_size_mb, processes, cpu_secs
 
 
-@dataclass(init=False, repr=False, eq=False)
-class MemoryConfig(Record):
+@dataclass
+class MemoryConfig:
     """The ``[memory]`` table."""
 
     embedding_provider: str | None = None
@@ -164,21 +107,9 @@ class MemoryConfig(Record):
     db_path: Path | None = None
     top_k: int = 5
 
-    def __init__(
-        self,
-        embedding_provider: str | None = None,
-        embedding_model: str | None = None,
-        db_path: Path | None = None,
-        top_k: int = 5,
-    ) -> None:
-        self.embedding_provider = embedding_provider
-        self.embedding_model = embedding_model
-        self.db_path = db_path
-        self.top_k = top_k
 
-
-@dataclass(init=False, repr=False, eq=False)
-class ServeConfig(Record):
+@dataclass
+class ServeConfig:
     """`openheim serve`: where it listens, which variable holds its token, which origins may call it."""
 
     host: str | None = None
@@ -189,27 +120,9 @@ class ServeConfig(Record):
     max_message_bytes: int = 8 * 1024 * 1024  # an ACP frame larger than this is refused unparsed
     max_file_bytes: int = 16 * 1024 * 1024  # the largest file the fs channel reads or writes
 
-    def __init__(
-        self,
-        host: str | None = None,
-        port: int | None = None,
-        token_env: str = "OPENHEIM_SERVE_TOKEN",
-        cors_origins: list[str] | None = None,
-        allow_client_mcp_commands: bool = False,
-        max_message_bytes: int = 8 * 1024 * 1024,
-        max_file_bytes: int = 16 * 1024 * 1024,
-    ) -> None:
-        self.host = host
-        self.port = port
-        self.token_env = token_env
-        self.cors_origins = [] if cors_origins is None else cors_origins
-        self.allow_client_mcp_commands = allow_client_mcp_commands
-        self.max_message_bytes = max_message_bytes
-        self.max_file_bytes = max_file_bytes
 
-
-@dataclass(init=False, repr=False, eq=False)
-class Config(Record):
+@dataclass
+class Config:
     """The whole config.toml, validated."""
 
     default_provider: str
@@ -241,66 +154,6 @@ class Config(Record):
     path: Path | None = None  # where it was loaded from
     record: str | None = None  # run --record: write every provider exchange to this file
     replay: str | None = None  # run --replay: serve every provider exchange from this file, no network
-
-    def __init__(
-        self,
-        default_provider: str,
-        providers: dict[str, ProviderConfig],
-        max_iterations: int = 10,
-        max_tokens_total: int | None = None,
-        turn_timeout_secs: float | None = None,
-        max_parallel_tools: int = 8,
-        max_parallel_subagents: int = 4,
-        default_skills: list[str] | None = None,
-        work_dir: Path | None = None,
-        allow_shell: bool = False,
-        data_dir: Path | None = None,
-        theme_color: str | None = None,
-        mcp_servers: dict[str, McpServerConfig] | None = None,
-        mcp_startup_timeout_secs: int = 10,
-        mcp_max_message_mib: int = 8,
-        mcp_project_key_vars: dict[str, list[str]] | None = None,
-        memory: MemoryConfig | None = None,
-        serve: ServeConfig | None = None,
-        permissions: RuleSet | None = None,
-        compaction: CompactionConfig | None = None,
-        checkpoints: CheckpointConfig | None = None,
-        sandbox: SandboxConfig | None = None,
-        prices: dict[str, Price] | None = None,
-        max_cost: float | None = None,
-        hooks: tuple[HookSpec, ...] = (),
-        path: Path | None = None,
-        record: str | None = None,
-        replay: str | None = None,
-    ) -> None:
-        self.default_provider = default_provider
-        self.providers = providers
-        self.max_iterations = max_iterations
-        self.max_tokens_total = max_tokens_total
-        self.turn_timeout_secs = turn_timeout_secs
-        self.max_parallel_tools = max_parallel_tools
-        self.max_parallel_subagents = max_parallel_subagents
-        self.default_skills = [] if default_skills is None else default_skills
-        self.work_dir = work_dir
-        self.allow_shell = allow_shell
-        self.data_dir = data_dir
-        self.theme_color = theme_color
-        self.mcp_servers = {} if mcp_servers is None else mcp_servers
-        self.mcp_startup_timeout_secs = mcp_startup_timeout_secs
-        self.mcp_max_message_mib = mcp_max_message_mib
-        self.mcp_project_key_vars = {} if mcp_project_key_vars is None else mcp_project_key_vars
-        self.memory = memory
-        self.serve = ServeConfig() if serve is None else serve
-        self.permissions = RuleSet() if permissions is None else permissions
-        self.compaction = CompactionConfig() if compaction is None else compaction
-        self.checkpoints = CheckpointConfig() if checkpoints is None else checkpoints
-        self.sandbox = SandboxConfig() if sandbox is None else sandbox
-        self.prices = {} if prices is None else prices
-        self.max_cost = max_cost
-        self.hooks = hooks
-        self.path = path
-        self.record = record
-        self.replay = replay
 
 
 # --- field readers -----------------------------------------------------------

@@ -17,7 +17,6 @@ from openheim.core import events
 from openheim.core.context import message_bytes, tools_bytes
 from openheim.core.models import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from openheim.errors import Cancelled, OpenheimError
-from openheim.records import DataclassRepr
 
 if TYPE_CHECKING:
     from openheim.config.long_sessions import CompactionConfig
@@ -59,18 +58,13 @@ MIN_SUMMARISED_SHARE = 0.2  # of the window: less than this to summarise is not 
 TOOL_TEXT_CHARS = 1500  # a tool call's arguments or result, cut to this in the transcript
 
 
-@dataclass(init=False, repr=False, eq=False)
-class CompactionOutcome(DataclassRepr):
+@dataclass(eq=False)
+class CompactionOutcome:
     """What one compaction did (or why it did not)."""
 
     record: CompactionRecord | None
     usage: Usage | None
     error: str | None = None
-
-    def __init__(self, record: CompactionRecord | None, usage: Usage | None, error: str | None = None) -> None:
-        self.record = record
-        self.usage = usage
-        self.error = error
 
 
 def view(messages: Sequence[Message], latest: CompactionRecord | None) -> list[Message]:

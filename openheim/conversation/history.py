@@ -41,7 +41,6 @@ from openheim.errors import (
     ParseError,
     file_error,
 )
-from openheim.records import DataclassRepr, Record
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,8 @@ def validate_id(conversation_id: str) -> str:
 _STRING_FIELDS = ("created_at", "updated_at", "model", "provider", "title", "cwd", "mode")
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ConversationMeta(Record):
+@dataclass
+class ConversationMeta:
     """The ``meta`` object of ``{id}.json``."""
 
     id: str
@@ -110,33 +109,8 @@ class ConversationMeta(Record):
     failed: bool = False  # its last turn failed before the model ever replied: lists hide it (--all shows it)
     cost: float | None = None  # US dollars its turns have spent (models with a [prices] entry)
 
-    def __init__(
-        self,
-        id: str,
-        created_at: str | None = None,
-        updated_at: str = "",
-        model: str | None = None,
-        provider: str | None = None,
-        title: str | None = None,
-        skills: list[str] | None = None,
-        cwd: str | None = None,
-        context_usage: Usage | None = None,
-        mode: str = "code",
-        failed: bool = False,
-        cost: float | None = None,
-    ) -> None:
-        self.id = id
-        self.created_at = now_rfc3339() if created_at is None else created_at
-        self.updated_at = updated_at or self.created_at
-        self.model = model
-        self.provider = provider
-        self.title = title
-        self.skills = [] if skills is None else skills
-        self.cwd = cwd
-        self.context_usage = context_usage
-        self.mode = mode
-        self.failed = failed
-        self.cost = cost
+    def __post_init__(self) -> None:
+        self.updated_at = self.updated_at or self.created_at
 
     @property
     def updated(self) -> datetime:
@@ -194,8 +168,8 @@ def _cost(value: object) -> float | None:
     return float(value)
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Conversation(DataclassRepr):
+@dataclass(eq=False)
+class Conversation:
     """A conversation in memory: metadata, messages, and how much of the log is known to be on disk."""
 
     meta: ConversationMeta
@@ -204,22 +178,6 @@ class Conversation(DataclassRepr):
     log_size: int = field(default=0, repr=False)  # byte length of those lines on disk
     log_needs_newline: bool = field(default=False, repr=False)  # last good line lacks its "\n"
     compactions: list[CompactionRecord] = field(default_factory=list)  # in log order
-
-    def __init__(
-        self,
-        meta: ConversationMeta,
-        messages: list[Message] | None = None,
-        persisted: int = 0,
-        log_size: int = 0,
-        log_needs_newline: bool = False,
-        compactions: list[CompactionRecord] | None = None,
-    ) -> None:
-        self.meta = meta
-        self.messages = [] if messages is None else messages
-        self.persisted = persisted
-        self.log_size = log_size
-        self.log_needs_newline = log_needs_newline
-        self.compactions = [] if compactions is None else compactions
 
     @property
     def id(self) -> str:

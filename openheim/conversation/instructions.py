@@ -14,7 +14,6 @@ from pathlib import Path
 
 from openheim.config.bounded_read import open_regular, read_at_most
 from openheim.config.project_settings import directories
-from openheim.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -22,16 +21,12 @@ FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
 MAX_BYTES = 64 * 1024
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Instruction(Record):
+@dataclass
+class Instruction:
     """One instructions file: its path relative to the sandbox root (POSIX style) and its text."""
 
     relpath: str
     content: str
-
-    def __init__(self, relpath: str, content: str) -> None:
-        self.relpath = relpath
-        self.content = content
 
 
 def load_instructions(sandbox_root: Path | str, cwd: Path | str | None = None) -> list[Instruction]:

@@ -28,7 +28,6 @@ from pathlib import Path
 from openheim.config.private_data import FILE_MODE, make_private, open_private
 from openheim.conversation.history import validate_id
 from openheim.errors import SessionLocked, file_error
-from openheim.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -90,20 +89,14 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[close + 2 :].split() if close >= 0 else None
 
 
-@dataclass(init=False, repr=False, eq=False)
-class LeaseRecord(Record):
+@dataclass
+class LeaseRecord:
     """The lock file's contents."""
 
     pid: int
     hostname: str
     acquired_at: str
     process_start: int | None = None
-
-    def __init__(self, pid: int, hostname: str, acquired_at: str, process_start: int | None = None) -> None:
-        self.pid = pid
-        self.hostname = hostname
-        self.acquired_at = acquired_at
-        self.process_start = process_start
 
     def to_json(self) -> str:
         return (
@@ -133,7 +126,7 @@ class LeaseRecord(Record):
         return cls(pid, host, str(d.get("acquired_at", "")), start)
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class LeasePolicy:
     """Who we are and the clock and thresholds we judge other holders by (injectable for tests)."""
 
@@ -143,22 +136,6 @@ class LeasePolicy:
     stale_after: float = STALE_AFTER_SECS
     corrupt_grace: float = CORRUPT_GRACE_SECS
     is_alive: Callable[[int, int | None], bool | None] = pid_alive
-
-    def __init__(
-        self,
-        pid: int | None = None,
-        host: str | None = None,
-        clock: Callable[[], float] = time.time,
-        stale_after: float = STALE_AFTER_SECS,
-        corrupt_grace: float = CORRUPT_GRACE_SECS,
-        is_alive: Callable[[int, int | None], bool | None] = pid_alive,
-    ) -> None:
-        self.pid = os.getpid() if pid is None else pid
-        self.host = hostname() if host is None else host
-        self.clock = clock
-        self.stale_after = stale_after
-        self.corrupt_grace = corrupt_grace
-        self.is_alive = is_alive
 
 
 class Lease:

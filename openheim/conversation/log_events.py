@@ -8,13 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openheim.core.models import Usage
-from openheim.records import DataclassRepr
 
 COMPACTION = "compaction"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class CompactionRecord(DataclassRepr):
+@dataclass(eq=False)
+class CompactionRecord:
     """A compaction: from here on, the model sees ``summary`` in place of messages ``[0, keep_from)``.
 
     ``at`` is the number of messages in the log before the event (where its line sits).
@@ -27,24 +26,6 @@ class CompactionRecord(DataclassRepr):
     usage: Usage | None = None
     manual: bool = False
     created: float = field(default_factory=time.time)
-
-    def __init__(
-        self,
-        at: int,
-        keep_from: int,
-        summary: str,
-        model: str | None = None,
-        usage: Usage | None = None,
-        manual: bool = False,
-        created: float | None = None,
-    ) -> None:
-        self.at = at
-        self.keep_from = keep_from
-        self.summary = summary
-        self.model = model
-        self.usage = usage
-        self.manual = manual
-        self.created = time.time() if created is None else created
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

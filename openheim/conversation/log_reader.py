@@ -18,7 +18,7 @@ from openheim.core.models import Message
 log = logging.getLogger(__name__)
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class LogRead:
     """What reading a log file found."""
 
@@ -28,22 +28,6 @@ class LogRead:
     torn: bool
     compactions: list[CompactionRecord] = field(default_factory=list)
     skipped: tuple[int, ...] = ()  # line numbers that could not be read (kept in the file, left out here)
-
-    def __init__(
-        self,
-        messages: list[Message],
-        size: int,
-        needs_newline: bool,
-        torn: bool,
-        compactions: list[CompactionRecord] | None = None,
-        skipped: tuple[int, ...] = (),
-    ) -> None:
-        self.messages = messages
-        self.size = size
-        self.needs_newline = needs_newline
-        self.torn = torn
-        self.compactions = [] if compactions is None else compactions
-        self.skipped = skipped
 
 
 def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> LogRead:

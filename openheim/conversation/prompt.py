@@ -39,7 +39,7 @@ def skills_section(skills: Sequence[Skill]) -> str:
     return f"These are the skills you have mastered:\n\n{blocks}"
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class PromptBuilder:
     """The parts of a system prompt; ``build()`` assembles them."""
 
@@ -47,18 +47,6 @@ class PromptBuilder:
     skills: list[Skill] = field(default_factory=list)
     instructions: list[Instruction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. skills that failed to load
-
-    def __init__(
-        self,
-        identity: str = "",
-        skills: list[Skill] | None = None,
-        instructions: list[Instruction] | None = None,
-        warnings: list[str] | None = None,
-    ) -> None:
-        self.identity = identity
-        self.skills = [] if skills is None else skills
-        self.instructions = [] if instructions is None else instructions
-        self.warnings = [] if warnings is None else warnings
 
     def sections(self) -> list[str]:
         """The non-empty sections in their documented order."""

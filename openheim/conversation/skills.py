@@ -14,7 +14,6 @@ from pathlib import Path
 
 from openheim.config.bounded_read import read_bounded
 from openheim.errors import InvalidArgument, NotFound, OpenheimError
-from openheim.records import FrozenRecord, set_field
 
 log = logging.getLogger(__name__)
 
@@ -22,18 +21,13 @@ SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 1 << 20  # a skill is read through the bounded reader: no FIFO, no device, at most this
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Skill(FrozenRecord):
+@dataclass(frozen=True)
+class Skill:
     """A skill file: its name, one-line description and content."""
 
     name: str
     description: str
     content: str
-
-    def __init__(self, name: str, description: str, content: str) -> None:
-        set_field(self, "name", name)
-        set_field(self, "description", description)
-        set_field(self, "content", content)
 
 
 def is_valid_name(name: str) -> bool:

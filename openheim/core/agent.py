@@ -57,7 +57,7 @@ class Compacting(Protocol):
     ) -> tuple[list[Message], Usage | None]: ...
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class _TurnState:
     """What one turn accumulates across iterations."""
 
@@ -68,24 +68,6 @@ class _TurnState:
     repaired: bool = False  # the one repair round of a structured answer was used
     compactor: Compacting | None = None
     spend: Spend | None = None  # the turn's dollar meter (shared with its subagents)
-
-    def __init__(
-        self,
-        usage: Usage | None = None,
-        last_usage: Usage | None = None,
-        streamed: list[str] | None = None,
-        last_dropped: int = 0,
-        repaired: bool = False,
-        compactor: Compacting | None = None,
-        spend: Spend | None = None,
-    ) -> None:
-        self.usage = Usage() if usage is None else usage
-        self.last_usage = last_usage
-        self.streamed = [] if streamed is None else streamed
-        self.last_dropped = last_dropped
-        self.repaired = repaired
-        self.compactor = compactor
-        self.spend = spend
 
 
 def run_turn(

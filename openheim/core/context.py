@@ -94,7 +94,7 @@ def choose_cut(sizes: Sequence[int], user_indices: Sequence[int], fixed: int, bu
     return user_indices[-1]
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class FitResult:
     """What to send: ``messages`` (system first when given), how many were left out, the estimated size."""
 
@@ -102,12 +102,6 @@ class FitResult:
     dropped: int
     sent_bytes: int
     exhausted: bool  # nothing more can be left out: only the current turn is sent
-
-    def __init__(self, messages: list[Message], dropped: int, sent_bytes: int, exhausted: bool) -> None:
-        self.messages = messages
-        self.dropped = dropped
-        self.sent_bytes = sent_bytes
-        self.exhausted = exhausted
 
 
 class ContextFitter:

@@ -1,7 +1,6 @@
 """StreamEvents: what happens during a turn, one frozen dataclass per kind.
 
-Events compare by identity: nothing compares them. Their ``__init__`` is written out and the rest inherited
-(``openheim.records``), so a plain prompt does not compile generated methods for each event at start-up.
+Events compare by identity (``eq=False``): nothing compares them.
 
 Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 (``{"event_type": kind, ...fields}``, nested objects as dicts).
@@ -9,19 +8,19 @@ Every front end renders these in its own medium; ``to_dict`` is their JSON shape
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from openheim.core.models import Message, Usage
-from openheim.records import DataclassRepr, Frozen, set_field
 
 if TYPE_CHECKING:
     from openheim.core.permission import Question
     from openheim.core.tool_view import ToolView
 
 
-class _Event(Frozen, DataclassRepr):
+class _Event:
     __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every event is a dataclass
     kind: ClassVar[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -34,18 +33,15 @@ class _Event(Frozen, DataclassRepr):
         return out
 
 
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class IterationStart(_Event):
     """A model call of the turn is about to start (counted from 1)."""
 
     kind: ClassVar[str] = "iteration_start"
     iteration: int
 
-    def __init__(self, iteration: int) -> None:
-        set_field(self, "iteration", iteration)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ToolCall(_Event):
     """A tool call about to run; ``view`` is how the tool presents it, taken before it ran."""
 
@@ -55,14 +51,8 @@ class ToolCall(_Event):
     arguments: str
     view: ToolView | None = field(default=None, compare=False, metadata={"json": False})
 
-    def __init__(self, id: str, tool_name: str, arguments: str, view: ToolView | None = None) -> None:
-        set_field(self, "id", id)
-        set_field(self, "tool_name", tool_name)
-        set_field(self, "arguments", arguments)
-        set_field(self, "view", view)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ToolResult(_Event):
     """What a tool call returned (or its error)."""
 
@@ -72,36 +62,24 @@ class ToolResult(_Event):
     result: str
     is_error: bool
 
-    def __init__(self, id: str, tool_name: str, result: str, is_error: bool) -> None:
-        set_field(self, "id", id)
-        set_field(self, "tool_name", tool_name)
-        set_field(self, "result", result)
-        set_field(self, "is_error", is_error)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class LlmResponse(_Event):
     """A streamed fragment of the reply's text."""
 
     kind: ClassVar[str] = "llm_response"
     content: str
 
-    def __init__(self, content: str) -> None:
-        set_field(self, "content", content)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ThinkingContent(_Event):
     """A streamed fragment of the model's visible thinking."""
 
     kind: ClassVar[str] = "thinking_content"
     content: str
 
-    def __init__(self, content: str) -> None:
-        set_field(self, "content", content)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class UsageReport(_Event):
     """The token usage of one model call."""
 
@@ -109,11 +87,6 @@ class UsageReport(_Event):
     usage: Usage
     cost: float | None = None  # US dollars of this call (None: the model has no price)
     total_cost: float | None = None  # US dollars the session has spent so far, subagents included
-
-    def __init__(self, usage: Usage, cost: float | None = None, total_cost: float | None = None) -> None:
-        set_field(self, "usage", usage)
-        set_field(self, "cost", cost)
-        set_field(self, "total_cost", total_cost)
 
     def to_dict(self) -> dict[str, Any]:
         """Without the cost keys when the model has no price (the shape stays as it was)."""
@@ -125,18 +98,15 @@ class UsageReport(_Event):
         return out
 
 
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ContextTrimmed(_Event):
     """``dropped`` earlier messages were left out of the request to fit the context window."""
 
     kind: ClassVar[str] = "context_trimmed"
     dropped: int
 
-    def __init__(self, dropped: int) -> None:
-        set_field(self, "dropped", dropped)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Finished(_Event):
     """The turn ended; ``final_response`` is the reply's text, if any."""
 
@@ -144,23 +114,16 @@ class Finished(_Event):
     final_response: str | None
     iterations: int
 
-    def __init__(self, final_response: str | None, iterations: int) -> None:
-        set_field(self, "final_response", final_response)
-        set_field(self, "iterations", iterations)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class MessageAppended(_Event):
     """A finished message joined the conversation (and is on disk)."""
 
     kind: ClassVar[str] = "message_appended"
     message: Message
 
-    def __init__(self, message: Message) -> None:
-        set_field(self, "message", message)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class SubagentEvent(_Event):
     """Something a subagent did (its tool calls and results), inside the parent's ``delegate_task`` call."""
 
@@ -169,13 +132,8 @@ class SubagentEvent(_Event):
     parent_tool_call_id: str
     event: ToolCall | ToolResult | UsageReport  # a UsageReport: tokens the subagent used (part of the turn's)
 
-    def __init__(self, subagent: str, parent_tool_call_id: str, event: ToolCall | ToolResult | UsageReport) -> None:
-        set_field(self, "subagent", subagent)
-        set_field(self, "parent_tool_call_id", parent_tool_call_id)
-        set_field(self, "event", event)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Compaction(_Event):
     """The conversation so far was summarised: the model now sees ``summary`` in place of the messages before
     ``keep_from`` (``usage`` is the summary call's); with ``error`` set, it could not be and fitting takes over."""
@@ -189,26 +147,8 @@ class Compaction(_Event):
     manual: bool = False
     error: str | None = None
 
-    def __init__(
-        self,
-        at: int,
-        keep_from: int,
-        summary: str,
-        model: str | None = None,
-        usage: Usage | None = None,
-        manual: bool = False,
-        error: str | None = None,
-    ) -> None:
-        set_field(self, "at", at)
-        set_field(self, "keep_from", keep_from)
-        set_field(self, "summary", summary)
-        set_field(self, "model", model)
-        set_field(self, "usage", usage)
-        set_field(self, "manual", manual)
-        set_field(self, "error", error)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class PermissionAsked(_Event):
     """A tool call waits for a person: the front end shows ``question`` and calls ``question.answer(decision)``
     (from any thread). Unanswered, the call is rejected when the turn is cancelled."""
@@ -216,11 +156,8 @@ class PermissionAsked(_Event):
     kind: ClassVar[str] = "permission_asked"
     question: Question
 
-    def __init__(self, question: Question) -> None:
-        set_field(self, "question", question)
 
-
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ToolDenied(_Event):
     """A tool call the permission gate refused: ``by`` user, approve (``mode``: reads or none) or rule
     (``rule``: as written); ``reason`` is what the model was told. Its ToolResult (an error) follows."""
@@ -233,16 +170,6 @@ class ToolDenied(_Event):
     rule: str | None = None
     mode: str | None = None
 
-    def __init__(
-        self, id: str, tool_name: str, by: str, reason: str, rule: str | None = None, mode: str | None = None
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "tool_name", tool_name)
-        set_field(self, "by", by)
-        set_field(self, "reason", reason)
-        set_field(self, "rule", rule)
-        set_field(self, "mode", mode)
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.kind, "id": self.id, "tool_name": self.tool_name, "by": self.by}
         if self.rule is not None:
@@ -253,7 +180,7 @@ class ToolDenied(_Event):
         return out
 
 
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class PlanUpdate(_Event):
     """The model's plan, whole (update_plan): each step's text and status (pending, in_progress, completed)."""
 
@@ -261,15 +188,11 @@ class PlanUpdate(_Event):
     entries: tuple[dict[str, str], ...]
     explanation: str | None = None
 
-    def __init__(self, entries: tuple[dict[str, str], ...], explanation: str | None = None) -> None:
-        set_field(self, "entries", entries)
-        set_field(self, "explanation", explanation)
-
     def to_dict(self) -> dict[str, Any]:
         return {"event_type": self.kind, "entries": [dict(e) for e in self.entries], "explanation": self.explanation}
 
 
-@dataclass(slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Notice(_Event):
     """A one-line notice about the turn's surroundings, not from the model (e.g. ``starting MCP servers: time``):
     ``level`` is ``info`` (progress, soon over) or ``warning`` (something the user should know afterwards)."""
@@ -277,10 +200,6 @@ class Notice(_Event):
     kind: ClassVar[str] = "notice"
     text: str
     level: str = "info"
-
-    def __init__(self, text: str, level: str = "info") -> None:
-        set_field(self, "text", text)
-        set_field(self, "level", level)
 
 
 StreamEvent = (

@@ -10,38 +10,27 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from openheim.records import FrozenRecord, Record, set_field
-
 # --- content blocks --------------------------------------------------------
 
 
-@dataclass(init=False, repr=False, eq=False)
-class TextBlock(Record):
+@dataclass
+class TextBlock:
     """Plain text."""
 
     text: str
     type: str = field(default="text", init=False, repr=False)
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.type = "text"
-
     def to_dict(self) -> dict:
         return {"type": "text", "text": self.text}
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ThinkingBlock(Record):
+@dataclass
+class ThinkingBlock:
     """The model's visible reasoning (``signature`` lets providers verify it)."""
 
     thinking: str
     signature: str | None = None
     type: str = field(default="thinking", init=False, repr=False)
-
-    def __init__(self, thinking: str, signature: str | None = None) -> None:
-        self.thinking = thinking
-        self.signature = signature
-        self.type = "thinking"
 
     def to_dict(self) -> dict:
         d = {"type": "thinking", "thinking": self.thinking}
@@ -50,40 +39,31 @@ class ThinkingBlock(Record):
         return d
 
 
-@dataclass(init=False, repr=False, eq=False)
-class RedactedThinkingBlock(Record):
+@dataclass
+class RedactedThinkingBlock:
     """Reasoning the provider returned encrypted; sent back as is."""
 
     data: str
     type: str = field(default="redacted_thinking", init=False, repr=False)
 
-    def __init__(self, data: str) -> None:
-        self.data = data
-        self.type = "redacted_thinking"
-
     def to_dict(self) -> dict:
         return {"type": "redacted_thinking", "data": self.data}
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ImageBlock(Record):
+@dataclass
+class ImageBlock:
     """An image, base64-encoded."""
 
     data: str  # base64
     mime_type: str
     type: str = field(default="image", init=False, repr=False)
 
-    def __init__(self, data: str, mime_type: str) -> None:
-        self.data = data
-        self.mime_type = mime_type
-        self.type = "image"
-
     def to_dict(self) -> dict:
         return {"type": "image", "data": self.data, "mime_type": self.mime_type}
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ToolUseBlock(Record):
+@dataclass
+class ToolUseBlock:
     """A tool call the model made."""
 
     id: str
@@ -92,13 +72,6 @@ class ToolUseBlock(Record):
     signature: str | None = None
     type: str = field(default="tool_use", init=False, repr=False)
 
-    def __init__(self, id: str, name: str, arguments: str, signature: str | None = None) -> None:
-        self.id = id
-        self.name = name
-        self.arguments = arguments
-        self.signature = signature
-        self.type = "tool_use"
-
     def to_dict(self) -> dict:
         d = {"type": "tool_use", "id": self.id, "name": self.name, "arguments": self.arguments}
         if self.signature is not None:
@@ -106,8 +79,8 @@ class ToolUseBlock(Record):
         return d
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ToolResultBlock(Record):
+@dataclass
+class ToolResultBlock:
     """A tool call's result, answering the ToolUseBlock with ``tool_call_id``; ``images`` go with its text."""
 
     tool_call_id: str
@@ -116,21 +89,6 @@ class ToolResultBlock(Record):
     is_error: bool = False
     images: list[ImageBlock] = field(default_factory=list)
     type: str = field(default="tool_result", init=False, repr=False)
-
-    def __init__(
-        self,
-        tool_call_id: str,
-        tool_name: str,
-        content: str,
-        is_error: bool = False,
-        images: list[ImageBlock] | None = None,
-    ) -> None:
-        self.tool_call_id = tool_call_id
-        self.tool_name = tool_name
-        self.content = content
-        self.is_error = is_error
-        self.images = [] if images is None else images
-        self.type = "tool_result"
 
     def to_dict(self) -> dict:
         d: dict[str, object] = {
@@ -210,16 +168,12 @@ def _has_type(value: object, expected: str) -> bool:
 ROLES = ("system", "user", "assistant", "tool")
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Message(Record):
+@dataclass
+class Message:
     """One message of a conversation: a role and its content blocks."""
 
     role: str
     content: list[ContentBlock] = field(default_factory=list)
-
-    def __init__(self, role: str, content: list[ContentBlock] | None = None) -> None:
-        self.role = role
-        self.content = [] if content is None else content
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -292,18 +246,13 @@ def transcript(messages: list[Message]) -> list[tuple[str, ContentBlock]]:
 # --- tools, replies, usage ------------------------------------------------
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Tool(Record):
+@dataclass
+class Tool:
     """A tool definition as offered to the model."""
 
     name: str
     description: str
     parameters: dict
-
-    def __init__(self, name: str, description: str, parameters: dict) -> None:
-        self.name = name
-        self.description = description
-        self.parameters = parameters
 
     def to_dict(self) -> dict:
         return {
@@ -321,22 +270,14 @@ class FinishReason(str, Enum):
     OTHER = "other"
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Usage(Record):
+@dataclass
+class Usage:
     """Token counts of one model call (or a sum of them)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
-
-    def __init__(
-        self, input_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0, cache_read_tokens: int = 0
-    ) -> None:
-        self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
-        self.cache_creation_tokens = cache_creation_tokens
-        self.cache_read_tokens = cache_read_tokens
 
     @property
     def total(self) -> int:
@@ -375,26 +316,14 @@ class Usage(Record):
         )
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Choice(Record):
+@dataclass
+class Choice:
     """One complete model reply."""
 
     message: Message
     finish_reason: FinishReason | None = None
     finish_detail: str | None = None  # the raw provider reason when finish_reason is OTHER
     usage: Usage | None = None
-
-    def __init__(
-        self,
-        message: Message,
-        finish_reason: FinishReason | None = None,
-        finish_detail: str | None = None,
-        usage: Usage | None = None,
-    ) -> None:
-        self.message = message
-        self.finish_reason = finish_reason
-        self.finish_detail = finish_detail
-        self.usage = usage
 
 
 class StopReason(str, Enum):
@@ -423,19 +352,14 @@ _STOP_NOTICES = {
 }
 
 
-@dataclass(init=False, repr=False, eq=False)
-class Budget(FrozenRecord):
+@dataclass(frozen=True)
+class Budget:
     """A budget a turn ran out of: ``kind`` "tokens" (``used`` tokens), "time" (``used`` seconds elapsed) or
     "cost" (``used`` US dollars)."""
 
     kind: str
     limit: float
     used: float
-
-    def __init__(self, kind: str, limit: float, used: float) -> None:
-        set_field(self, "kind", kind)
-        set_field(self, "limit", limit)
-        set_field(self, "used", used)
 
     def to_dict(self) -> dict:
         if self.kind == "time":
@@ -462,8 +386,8 @@ class Budget(FrozenRecord):
         )
 
 
-@dataclass(init=False, repr=False, eq=False)
-class AgentResult(Record):
+@dataclass
+class AgentResult:
     """How a turn ended: the reply, why it stopped, and what it used."""
 
     final_response: str | None
@@ -475,25 +399,3 @@ class AgentResult(Record):
     structured: Any = None  # the answer parsed and validated against the turn's output schema
     output_error: str | None = None  # why the answer did not match it (stop_reason INVALID_OUTPUT)
     cost: float | None = None  # US dollars the turn spent, subagents included (None: the model has no price)
-
-    def __init__(
-        self,
-        final_response: str | None,
-        iterations_used: int,
-        stop_reason: StopReason,
-        usage: Usage | None = None,
-        context_usage: Usage | None = None,
-        budget: Budget | None = None,
-        structured: Any = None,
-        output_error: str | None = None,
-        cost: float | None = None,
-    ) -> None:
-        self.final_response = final_response
-        self.iterations_used = iterations_used
-        self.stop_reason = stop_reason
-        self.usage = Usage() if usage is None else usage
-        self.context_usage = context_usage
-        self.budget = budget
-        self.structured = structured
-        self.output_error = output_error
-        self.cost = cost

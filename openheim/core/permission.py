@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openheim.records import FrozenRecord, set_field
-
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
     from openheim.core.cancel import CancelToken
@@ -45,8 +43,8 @@ class Decision(str, Enum):
         return self in (Decision.ALLOW_ALWAYS, Decision.REJECT_ALWAYS)
 
 
-@dataclass(init=False, repr=False, eq=False)
-class PermissionRequest(FrozenRecord):
+@dataclass(frozen=True)
+class PermissionRequest:
     """A tool call waiting for permission."""
 
     tool_call_id: str
@@ -54,20 +52,6 @@ class PermissionRequest(FrozenRecord):
     arguments: str
     subagent: str | None = None  # the delegated agent asking, when it is not the session's own
     parent_tool_call_id: str | None = None  # the delegate_task call it runs in
-
-    def __init__(
-        self,
-        tool_call_id: str,
-        tool_name: str,
-        arguments: str,
-        subagent: str | None = None,
-        parent_tool_call_id: str | None = None,
-    ) -> None:
-        set_field(self, "tool_call_id", tool_call_id)
-        set_field(self, "tool_name", tool_name)
-        set_field(self, "arguments", arguments)
-        set_field(self, "subagent", subagent)
-        set_field(self, "parent_tool_call_id", parent_tool_call_id)
 
 
 class PermissionGate(Protocol):

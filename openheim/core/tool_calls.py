@@ -34,7 +34,7 @@ CUT_OFF_ADVICE = (
 )
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class ToolOutcome:
     """One tool call's result text, whether it failed, and the images that go with it."""
 
@@ -42,22 +42,13 @@ class ToolOutcome:
     is_error: bool
     images: list[ImageBlock] = field(default_factory=list)
 
-    def __init__(self, content: str, is_error: bool, images: list[ImageBlock] | None = None) -> None:
-        self.content = content
-        self.is_error = is_error
-        self.images = [] if images is None else images
 
-
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class FinishedCalls:
     """The tool-result messages of a batch of calls; ``cancelled`` if the turn was."""
 
     messages: list[Message]
     cancelled: bool
-
-    def __init__(self, messages: list[Message], cancelled: bool) -> None:
-        self.messages = messages
-        self.cancelled = cancelled
 
 
 def cap_result(text: str, cap: int = RESULT_CAP) -> str:

@@ -12,7 +12,6 @@ from openheim.core.capabilities import DEFAULT_CAPABILITIES, ToolCapabilities
 from openheim.core.models import Tool
 from openheim.core.tool_args import decode_arguments, parse_arguments
 from openheim.errors import ToolExecutionError
-from openheim.records import FrozenRecord, set_field
 
 if TYPE_CHECKING:
     from openheim.core.tool_view import TITLE_CHARS, DiffPreview, Location, ToolView, short
@@ -48,8 +47,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(init=False, repr=False, eq=False)
-class ViewContext(FrozenRecord):
+@dataclass(frozen=True)
+class ViewContext:
     """What a presentation hook may consult: the session cwd, the client's buffers, the turn's cancel token."""
 
     cwd: Path
@@ -57,20 +56,6 @@ class ViewContext(FrozenRecord):
     cancel: CancelToken | None = None
     with_diff: bool = True  # reading the old text for a diff preview costs I/O; history replays skip it
     root: Path | None = None  # the sandbox root (default: cwd); a preview never reads outside it
-
-    def __init__(
-        self,
-        cwd: Path,
-        client_io: ClientIo | None = None,
-        cancel: CancelToken | None = None,
-        with_diff: bool = True,
-        root: Path | None = None,
-    ) -> None:
-        set_field(self, "cwd", cwd)
-        set_field(self, "client_io", client_io)
-        set_field(self, "cancel", cancel)
-        set_field(self, "with_diff", with_diff)
-        set_field(self, "root", root)
 
     def absolute(self, path: str) -> str:
         p = Path(path).expanduser()

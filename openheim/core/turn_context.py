@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from openheim.core.cancel import CancelToken
 from openheim.core.spend import Spend
-from openheim.records import DataclassRepr
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
@@ -66,8 +65,8 @@ class TurnUsage:
             self.total = self.total + usage
 
 
-@dataclass(init=False, repr=False, eq=False)
-class TurnContext(DataclassRepr):
+@dataclass(eq=False)
+class TurnContext:
     """What a tool call can see of its turn: cancel token, gate, sandbox and client I/O."""
 
     cancel: CancelToken = field(default_factory=CancelToken)
@@ -85,36 +84,6 @@ class TurnContext(DataclassRepr):
     usage: TurnUsage = field(default_factory=lambda: TurnUsage())  # the whole turn's, subagents' included
     spend: Spend = field(default_factory=Spend)  # the dollars the turn spends, shared with its subagents
     hooks: HookRunner | None = None  # the user's pre_tool / post_tool hooks
-
-    def __init__(
-        self,
-        cancel: CancelToken | None = None,
-        work_dir: Path | None = None,
-        cwd: Path | None = None,
-        gate: PermissionGate | None = None,
-        client_io: ClientIo | None = None,
-        session_id: str | None = None,
-        tool_call_id: str | None = None,
-        secret_env_vars: frozenset[str] = frozenset(),
-        emit: Callable[[StreamEvent], None] | None = None,
-        sync: Callable[[], None] | None = None,
-        usage: TurnUsage | None = None,
-        spend: Spend | None = None,
-        hooks: HookRunner | None = None,
-    ) -> None:
-        self.cancel = CancelToken() if cancel is None else cancel
-        self.work_dir = Path.cwd() if work_dir is None else work_dir
-        self.cwd = cwd
-        self.gate = gate
-        self.client_io = client_io
-        self.session_id = session_id
-        self.tool_call_id = tool_call_id
-        self.secret_env_vars = secret_env_vars
-        self.emit = emit
-        self.sync = sync
-        self.usage = TurnUsage() if usage is None else usage
-        self.spend = Spend() if spend is None else spend
-        self.hooks = hooks
 
     @property
     def effective_cwd(self) -> Path:

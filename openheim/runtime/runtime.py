@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[StreamEvent], None]
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class ResumedSession:
     """The runtime side of resuming: the live session state, its stored messages and any warning."""
 
@@ -66,13 +66,8 @@ class ResumedSession:
     messages: list[Message]
     warning: str | None = None
 
-    def __init__(self, session: SessionState, messages: list[Message], warning: str | None = None) -> None:
-        self.session = session
-        self.messages = messages
-        self.warning = warning
 
-
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class RuntimeSettings:
     """What the builder resolved once for the whole runtime."""
 
@@ -83,24 +78,6 @@ class RuntimeSettings:
     secret_env_vars: frozenset[str] = frozenset()
     default_provider: str | None = None  # the model new sessions get when they name none
     default_model: str | None = None
-
-    def __init__(
-        self,
-        config: Config,
-        data_dir: Path,
-        work_dir: Path | None = None,
-        overrides: dict | None = None,
-        secret_env_vars: frozenset[str] = frozenset(),
-        default_provider: str | None = None,
-        default_model: str | None = None,
-    ) -> None:
-        self.config = config
-        self.data_dir = data_dir
-        self.work_dir = work_dir
-        self.overrides = {} if overrides is None else overrides
-        self.secret_env_vars = secret_env_vars
-        self.default_provider = default_provider
-        self.default_model = default_model
 
 
 class Runtime:

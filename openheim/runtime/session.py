@@ -23,7 +23,7 @@ IDLE_LIMIT_SECS = 7 * 24 * 3600
 MAX_LIVE_SESSIONS = 2048  # twice serve's socket cap: every connected client has room for a session
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class SessionState:
     """A live session: its config, directory, mode, approvals and cached conversation."""
 
@@ -44,44 +44,6 @@ class SessionState:
     holders: int = 0  # connected clients showing this session: while any does, it is never evicted
     spent: float = 0.0  # US dollars its turns have spent in this process (priced models, subagents included)
     hooked: bool = False  # its session_start hooks have run
-
-    def __init__(
-        self,
-        id: str,
-        config: AgentConfig,
-        cwd: Path,
-        skills: list[str] | None = None,
-        mode: str = "code",
-        approvals: dict | None = None,
-        last_active: float | None = None,
-        fitter: ContextFitter | None = None,
-        conversation: Conversation | None = None,
-        turn: Turn | None = None,
-        turn_lock: threading.Lock | None = None,
-        tools: SessionTools | None = None,
-        mcp_servers: list[McpServerConfig] | None = None,
-        releases: list[Callable[[], object]] | None = None,
-        holders: int = 0,
-        spent: float = 0.0,
-        hooked: bool = False,
-    ) -> None:
-        self.id = id
-        self.config = config
-        self.cwd = cwd
-        self.skills = [] if skills is None else skills
-        self.mode = mode
-        self.approvals = {} if approvals is None else approvals
-        self.last_active = time.monotonic() if last_active is None else last_active
-        self.fitter = fitter
-        self.conversation = conversation
-        self.turn = turn
-        self.turn_lock = threading.Lock() if turn_lock is None else turn_lock
-        self.tools = tools
-        self.mcp_servers = [] if mcp_servers is None else mcp_servers
-        self.releases = [] if releases is None else releases
-        self.holders = holders
-        self.spent = spent
-        self.hooked = hooked
 
     @property
     def in_flight(self) -> bool:

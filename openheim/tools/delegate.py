@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 INLINE = "inline"
 
 
-@dataclass(init=False, repr=False, eq=False)
+@dataclass(eq=False)
 class Delegation:
     """What one turn's delegate_task works with: the profiles, the session's live model, the parent's tools."""
 
@@ -37,24 +37,8 @@ class Delegation:
     models: frozenset[tuple[str, str]] | None = None  # (provider, model) pairs the model may pick; None: any
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
-    def __init__(
-        self,
-        profiles: list[AgentProfile],
-        session_config: AgentConfig,
-        resolve: Callable[[str | None, str | None], AgentConfig],
-        llm_for: Callable[[AgentConfig], LlmClient],
-        executor: ToolExecutor,
-        max_parallel: int = 4,
-        models: frozenset[tuple[str, str]] | None = None,
-    ) -> None:
-        self.profiles = profiles
-        self.session_config = session_config
-        self.resolve = resolve
-        self.llm_for = llm_for
-        self.executor = executor
-        self.max_parallel = max_parallel
-        self.models = models
-        self.slots = threading.BoundedSemaphore(max(1, max_parallel))
+    def __post_init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, self.max_parallel))
 
 
 def describe(profiles: list[AgentProfile]) -> str:
