@@ -149,6 +149,7 @@ NOT_WORKSPACE = {
     "config/init.py": "the .bak copy of config.toml that `init --force` keeps, in the data dir",
     "cli.py": "opens /dev/null",
     "sandbox/helper.py": "the sandbox helper's own /proc writes",
+    "sandbox/kernel.py": "the sandbox helper's /proc (uid_map, setgroups) and cgroup control files",
     "sandbox/environ.py": "a descriptor of the child's environment",
     "serve/fs_channel.py": "renames within the work dir relative to checked directory descriptors",
 }
