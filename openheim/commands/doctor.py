@@ -19,6 +19,18 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from openheim.client import OpenheimClient
+from openheim.config.load import config_path, data_dir, default_home, load_config
+from openheim.config.providers import COMPATIBLE, KINDS
+from openheim.config.resolve import resolve_api_key, validate_provider
+from openheim.config.schema import SandboxConfig
+from openheim.config.secrecy import redact, shown_url
+from openheim.errors import ConfigError
+from openheim.memory.sqlite import load_vec, select_driver
+from openheim.sandbox.policy import Sandbox
+from openheim.sandbox.support import probe, summary
+from openheim.version import __version__
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -38,9 +50,6 @@ class Check:
 
 def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: float) -> list[Check]:
     """Every check, in the order the human output shows them."""
-    from openheim.config.load import load_config
-    from openheim.errors import ConfigError
-
     checks = [check_version(), check_home()]
     config = None
     try:
@@ -62,8 +71,6 @@ def run_checks(config_path: str | None, mcp_config: str | None, mcp_timeout: flo
 
 
 def check_version() -> Check:
-    from openheim.version import __version__
-
     frozen = bool(getattr(sys, "frozen", False))
     python = ".".join(map(str, sys.version_info[:3]))
     how = "frozen binary" if frozen else "Python package"
@@ -77,9 +84,6 @@ def check_version() -> Check:
 
 
 def check_home() -> Check:
-    from openheim.config.load import default_home
-    from openheim.errors import ConfigError
-
     env = os.environ.get("OPENHEIM_HOME", "").strip()
     try:
         home = default_home()
@@ -90,9 +94,6 @@ def check_home() -> Check:
 
 
 def _config_check(explicit: str | None, status: str, detail: str) -> Check:
-    from openheim.config.load import config_path
-    from openheim.errors import ConfigError
-
     try:
         path: Path | None = config_path(explicit)
     except ConfigError:
@@ -115,9 +116,6 @@ def _config_check(explicit: str | None, status: str, detail: str) -> Check:
 
 
 def check_data_dir(config: Config | None) -> Check:
-    from openheim.config.load import data_dir
-    from openheim.errors import ConfigError
-
     try:
         path = data_dir(config)
     except ConfigError as e:
@@ -162,11 +160,6 @@ def key_source(p: ProviderConfig) -> tuple[str | None, str]:
 
 
 def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
-    from openheim.config.providers import COMPATIBLE, KINDS
-    from openheim.config.resolve import resolve_api_key, validate_provider
-    from openheim.config.secrecy import shown_url
-    from openheim.errors import ConfigError
-
     source, said = key_source(p)
     facts = {
         "name": p.name,
@@ -201,8 +194,6 @@ def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
 
 def check_vectors() -> Check:
     """Whether sqlite-vec loads, through which SQLite module, and which SQLite library that is."""
-    from openheim.memory.sqlite import select_driver
-
     driver = select_driver()
     facts: dict[str, Any] = {
         "available": driver.vectors,
@@ -214,7 +205,6 @@ def check_vectors() -> Check:
     if not driver.vectors:
         facts["reason"] = driver.reason
         return Check("vectors", "vectors", "warn", f"off, keyword search only: {driver.reason}", facts)
-    from openheim.memory.sqlite import load_vec
 
     conn = driver.module.connect(":memory:")
     try:
@@ -260,8 +250,6 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
 
     def probe() -> None:
         import logging
-
-        from openheim.client import OpenheimClient
 
         logging.getLogger("openheim.mcp").setLevel(logging.CRITICAL)  # the check says what failed, once
         try:
@@ -393,10 +381,6 @@ def check_locale() -> Check:
 
 def check_sandbox(config: Config | None) -> Check:
     """What the kernel enforces of [sandbox] here, as the sandbox helper itself reports it."""
-    from openheim.config.schema import SandboxConfig
-    from openheim.sandbox.policy import Sandbox
-    from openheim.sandbox.support import probe, summary
-
     sandbox = Sandbox.from_config(config.sandbox if config is not None else SandboxConfig())
     root = os.path.realpath(config.work_dir if config is not None and config.work_dir else os.getcwd())
     report = probe(sandbox, root)
@@ -463,8 +447,6 @@ def as_lines(checks: list[Check]) -> list[str]:
 def doctor_command(ctx: click.Context, json_output: bool, timeout: float) -> None:
     """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
     import json
-
-    from openheim.config.secrecy import redact
 
     checks = run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout)
     if json_output:

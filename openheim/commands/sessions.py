@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from openheim.checkpoints.store import CheckpointStore
+from openheim.client import OpenheimClient
+from openheim.config.load import config_path, data_dir, load_config
+from openheim.conversation.history import HistoryManager
 from openheim.core.models import (
     Message,
     TextBlock,
@@ -16,15 +19,10 @@ from openheim.core.models import (
     ToolUseBlock,
     transcript,
 )
-
-if TYPE_CHECKING:
-    from openheim.conversation.history import HistoryManager
+from openheim.errors import OpenheimError
 
 
 def _history(ctx: click.Context) -> HistoryManager:
-    from openheim.config.load import config_path, data_dir, load_config
-    from openheim.conversation.history import HistoryManager
-
     explicit = ctx.obj.get("config_path") if ctx.obj else None
     config = load_config(explicit) if explicit or config_path().exists() else None
     return HistoryManager(data_dir(config) / "history")
@@ -89,8 +87,6 @@ def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bo
 
 
 def _show_changes(data_dir: Path, session_id: str, as_json: bool) -> None:
-    from openheim.checkpoints.store import CheckpointStore
-
     records = CheckpointStore(data_dir / "checkpoints").turns(session_id)
     if as_json:
         click.echo(_dumps([{**r.to_dict(), "undone": r.undone} for r in records]))
@@ -146,9 +142,6 @@ def render_transcript(messages: list[Message]) -> str:
 @click.pass_context
 def compact_session(ctx: click.Context, session_id: str) -> None:
     """Summarise a stored session now, so its next turn starts from the summary plus the recent turns."""
-    from openheim.client import OpenheimClient
-    from openheim.errors import OpenheimError
-
     with OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None).build() as client:
         handle, _ = client.resume_session(session_id)
         outcome = handle.compact()

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import click
 
+from openheim.client import OpenheimClient
+from openheim.errors import InvalidArgument
+
 
 @click.command("undo")
 @click.option(
@@ -29,9 +32,6 @@ import click
 def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bool, force: bool) -> None:
     """Show the files the last turn changed and restore them: modified and deleted files come back, added files
     are removed. Works with or without git; files outside the sandbox root are never touched."""
-    from openheim.client import OpenheimClient
-    from openheim.errors import InvalidArgument
-
     with OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None).build() as client:
         if session_id is None:
             cwd = Path(os.getcwd()).absolute()

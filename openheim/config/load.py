@@ -6,6 +6,7 @@ import os
 import tomllib
 from pathlib import Path
 
+from openheim.config.regular_file import read_regular
 from openheim.config.schema import Config, parse_config
 from openheim.errors import ConfigError
 
@@ -52,7 +53,6 @@ def data_dir(config: Config | None, override: str | Path | None = None) -> Path:
 def load_config(path: str | Path | None = None) -> Config:
     """Read and validate config.toml; every failure is a ConfigError saying what to fix."""
     p = config_path(path)
-    from openheim.config.regular_file import read_regular
 
     try:  # capped, and only a regular file: /dev/zero or a FIFO must not eat memory or hang the start
         raw = read_regular(

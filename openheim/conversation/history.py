@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openheim.conversation import images
 from openheim.conversation.log_events import CompactionRecord
 from openheim.conversation.log_reader import LogRead, is_message, parse_log
 from openheim.core.models import Message, Usage
@@ -422,8 +423,6 @@ class HistoryManager:
 
     def _line(self, message: Message) -> bytes:
         """A message's log line (images stored once, by hash, in ``images/``)."""
-        from openheim.conversation import images
-
         return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------

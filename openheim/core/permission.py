@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from openheim.config.protected import naming_rule, protected_write, refusal
+from openheim.config.rules import ALLOW, DENY, PROJECT_ALLOW, decide, read_denied
+from openheim.core.tool_args import parse_arguments
+
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
     from openheim.core.cancel import CancelToken
@@ -99,7 +103,6 @@ def approval_key(tool_name: str, arguments: str, scope: str = "tool_name") -> st
     """What an *Always decision covers: the tool, or (exact_arguments scope) these exact arguments."""
     if scope != "exact_arguments":
         return tool_name
-    from openheim.core.tool_args import parse_arguments
 
     value = parse_arguments(arguments)
     if value is None:
@@ -339,14 +342,9 @@ class RulesGate(PermissionGate):
         return bool(self.user.deny or self.project.deny) or self.inner.gates_read_only
 
     def verdict(self, req: PermissionRequest) -> Verdict:
-        from openheim.config.rules import decide
-        from openheim.core.tool_args import parse_arguments
-
         return decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
-        from openheim.config.rules import ALLOW, DENY, PROJECT_ALLOW
-
         verdict = self.verdict(req)
         if verdict.outcome == DENY:
             return Decision.REJECT_ONCE
@@ -357,19 +355,13 @@ class RulesGate(PermissionGate):
         return self.inner.request(req, cancel)
 
     def hides(self, relative: str) -> bool:
-        from openheim.config.rules import read_denied
-
         return read_denied(self.user + self.project, relative) is not None or hides(self.inner, relative)
 
     def denial_message(self, req: PermissionRequest) -> str:
-        from openheim.config.rules import DENY
-
         verdict = self.verdict(req)
         return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)
 
     def denied_by(self, req: PermissionRequest) -> dict[str, str]:
-        from openheim.config.rules import DENY
-
         verdict = self.verdict(req)
         if verdict.outcome == DENY and verdict.rule is not None:
             return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}
@@ -407,16 +399,9 @@ class ProtectedWritesGate(PermissionGate):
         return hides(self.inner, relative)
 
     def _protected(self, req: PermissionRequest) -> str | None:
-        from openheim.config.protected import protected_write
-        from openheim.core.tool_args import parse_arguments
-
         return protected_write(req.tool_name, parse_arguments(req.arguments), self.root, self.cwd)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
-        from openheim.config.protected import naming_rule
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
         relative = self._protected(req)
         if relative is None:
             return self.inner.request(req, cancel)
@@ -432,10 +417,6 @@ class ProtectedWritesGate(PermissionGate):
         return Decision.ALLOW_ONCE if self.person.request(req, cancel).allowed else Decision.REJECT_ONCE
 
     def denial_message(self, req: PermissionRequest) -> str:
-        from openheim.config.protected import refusal
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
         relative = self._protected(req)
         if relative is None:
             return self.inner.denial_message(req)
@@ -445,9 +426,6 @@ class ProtectedWritesGate(PermissionGate):
         return self.person.denial_message(req) if self.person is not None else refusal(relative)
 
     def denied_by(self, req: PermissionRequest) -> dict[str, str]:
-        from openheim.config.rules import DENY, decide
-        from openheim.core.tool_args import parse_arguments
-
         if self._protected(req) is None:
             return denial_source(self.inner, req)
         verdict = decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
@@ -459,8 +437,6 @@ class ProtectedWritesGate(PermissionGate):
 def rule_denial(gate: PermissionGate, req: PermissionRequest) -> str | None:
     """What a deny rule says about ``req`` (the tool result the model reads), or None when no deny rule
     refuses it: a hook's "allow" skips the gate's question but never a deny rule."""
-    from openheim.config.rules import DENY
-
     while isinstance(gate, (SubagentGate, ProtectedWritesGate)):
         gate = gate.inner
     if isinstance(gate, RulesGate):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import parse_qs, quote, urlsplit
 
 from openheim.errors import InvalidArgument, OpenheimError
+from openheim.mcp.bridge import Bridge
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -298,7 +299,6 @@ def login(
     (loopback or pasted), exchange the code and store the tokens; returns the number of tools it offers."""
     if not config.url:
         raise InvalidArgument(f"MCP server '{config.name}' is a stdio server; only HTTP servers sign in")
-    from openheim.mcp.bridge import Bridge
 
     catcher = _Catcher(port, stdin)
     storage = FileTokenStorage(token_path(data_dir, config.name), config.url)

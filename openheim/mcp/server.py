@@ -20,10 +20,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from openheim.config.secrecy import scrub_url
 from openheim.errors import Cancelled, ToolExecutionError
 from openheim.mcp import known
+from openheim.mcp.bridge import kill_group
 from openheim.mcp.content import result_text
 from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
-from openheim.mcp.server_log import log_path
+from openheim.mcp.server_log import ServerLog, log_path
 from openheim.mcp.status import McpServerStatus
+from openheim.mcp.stdio import Link, stdio_transport
+from openheim.mcp.tool import McpTool
+from openheim.sandbox.policy import Sandbox
 
 if TYPE_CHECKING:
     import asyncio
@@ -32,9 +36,6 @@ if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken
     from openheim.mcp.bridge import Bridge
     from openheim.mcp.oauth import AuthWatch
-    from openheim.mcp.server_log import ServerLog
-    from openheim.mcp.stdio import Link
-    from openheim.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +173,6 @@ class McpServer:
         with self._lock:
             pids = list(self._pids)
         if pids:
-            from openheim.mcp.bridge import kill_group
-
             for pid in pids:
                 kill_group(pid)
 
@@ -384,8 +383,6 @@ class McpServer:
             return {"resources": self.has_resources, "prompts": list(self.prompts)}
 
     def _handlers(self, specs: list[dict]) -> list[McpTool]:
-        from openheim.mcp.tool import McpTool
-
         tools: dict[str, McpTool] = {}
         for spec in specs:
             tool = McpTool(self, spec)
@@ -483,8 +480,6 @@ class McpServer:
             self._pids.add(pid)
 
     async def _enter_stdio(self, stack: Any, server_log: ServerLog) -> Any:
-        from openheim.mcp.stdio import Link, stdio_transport
-
         cfg = self.config
         argv = _sandboxed([cfg.command or "", *cfg.args], cfg.sandbox, cfg.cwd)
         link = self._link = Link(self.name, self.max_message)
@@ -519,8 +514,6 @@ class McpServer:
 
     def _open_log(self) -> ServerLog:
         """The server's stderr goes to {data_dir}/logs/mcp-{name}.log (never the terminal or ACP's stdout)."""
-        from openheim.mcp.server_log import ServerLog
-
         server_log = ServerLog(self.log_file)
         server_log.note(f"starting '{self.name}' ({self.config.command})")
         return server_log
@@ -682,6 +675,5 @@ def _sandboxed(argv: list[str], mode: str, cwd: Path | None) -> list[str]:
     "read-only"`` or ``"workspace-write"``: writable is its cwd; no network; see docs/security.md)."""
     if mode == "off":
         return argv
-    from openheim.sandbox.policy import Sandbox
 
     return Sandbox(mode=mode).wrap(argv, os.path.realpath(cwd or os.getcwd()))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+from openheim.sandbox import helper
 from openheim.sandbox.policy import Sandbox, helper_command
 
 log = logging.getLogger("openheim.sandbox")
@@ -31,7 +32,6 @@ def quick_gaps(sandbox: Sandbox) -> list[str]:
         return []
     if not sys.platform.startswith("linux"):
         return [f"commands are not confined on {sys.platform} (the sandbox needs Linux)"]
-    from openheim.sandbox import helper
 
     gaps = []
     abi = helper.landlock_abi()

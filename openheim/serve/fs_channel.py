@@ -25,6 +25,7 @@ from typing import Any
 
 from openheim.errors import OpenheimError
 from openheim.tools.sandbox import canonical_root, is_private, open_dir, open_file, validate_entry, validate_path
+from openheim.tools.write_file import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -315,8 +316,6 @@ def read_text(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> str:
 def write_text(path: Path, content: str, limit: int = MAX_FILE_BYTES) -> None:
     """Create or replace a file (and its missing parents): a new file renamed over the old one, so a
     hard link elsewhere is never written through; links swapped in and FIFOs are refused."""
-    from openheim.tools.write_file import replace_file
-
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError:

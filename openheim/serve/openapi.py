@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openheim.version import __version__
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -164,8 +166,6 @@ def _get(operation_id: str, summary: str, ok: dict, extra: dict | None = None, p
 
 def document() -> dict:
     """The API description (a new dict each call)."""
-    from openheim.version import __version__
-
     session_id = {
         "name": "id",
         "in": "path",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from openheim.errors import InvalidArgument, NotFound
+from openheim.serve.openapi import document
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
@@ -56,8 +57,6 @@ def _sessions(client: OpenheimClient) -> list[dict]:
 
 
 def _openapi(client: OpenheimClient) -> dict:
-    from openheim.serve.openapi import document
-
     return document()
 
 

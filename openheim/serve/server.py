@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from openheim.acp.connection import Sink, Writer
 from openheim.acp.server import AcpServer, Parsed
 from openheim.config.loopback import is_loopback
+from openheim.config.secrecy import remember_secrets
 from openheim.errors import ConfigError, OpenheimError
 from openheim.serve import guard, rest
 from openheim.serve.fs_channel import MAX_FILE_BYTES, FsChannel, WatchHub
@@ -259,8 +260,6 @@ class OpenheimServer:
     """The HTTP + WebSocket server; ``start()`` binds and serves on a background thread."""
 
     def __init__(self, client: OpenheimClient, options: ServeOptions) -> None:
-        from openheim.config.secrecy import remember_secrets
-
         self.client, self.options = client, options
         if options.token:
             remember_secrets(options.token)  # never in a log line

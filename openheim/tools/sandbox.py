@@ -261,7 +261,7 @@ def _is_link(dir_fd: int, name: str) -> bool:
 
 def _resolved(whole: str, flags: int, mode: int = 0, dir_fd: int | None = None) -> int | None:
     """openat2 with no symlink at any component (beneath ``dir_fd`` when given); None: walk instead."""
-    from openheim.tools import openat2
+    from openheim.tools import openat2  # ctypes: with the first path a tool opens
 
     if not openat2.available():
         return None

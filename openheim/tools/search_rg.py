@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from openheim.errors import ToolExecutionError
-from openheim.tools.search import MAX_MATCHES, Match, SearchFiles
+from openheim.tools.search_files import MAX_MATCHES, Match, SearchFiles
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken

@@ -13,6 +13,8 @@ from urllib.parse import urljoin, urlsplit
 from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
+from openheim.tools.html_text import html_to_text
+from openheim.tools.netguard import is_public, parse_address, parse_literal
 from openheim.tools.specs import WEB_FETCH
 
 if TYPE_CHECKING:
@@ -247,8 +249,6 @@ def render(body: bytes, content_type: str) -> str:
     mime = content_type.split(";")[0].strip().lower()
     if mime == "text/html" or "xhtml" in mime:
         # imported here: its patterns compile on the first fetch, not at start-up
-        from openheim.tools.html_text import html_to_text
-
         text = html_to_text(text)
     if truncated:
         text += f"\n[content truncated at {MAX_BYTES} bytes]\n"
@@ -277,15 +277,11 @@ class WebFetchTool(BaseTool):
         self._resolver = resolver or system_resolver
         self._allowed: frozenset[IPAddress] = frozenset()
         if allowed_addresses:
-            from openheim.tools.netguard import parse_address
-
             self._allowed = frozenset(parse_address(a) for a in allowed_addresses)
         self._timeout = timeout
         self._tls_context = tls_context
 
     def _permitted(self, addr: IPAddress) -> bool:
-        from openheim.tools.netguard import is_public
-
         return addr in self._allowed or is_public(addr)
 
     def check_url(self, url: str, cancel: CancelToken | None = None) -> Target:
@@ -311,8 +307,6 @@ class WebFetchTool(BaseTool):
         return Target(scheme, host, port, ip, path, host_header)
 
     def _pick_address(self, host: str, port: int, cancel: CancelToken | None) -> str:
-        from openheim.tools.netguard import parse_address, parse_literal
-
         literal = parse_literal(host)
         if literal is not None:
             if not self._permitted(literal):

@@ -18,13 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import requests
 import urllib3
 from urllib3.util.request import ACCEPT_ENCODING
 
 from openheim.config.secrecy import host_of, redact, remember_secrets, url_secrets
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     ApiError,
     Cancelled,
@@ -34,9 +35,6 @@ from openheim.errors import (
     OpenheimError,
     TransportError,
 )
-
-if TYPE_CHECKING:
-    from openheim.core.turn_context import CancelToken
 
 USER_AGENT = "openheim"
 OVERFLOW_PHRASES = (
@@ -457,8 +455,6 @@ class HttpTransport:
         limit: int = JSON_BODY_LIMIT,
     ) -> Any:
         """POST ``body`` and return the decoded JSON reply (an unreadable one is an ApiError, never retried)."""
-        from openheim.core.turn_context import CancelToken
-
         headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
             data = read_body(read_chunks(resp), limit, url)
