@@ -10,9 +10,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.client import OpenheimClient
 from openheim.commands.sandbox import sandbox_options
+from openheim.config.load import data_dir, load_config
+from openheim.config.secrecy import RedactingFilter, redact
 from openheim.config.unknown_keys import STRICT_ENV
-from openheim.errors import EXIT_CODE_HELP, describe, error_message, exit_code_for
+from openheim.errors import BROKEN_PIPE, EXIT_CODE_HELP, OpenheimError, describe, error_message, exit_code_for
+from openheim.memory.setup import long_term_memory
 from openheim.version import __version__, version_line
 
 if TYPE_CHECKING:
@@ -27,6 +31,7 @@ class LazyGroup(click.Group):
     lazy = {
         "run": "openheim.commands.run:run_command",
         "doctor": "openheim.commands.doctor:doctor_command",
+        "init": "openheim.commands.init:init_command",
         "mcp": "openheim.commands.mcp:mcp",
         "memory": "openheim.commands.memory:memory",
         "sessions": "openheim.commands.sessions:sessions",
@@ -65,8 +70,6 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> object:
         """Every subcommand's openheim errors become one stderr line and the documented exit code."""
-        from openheim.errors import OpenheimError
-
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
@@ -108,8 +111,6 @@ def did_you_mean(name: str, choices: list[str]) -> str:
 def stdout_gone() -> NoReturn:
     """Whoever read stdout went away (``| head``): end quietly with the documented code, the way a program
     ended by SIGPIPE does; stdout now leads nowhere, so the flush on the way out cannot fail again."""
-    from openheim.errors import BROKEN_PIPE
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -135,8 +136,6 @@ def setup_logging() -> None:
     """Log lines on stderr at OPENHEIM_LOG's level, with secrets (keys, URL credentials, query values) redacted."""
     import logging
 
-    from openheim.config.secrecy import RedactingFilter
-
     level = os.environ.get("OPENHEIM_LOG", "warning").strip().upper() or "WARNING"
     number = getattr(logging, level, logging.WARNING)
     # module names help whoever reads a debug log; a warning on its own is for the user: no internals
@@ -151,7 +150,6 @@ def setup_logging() -> None:
 
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (secrets redacted) and exit."""
-    from openheim.config.secrecy import redact
     from openheim.core.control_chars import visible
 
     click.echo(visible(f"Error: {redact(message)}"), err=True)
@@ -233,8 +231,6 @@ def _chat(
     sandbox_required: bool | None = None,
 ) -> int:
     """The curses chat; without a terminal, a hint to use `openheim run` (exit 2)."""
-    from openheim.client import OpenheimClient
-
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         click.echo('openheim: the chat needs a terminal; for scripts and pipes use `openheim run "PROMPT"`', err=True)
         return 2
@@ -255,21 +251,5 @@ def _chat(
 
 
 def _long_term_memory(config_path: str | None) -> LongTermMemory:
-    from openheim.config.load import data_dir, load_config
-    from openheim.memory.setup import long_term_memory
-
     config = load_config(config_path)
     return long_term_memory(config, data_dir(config))
-
-
-@main.command()
-@click.option("--force", is_flag=True, help="Overwrite an existing config.toml (the old one is kept as .bak).")
-@click.pass_context
-def init(ctx: click.Context, force: bool) -> None:
-    """Write a starter config.toml and system.md."""
-    from openheim.config.init import write_initial_files
-
-    config, system = write_initial_files(ctx.obj.get("config_path"), force)
-    click.echo(f"Config file created at {config}")
-    click.echo(f"Identity file at {system}")
-    click.echo("Edit the [providers] section and set the API key variables it names (e.g. OPENAI_API_KEY).")

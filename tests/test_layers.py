@@ -40,7 +40,7 @@ LAYERS = {
 }
 FRONT_END = LAYERS["acp"]  # this layer and those above it are front ends
 PUBLIC_RUNTIME = {"openheim.runtime.turn"}  # the Turn a front end iterates is part of the door
-MAX_CIRCLES = 2
+MAX_CIRCLES = 1  # the chat: tui/app.py, commands.py and frame.py import each other in functions
 
 
 def modules() -> list[Path]:

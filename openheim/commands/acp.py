@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 import click
 
+from openheim.acp.lazy import LazyClient
+from openheim.acp.server import serve_stdio
+from openheim.client import OpenheimClient
 from openheim.commands.sandbox import chosen, sandbox_options
 from openheim.core.signals import SignalRoute, exit_code
-
-if TYPE_CHECKING:
-    from openheim.client import OpenheimClient
+from openheim.tools.process import kill_all
 
 
 def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
@@ -27,8 +28,6 @@ def protocol_streams() -> tuple[BinaryIO, BinaryIO]:
 
 def _on_signal(signum: int) -> None:
     """SIGTERM/SIGHUP: kill the tools' process groups and exit 128+signal (the finally below closes the client)."""
-    from openheim.tools.process import kill_all
-
     kill_all()
     raise SystemExit(exit_code(signum))
 
@@ -38,12 +37,8 @@ def serve(
 ) -> int:
     """Serve until stdin closes. The runtime is built on first need, so `initialize` is always answered; a
     missing config or API key fails the requests that need it with a JSON-RPC error saying what to do."""
-    from openheim.acp.lazy import LazyClient
-    from openheim.acp.server import serve_stdio
 
     def build() -> OpenheimClient:
-        from openheim.client import OpenheimClient
-
         return OpenheimClient.builder().config_path(config_path).mcp_config(mcp_config).sandbox(*sandbox).build()
 
     client = LazyClient(build)

@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from openheim.client import OpenheimClient
 from openheim.commands.doctor_host import check_ca_bundle, check_locale, check_terminal, check_vectors, check_version
 from openheim.commands.doctor_reach import Reach, probe_all
 from openheim.commands.doctor_report import Check, as_json, as_lines, exit_code
+from openheim.config.load import config_path, default_home
 from openheim.config.resolve import resolve_api_key
 from openheim.config.unknown_keys import UnknownKey, tell
 from openheim.core.control_chars import visible
+from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
     from openheim.config.schema import Config, ProviderConfig
@@ -61,9 +64,6 @@ def run_checks(
 
 
 def check_home() -> Check:
-    from openheim.config.load import default_home
-    from openheim.errors import ConfigError
-
     env = os.environ.get("OPENHEIM_HOME", "").strip()
     try:
         home = default_home()
@@ -74,9 +74,6 @@ def check_home() -> Check:
 
 
 def _config_check(explicit: str | None, status: str, detail: str) -> Check:
-    from openheim.config.load import config_path
-    from openheim.errors import ConfigError
-
     try:
         path: Path | None = config_path(explicit)
     except ConfigError:
@@ -229,8 +226,6 @@ def check_mcp(config: Config | None, config_path: str | None, mcp_config: str | 
 
     def probe() -> None:
         import logging
-
-        from openheim.client import OpenheimClient
 
         logging.getLogger("openheim.mcp").setLevel(logging.CRITICAL)  # the check says what failed, once
         try:

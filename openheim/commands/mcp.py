@@ -10,9 +10,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.client import OpenheimClient
+from openheim.commands.run import exit_now
+from openheim.config.load import data_dir, load_config
+from openheim.config.mcp_json import load_mcp_file, variables_read
 from openheim.core.control_chars import visible
-from openheim.errors import OpenheimError
-from openheim.mcp import tool_budget
+from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+from openheim.mcp import oauth, tool_budget
+from openheim.mcp import trust as store
+from openheim.mcp.project import read_project
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
@@ -39,8 +45,6 @@ class _ConfigProblem(click.ClickException):
 
 
 def _fail(error: OpenheimError) -> click.ClickException:
-    from openheim.errors import ConfigError, InvalidArgument
-
     line = " ".join(str(error).split())
     return _ConfigProblem(line) if isinstance(error, (ConfigError, InvalidArgument)) else click.ClickException(line)
 
@@ -68,8 +72,6 @@ def mcp(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) -> 
 def status(ctx: click.Context, as_json: bool, timeout: float, show_tools: bool) -> None:
     """Start every server, wait for it (up to --timeout), and show whether it connected and its tools."""
     import logging
-
-    from openheim.client import OpenheimClient
 
     logging.getLogger("openheim.mcp").setLevel(logging.ERROR)  # the table says what failed, once
     obj = ctx.find_object(dict) or {}
@@ -129,15 +131,11 @@ def _table(statuses: list, show_tools: bool) -> None:
 def _done(statuses: list) -> None:
     """With servers (and so the SDK) loaded, exit without the interpreter's teardown, as `run` does."""
     if statuses:
-        from openheim.commands.run import exit_now
-
         exit_now(0)
 
 
 def _default_file(ctx: click.Context) -> Path:
     """``.mcp.json`` in the sandbox root: the configured work_dir, else the current directory."""
-    from openheim.config.load import load_config
-
     obj = ctx.find_object(dict) or {}
     try:
         work_dir = load_config(obj.get("config_path")).work_dir
@@ -147,8 +145,6 @@ def _default_file(ctx: click.Context) -> Path:
 
 
 def _data_dir(ctx: click.Context) -> Path:
-    from openheim.config.load import data_dir, load_config
-
     obj = ctx.find_object(dict) or {}
     try:
         config = load_config(obj.get("config_path"))
@@ -166,8 +162,6 @@ def trust(ctx: click.Context, file: str | None) -> None:
     It runs the commands it lists whenever openheim starts a session there, so read it first; any later
     change to the file needs trusting again.
     """
-    from openheim.mcp import trust as store
-
     path = Path(file) if file else _default_file(ctx)
     try:
         raw = path.read_text(encoding="utf-8")
@@ -197,8 +191,6 @@ def trust(ctx: click.Context, file: str | None) -> None:
 
 def _entry_details(entry: object) -> list[str]:
     """The environment variables and headers an entry sets, and the ${VAR}s of this machine it reads."""
-    from openheim.config.mcp_json import variables_read
-
     if not isinstance(entry, dict):
         return []
     reads = variables_read(entry)
@@ -233,8 +225,6 @@ def _describe_entry(entry: object) -> str:
 @click.pass_context
 def untrust(ctx: click.Context, file: str | None) -> None:
     """Stop using a project's .mcp.json (default: the one in the sandbox root)."""
-    from openheim.mcp import trust as store
-
     path = Path(file) if file else _default_file(ctx)
     if store.untrust(_data_dir(ctx), path):
         click.echo(visible(f"{store.real_path(path)} is no longer trusted."))
@@ -245,10 +235,6 @@ def untrust(ctx: click.Context, file: str | None) -> None:
 def _http_server(ctx: click.Context, name: str) -> tuple[McpServerConfig, Path]:
     """The HTTP server ``name`` (from config.toml, --mcp-config or a trusted project's .mcp.json) and the data
     dir; a one-line error otherwise."""
-    from openheim.config.load import data_dir, load_config
-    from openheim.config.mcp_json import load_mcp_file
-    from openheim.mcp.project import read_project
-
     obj = ctx.find_object(dict) or {}
     try:
         config = load_config(obj.get("config_path"))
@@ -297,8 +283,6 @@ def login(ctx: click.Context, name: str, port: int, timeout: float) -> None:
     """
     import sys
 
-    from openheim.mcp import oauth
-
     server, data = _http_server(ctx, name)
     try:
         tools = oauth.login(server, data, sys.stdout, sys.stdin, port, timeout)
@@ -312,8 +296,6 @@ def login(ctx: click.Context, name: str, port: int, timeout: float) -> None:
 @click.pass_context
 def logout(ctx: click.Context, name: str) -> None:
     """Forget the sign-in to the MCP server NAME (its tokens are deleted)."""
-    from openheim.mcp import oauth
-
     _, data = _http_server(ctx, name)
     if oauth.logout(data, name):
         click.echo(visible(f"Signed out of '{name}'."))

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openheim.core.control_chars import visible
-from openheim.errors import OpenheimError
+from openheim.errors import ConfigError, InvalidArgument, OpenheimError
+from openheim.memory.tools import EMPTY_STORE, MAX_NOTE_CHARS, format_hits
 
 if TYPE_CHECKING:
     from openheim.memory.long_term import LongTermMemory
@@ -49,8 +50,6 @@ def _errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from openheim.errors import ConfigError, InvalidArgument
-
         try:
             return fn(*args, **kwargs)
         except OpenheimError as e:
@@ -90,8 +89,6 @@ def _preview(text: str) -> str:
 
 def _note_text(text: str, param: str) -> str:
     """The note text (``-`` reads stdin), trimmed and within the tool's limits."""
-    from openheim.memory.tools import MAX_NOTE_CHARS
-
     if text == "-":
         text = sys.stdin.read()
     text = text.strip()
@@ -134,8 +131,6 @@ def list_cmd(limit: int, offset: int, as_json: bool) -> None:
 @_errors
 def search_cmd(query: str, top_k: int | None, as_json: bool) -> None:
     """Search notes by meaning (with embeddings) or by keyword."""
-    from openheim.memory.tools import EMPTY_STORE, format_hits
-
     ltm = _ltm()
     result = ltm.search_detailed(query, top_k)
     if as_json:

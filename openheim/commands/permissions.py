@@ -9,8 +9,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.client import OpenheimClient
+from openheim.config.hooks import hooks_for
+from openheim.config.load import data_dir, load_config
+from openheim.config.project_hooks import load_project_hooks
+from openheim.config.project_settings import settings_files, trust_file, untrust_file
 from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict, exposed_tool_name
+from openheim.config.trust import real_path
 from openheim.core.control_chars import visible
+from openheim.errors import InvalidArgument, OpenheimError
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
@@ -163,10 +170,6 @@ def _offered(client: OpenheimClient, tool: str, cwd: Path) -> tuple[set[str], bo
 def _project_files(ctx: click.Context, file: str | None, cwd: str | None) -> tuple[Path, list[Path]]:
     """(data dir, the settings files meant): FILE, else every .openheim/settings.toml from the sandbox root
     (the configured work_dir, else the session directory) down to the session directory."""
-    from openheim.config.load import data_dir, load_config
-    from openheim.config.project_settings import settings_files
-    from openheim.errors import InvalidArgument, OpenheimError
-
     obj = ctx.find_object(dict) or {}
     try:
         config = load_config(obj.get("config_path"))
@@ -196,7 +199,7 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     Its allow rules approve calls without asking, so read them first; until you trust the file only its
     deny rules apply, and any later change to it needs trusting again.
     """
-    from openheim.config.project_settings import TRUST_FILE, trust_file
+    from openheim.config.project_settings import TRUST_FILE
     from openheim.config.trust import pinned_files, real_path
     from openheim.errors import ConfigError
 
@@ -225,9 +228,6 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
 @click.pass_context
 def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     """Stop a project's .openheim/settings.toml from allowing tool calls (its deny rules still apply)."""
-    from openheim.config.project_settings import untrust_file
-    from openheim.config.trust import real_path
-
     data_dir, files = _project_files(ctx, file, cwd)
     for path in files:
         done = untrust_file(data_dir, path)
@@ -237,10 +237,6 @@ def untrust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
 def _pre_tool_hooks(ctx: click.Context, data_dir: Path, tool: str, args: dict, cwd: Path) -> list:
     """The pre_tool hooks (the user's and the trusted project files') that would be asked about this call."""
     import os
-
-    from openheim.config.hooks import hooks_for
-    from openheim.config.load import load_config
-    from openheim.config.project_hooks import load_project_hooks
 
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     root = Path(os.path.realpath(config.work_dir or cwd))

@@ -6,19 +6,17 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from openheim.client import OpenheimClient
 from openheim.commands.sandbox import chosen, sandbox_options
+from openheim.config.load import load_config
 from openheim.config.loopback import is_loopback
 from openheim.core.control_chars import visible
 from openheim.core.signals import SignalRoute, exit_code
 from openheim.serve.server import DEFAULT_HOST, DEFAULT_PORT, OpenheimServer, ServeOptions, resolve_options
-
-if TYPE_CHECKING:
-    from openheim.client import OpenheimClient
-
+from openheim.tools.process import kill_all
 
 TOKEN_FILE = "serve-token"
 
@@ -36,8 +34,6 @@ def write_token(data_dir: Path, token: str) -> Path:
 
 def run_server(client: OpenheimClient, options: ServeOptions, token_file: Path | None = None) -> int:
     """Serve until SIGINT/SIGTERM/SIGHUP, then shut down gracefully; returns the exit code (0)."""
-    from openheim.tools.process import kill_all
-
     server = OpenheimServer(client, options).start()
     stop = threading.Event()
 
@@ -111,9 +107,6 @@ def serve_command(
     sandbox_required: bool | None = None,
 ) -> None:
     """Serve ACP over WebSocket (/acp, /ws), a REST API (/api) and a chat page (/)."""
-    from openheim.client import OpenheimClient
-    from openheim.config.load import load_config
-
     config_path = (ctx.obj or {}).get("config_path")
     config = load_config(config_path)
     options = resolve_options(config.serve, host, port, token, no_token=no_token)

@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.checkpoints.store import CheckpointStore
+from openheim.client import OpenheimClient
+from openheim.config.load import config_path, data_dir, load_config
+from openheim.conversation.history import HistoryManager
 from openheim.core.control_chars import visible
 from openheim.core.models import (
     Message,
@@ -17,6 +21,7 @@ from openheim.core.models import (
     ToolUseBlock,
     transcript,
 )
+from openheim.errors import OpenheimError
 
 INTERRUPTED = "\n\n[Reply interrupted: "  # the mark core.agent appends to a reply cut short
 
@@ -25,9 +30,6 @@ if TYPE_CHECKING:
 
 
 def _history(ctx: click.Context) -> HistoryManager:
-    from openheim.config.load import config_path, data_dir, load_config
-    from openheim.conversation.history import HistoryManager
-
     explicit = ctx.obj.get("config_path") if ctx.obj else None
     config = load_config(explicit) if explicit or config_path().exists() else None
     return HistoryManager(data_dir(config) / "history")
@@ -91,8 +93,6 @@ def show_session(ctx: click.Context, session_id: str, as_json: bool, changes: bo
 
 
 def _show_changes(data_dir: Path, session_id: str, as_json: bool) -> None:
-    from openheim.checkpoints.store import CheckpointStore
-
     records = CheckpointStore(data_dir / "checkpoints").turns(session_id)
     if as_json:
         click.echo(_dumps([{**r.to_dict(), "undone": r.undone} for r in records]))
@@ -150,9 +150,6 @@ def render_transcript(messages: list[Message]) -> str:
 @click.pass_context
 def compact_session(ctx: click.Context, session_id: str) -> None:
     """Summarise a stored session now, so its next turn starts from the summary plus the recent turns."""
-    from openheim.client import OpenheimClient
-    from openheim.errors import OpenheimError
-
     with OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None).build() as client:
         handle, _ = client.resume_session(session_id)
         outcome = handle.compact()

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from openheim.client import OpenheimClient
 from openheim.core.control_chars import visible
+from openheim.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from openheim.checkpoints.undo import UndoResult
@@ -35,9 +37,6 @@ if TYPE_CHECKING:
 def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bool, force: bool) -> None:
     """Show the files the last turn changed and restore them: modified and deleted files come back, added files
     are removed. Works with or without git; files outside the sandbox root are never touched."""
-    from openheim.client import OpenheimClient
-    from openheim.errors import InvalidArgument
-
     with OpenheimClient.builder().config_path(ctx.obj.get("config_path") if ctx.obj else None).build() as client:
         if session_id is None:
             cwd = Path(os.getcwd()).absolute()

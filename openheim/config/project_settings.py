@@ -17,7 +17,9 @@ from pathlib import Path
 
 from openheim.config import trust
 from openheim.config.named_files import shell_files
+from openheim.config.regular_file import read_regular
 from openheim.config.rules import RuleSet
+from openheim.config.schema import parse_permissions
 from openheim.config.workspace_write import write_beneath
 from openheim.errors import ConfigError, OpenheimError
 
@@ -75,8 +77,6 @@ class SettingsFile:
 
 
 def _raw(path: Path) -> bytes:
-    from openheim.config.regular_file import read_regular
-
     try:
         raw = read_regular(path, MAX_BYTES)
     except OSError as e:
@@ -117,8 +117,6 @@ def load_project_rules(root: Path, cwd: Path | None, data_dir: Path | None = Non
     """Every project settings file's rules, outermost first: deny rules always, allow rules only from
     files the user trusts (one warning per untrusted file that has any); a ConfigError naming the file
     and the rule."""
-    from openheim.config.schema import parse_permissions
-
     rules = RuleSet()
     for found in read_settings(root, cwd, data_dir):
         table = found.data.get("permissions", {})
@@ -139,8 +137,6 @@ def load_project_rules(root: Path, cwd: Path | None, data_dir: Path | None = Non
 
 def trust_file(data_dir: Path, path: Path) -> tuple[str, RuleSet]:
     """Trust a project settings file as it is now (its rules must parse); returns its SHA-256 and rules."""
-    from openheim.config.schema import parse_permissions
-
     raw = _raw(path)
     table = _parse(path, raw).get("permissions", {})
     if not isinstance(table, dict):

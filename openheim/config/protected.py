@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from openheim.config.rules import Rule, RuleSet, main_argument, pattern_matches, tool_matches
+from openheim.config.rules import Rule, RuleSet, main_argument, pattern_matches, relative_path, tool_matches
 
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 PROTECTED_DIRS = (".openheim", ".git", ".claude")
@@ -34,8 +34,6 @@ def protected_name(relative: str | None) -> str | None:
 def is_protected(path: str, root: str, cwd: str | None = None) -> bool:
     """Whether writing ``path`` (relative to ``cwd``, default the root; symlinks resolved) changes the
     project's own configuration under ``root``."""
-    from openheim.config.rules import relative_path
-
     return protected_name(relative_path(path, root, cwd or root)) is not None
 
 

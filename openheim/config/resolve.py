@@ -7,6 +7,7 @@ import os
 from urllib.parse import urlsplit
 
 from openheim.config.agent_config import AgentConfig
+from openheim.config.long_sessions import default_context_window
 from openheim.config.loopback import is_loopback
 from openheim.config.providers import REPLAY, provider_kind
 from openheim.config.schema import Config, ProviderConfig
@@ -120,8 +121,6 @@ def agent_config(config: Config, p: ProviderConfig, model: str) -> AgentConfig:
 def context_window_of(p: ProviderConfig, model: str) -> int | None:
     """The model's context window: its ``context_windows`` entry, the provider's ``context_window``, or the
     known default of the provider's kind."""
-    from openheim.config.long_sessions import default_context_window
-
     return p.context_windows.get(model) or p.context_window or default_context_window(p.kind)
 
 

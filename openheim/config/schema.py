@@ -13,6 +13,7 @@ from openheim.config.long_sessions import (
     parse_checkpoints,
     parse_compaction,
 )
+from openheim.config.loopback import is_loopback
 from openheim.config.prices import Price, parse_prices
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.rules import RuleError, RuleSet, parse_rules
@@ -344,8 +345,6 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
 def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
     """http(s) only; headers (credentials) never travel over plain http except to a loopback address."""
     from urllib.parse import urlsplit
-
-    from openheim.config.loopback import is_loopback
 
     if not (url.startswith(("http://", "https://"))):
         raise ConfigError(f"MCP server '{name}' url '{scrub_url(url)}' must start with http:// or https://")

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openheim.conversation import images
 from openheim.conversation.log_events import CompactionRecord
 from openheim.conversation.log_files import (
     LOG_MODE,
@@ -430,8 +431,6 @@ class HistoryManager:
 
     def _line(self, message: Message) -> bytes:
         """A message's log line (images stored once, by hash, in ``images/``)."""
-        from openheim.conversation import images
-
         return images.line(message, self.dir / images.IMAGES)
 
     # --- reading ---------------------------------------------------------------

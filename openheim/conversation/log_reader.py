@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openheim.conversation import images
 from openheim.conversation.log_events import CompactionRecord, is_log_event
 from openheim.core.models import Message
 
@@ -49,8 +50,6 @@ def parse_log(data: bytes, where: str = "log", images: Path | None = None) -> Lo
 
 
 def _image_inliner(directory: Path) -> Callable[[Any], Any]:
-    from openheim.conversation import images
-
     return lambda doc: images.inline(doc, directory)
 
 

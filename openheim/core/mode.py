@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from openheim.core.tools import ScopedExecutor
 from openheim.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ class ReadOnlyTools:
         self.inner = inner
 
     def _scoped(self) -> ToolExecutor:
-        from openheim.core.tools import ScopedExecutor
-
         inner = self.inner
         return ScopedExecutor(inner, [t.name for t in inner.definitions() if inner.capabilities(t.name).read_only])
 

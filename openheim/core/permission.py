@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from openheim.config.rules import ALLOW, DENY, PROJECT_ALLOW, decide, read_denied
+from openheim.core.tool_args import parse_arguments
+
 if TYPE_CHECKING:
     from openheim.config.rules import RuleSet, Verdict
     from openheim.core.cancel import CancelToken
@@ -99,7 +102,6 @@ def approval_key(tool_name: str, arguments: str, scope: str = "tool_name") -> st
     """What an *Always decision covers: the tool, or (exact_arguments scope) these exact arguments."""
     if scope != "exact_arguments":
         return tool_name
-    from openheim.core.tool_args import parse_arguments
 
     value = parse_arguments(arguments)
     if value is None:
@@ -339,14 +341,9 @@ class RulesGate(PermissionGate):
         return bool(self.user.deny or self.project.deny) or self.inner.gates_read_only
 
     def verdict(self, req: PermissionRequest) -> Verdict:
-        from openheim.config.rules import decide
-        from openheim.core.tool_args import parse_arguments
-
         return decide(req.tool_name, parse_arguments(req.arguments), self.user, self.project, self.root, self.cwd)
 
     def request(self, req: PermissionRequest, cancel: CancelToken | None = None) -> Decision:
-        from openheim.config.rules import ALLOW, DENY, PROJECT_ALLOW
-
         verdict = self.verdict(req)
         if verdict.outcome == DENY:
             return Decision.REJECT_ONCE
@@ -357,19 +354,13 @@ class RulesGate(PermissionGate):
         return self.inner.request(req, cancel)
 
     def hides(self, relative: str) -> bool:
-        from openheim.config.rules import read_denied
-
         return read_denied(self.user + self.project, relative) is not None or hides(self.inner, relative)
 
     def denial_message(self, req: PermissionRequest) -> str:
-        from openheim.config.rules import DENY
-
         verdict = self.verdict(req)
         return rule_denied_message(verdict) if verdict.outcome == DENY else self.inner.denial_message(req)
 
     def denied_by(self, req: PermissionRequest) -> dict[str, str]:
-        from openheim.config.rules import DENY
-
         verdict = self.verdict(req)
         if verdict.outcome == DENY and verdict.rule is not None:
             return {"by": "rule", "rule": str(verdict.rule), "source": verdict.rule.source}

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from openheim.core.cancel import CancelToken
+from openheim.core.models import Usage
 from openheim.core.spend import Spend
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
     from openheim.core.hooks import HookRunner
-    from openheim.core.models import Usage
     from openheim.core.permission import PermissionGate
 
 __all__ = ["CancelToken", "ClientIo", "TurnContext"]
@@ -54,8 +54,6 @@ class TurnUsage:
 
     def __init__(self) -> None:
         import threading
-
-        from openheim.core.models import Usage
 
         self._lock = threading.Lock()
         self.total = Usage()

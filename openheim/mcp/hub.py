@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openheim.core.child_env import child_environ
+from openheim.mcp.bridge import Bridge
 from openheim.mcp.framing import DEFAULT_MAX_MESSAGE
 from openheim.mcp.group import ServerGroup, finish
+from openheim.mcp.project import read_project
 from openheim.mcp.server import CLOSE_LIMIT
 
 if TYPE_CHECKING:
     from openheim.config.schema import McpServerConfig
-    from openheim.mcp.bridge import Bridge
     from openheim.mcp.project import KeyPolicy, ProjectFile
     from openheim.mcp.status import McpServerStatus
 
@@ -68,8 +69,6 @@ class McpHub:
     def bridge(self) -> Bridge:
         with self._lock:
             if self._bridge is None:
-                from openheim.mcp.bridge import Bridge
-
                 self._bridge = Bridge()
             return self._bridge
 
@@ -102,8 +101,6 @@ class McpHub:
 
     def project(self, root: Path, notify: bool = True) -> tuple[ServerGroup | None, ProjectFile | None]:
         """The shared group of ``root``'s trusted ``.mcp.json`` (one more user); else None and the file."""
-        from openheim.mcp.project import read_project
-
         found = read_project(root, self.data_dir, self.keys)
         if found is None:
             return None, None

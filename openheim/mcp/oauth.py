@@ -322,6 +322,7 @@ def login(
     (loopback or pasted), exchange the code and store the tokens; returns the number of tools it offers."""
     if not config.url:
         raise InvalidArgument(f"MCP server '{config.name}' is a stdio server; only HTTP servers sign in")
+
     catcher = _Catcher(port, stdin)
     fresh = FileTokenStorage(Path(tempfile.mkdtemp(prefix="openheim-login-")) / "login.json", config.url)
     try:

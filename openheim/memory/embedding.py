@@ -9,7 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
+from openheim.config.providers import provider_kind
 from openheim.config.secrecy import scrub_url
+from openheim.core.llm.retry import RetryPolicy
+from openheim.core.turn_context import CancelToken
 from openheim.errors import ApiError, ConfigError
 
 OPENAI_BATCH = 64
@@ -93,9 +96,7 @@ class _Transport:
         return f"_Transport(api_base={scrub_url(self.api_base)!r})"
 
     def post(self, path: str, body: dict, headers: dict[str, str]) -> Any:
-        from openheim.core.llm.http import HttpTransport
-        from openheim.core.llm.retry import RetryPolicy
-        from openheim.core.turn_context import CancelToken
+        from openheim.core.llm.http import HttpTransport  # requests: with the first embeddings request
 
         with self._lock:
             if self._http is None:
@@ -156,8 +157,6 @@ def embedding_client_for(
     kind: str, api_base: str, api_key: str, model: str, timeout: float = 120, provider_name: str = ""
 ) -> EmbeddingClient:
     """The embeddings client for a provider kind; Anthropic has none."""
-    from openheim.config.providers import provider_kind
-
     api = provider_kind(kind).embeddings
     if api is None:
         name = provider_name or kind

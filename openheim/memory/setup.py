@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.config.resolve import resolve_api_key, validate_provider
+from openheim.errors import ConfigError
+from openheim.memory.long_term import LongTermMemory
+
 if TYPE_CHECKING:
     from openheim.config.schema import Config
     from openheim.memory.embedding import EmbeddingClient
-    from openheim.memory.long_term import LongTermMemory
 
 
 def embedder_for(config: Config) -> EmbeddingClient | None:
@@ -16,8 +19,6 @@ def embedder_for(config: Config) -> EmbeddingClient | None:
     memory = config.memory
     if memory is None or not memory.embedding_provider:
         return None
-    from openheim.config.resolve import resolve_api_key, validate_provider
-    from openheim.errors import ConfigError
     from openheim.memory.embedding import embedding_client_for
 
     provider = config.providers.get(memory.embedding_provider)
@@ -39,8 +40,6 @@ def embedder_for(config: Config) -> EmbeddingClient | None:
 
 
 def long_term_memory(config: Config, data_dir: Path) -> LongTermMemory:
-    from openheim.memory.long_term import LongTermMemory
-
     memory = config.memory
     db_path = memory.db_path if memory and memory.db_path else data_dir / "memory.db"
     return LongTermMemory(db_path, embedder_for(config), memory.top_k if memory else 5)

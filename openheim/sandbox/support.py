@@ -39,6 +39,7 @@ def quick_gaps(sandbox: Sandbox) -> list[str]:
         return []
     if not sys.platform.startswith("linux"):
         return [f"commands are not confined on {sys.platform} (the sandbox needs Linux)"]
+
     gaps = []
     abi = helper_abi()
     if abi < 1:

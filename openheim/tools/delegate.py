@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from openheim.core.agent import run_turn
 from openheim.core.events import SubagentEvent, ToolCall, ToolResult, UsageReport
 from openheim.core.models import Message, StopReason
 from openheim.core.permission import SubagentGate
@@ -199,8 +200,6 @@ class DelegateTool(BaseTool):
         tools: tuple[str, ...] | list[str] | None,
         ctx: TurnContext,
     ) -> str:
-        from openheim.core.agent import run_turn
-
         executor = self.delegation.executor
         if tools is not None:
             executor = ScopedExecutor(executor, tools)

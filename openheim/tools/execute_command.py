@@ -17,6 +17,7 @@ from openheim.core.tool_args import require_str
 from openheim.core.tools import BaseTool, ToolView, ViewContext, short
 from openheim.errors import ToolExecutionError
 from openheim.sandbox.policy import REFUSED_EXIT, Sandbox, explain_refusal
+from openheim.sandbox.server import spawn
 from openheim.sandbox.support import announce_gaps
 from openheim.tools.process import (
     kill_group,
@@ -273,8 +274,6 @@ class ExecuteCommandTool(BaseTool):
         env = child_environ(secrets=ctx.secret_env_vars, sandboxed=self.sandbox.active, keep=self.sandbox.keep_env)
         try:
             if self.sandbox.active:
-                from openheim.sandbox.server import spawn
-
                 options = self.sandbox.helper_options(ctx.work_dir, tmp)
                 return spawn([*options, "--", "sh", "-c", command], ctx.effective_cwd, env)
             return subprocess.Popen(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from openheim.core.child_env import child_environ
 from openheim.errors import ToolExecutionError
-from openheim.tools.search import MAX_MATCHES, Match, SearchFiles
+from openheim.tools.search_files import MAX_MATCHES, Match, SearchFiles
 
 if TYPE_CHECKING:
     from openheim.core.turn_context import CancelToken

@@ -238,6 +238,7 @@ def render(body: bytes, content_type: str) -> str:
     text = decode_body(body[:MAX_BYTES], content_type)
     mime = content_type.split(";")[0].strip().lower()
     if mime == "text/html" or "xhtml" in mime:
+        # imported here: its patterns compile on the first fetch, not at start-up
         text = html_to_text(text)
     if truncated:
         text += f"\n[content truncated at {MAX_BYTES} bytes]\n"

@@ -11,7 +11,7 @@ import pytest
 from openheim.core.turn_context import TurnContext
 from openheim.errors import ToolExecutionError
 from openheim.tools import search as search_mod
-from openheim.tools import search_rg
+from openheim.tools import search_files, search_rg
 from openheim.tools.ignore import RuleSet, glob_to_regex, is_ignored
 from openheim.tools.search import SearchTool, run_search
 from openheim.tools.search_rg import is_portable
@@ -111,7 +111,8 @@ def test_match_cap(tmp_path):
 
 
 def test_file_cap(tmp_path, monkeypatch):
-    monkeypatch.setattr(search_mod, "MAX_FILES", 3)
+    monkeypatch.setattr(search_mod, "MAX_FILES", 3)  # the message
+    monkeypatch.setattr(search_files, "MAX_FILES", 3)  # the walk
     write(tmp_path, {f"f{i}.txt": "x\n" for i in range(5)})
     assert search(tmp_path, "nothing") == "(no matches found; search stopped after 3 files)"
     assert search(tmp_path, "x") == "f0.txt:1: x\nf1.txt:1: x\nf2.txt:1: x\n... [search stopped after 3 files]"

@@ -7,6 +7,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from openheim.core.models import TextBlock, ThinkingBlock
+
 if TYPE_CHECKING:
     from openheim.core.models import ContentBlock, Message, ToolUseBlock
 
@@ -55,8 +57,6 @@ def json_text(value: object) -> str:
 
 def reply_blocks(thinking: list[str], text: list[str], calls: list[ToolUseBlock]) -> list[ContentBlock]:
     """An assembled reply's content in the stored order: thinking, text, tool calls (empty parts left out)."""
-    from openheim.core.models import TextBlock, ThinkingBlock
-
     content: list[ContentBlock] = []
     if joined := "".join(thinking):
         content.append(ThinkingBlock(joined))

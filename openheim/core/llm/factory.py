@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from openheim.config.providers import KINDS
-from openheim.core.llm.retry import RETRY_DELAY_ENV
+from openheim.core.llm.retry import RETRY_DELAY_ENV, RetryClient
 from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,6 +33,4 @@ def _inner_client(cfg: AgentConfig) -> LlmClient:
 
 def create_client(cfg: AgentConfig, *, base_delay: float | None = None) -> LlmClient:
     """The client for ``cfg.kind`` (provider module imported on first use), with retries."""
-    from openheim.core.llm.retry import RetryClient
-
     return RetryClient(_inner_client(cfg), base_delay=base_delay, pause=not cfg.replay)  # a replay never waits

@@ -31,6 +31,7 @@ from openheim.config.recording_file import (
 from openheim.config.secrecy import REDACTED, remove_secrets
 from openheim.core.llm.http import HttpTransport, Tap
 from openheim.core.llm.http_errors import error_for_status
+from openheim.core.turn_context import CancelToken
 from openheim.errors import (
     Cancelled,
     ConfigError,
@@ -41,7 +42,6 @@ from openheim.errors import (
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
-    from openheim.core.turn_context import CancelToken
 
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
 _SECRET_QUERY_WORDS = ("key", "token", "secret", "sig", "auth", "pass")
@@ -294,8 +294,6 @@ class ReplayTransport:
     def post_json(
         self, url: str, body: dict[str, Any], headers: dict[str, str], cancel: CancelToken | None = None, limit: int = 0
     ) -> Any:
-        from openheim.core.turn_context import CancelToken
-
         with self.stream(url, body, headers, cancel or CancelToken(), overflow=False) as resp:
             return json.loads(b"".join(resp.replayed_chunks()).decode("utf-8", "replace"))
 
