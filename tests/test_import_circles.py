@@ -100,6 +100,7 @@ def test_the_circle_finder_finds_a_circle_and_skips_type_checking(tmp_path):
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [{"a", "b", "c"}]
     assert load_time_imports(PACKAGE / "tools" / "search_rg.py", set(import_graph())) == {
+        "openheim.core.child_env",
         "openheim.errors",
         "openheim.tools.search_files",
     }  # its CancelToken import sits under TYPE_CHECKING
