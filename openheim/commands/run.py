@@ -20,10 +20,11 @@ from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
-    from openheim.client import OpenheimClient, SessionHandle
+    from openheim.client import OpenheimClient
     from openheim.core.events import StreamEvent
     from openheim.core.models import ContentBlock, ImageBlock
     from openheim.core.structured import OutputSchema
+    from openheim.runtime.session import Session
     from openheim.runtime.turn import Turn
 
 SCHEMA_VERSION = 1
@@ -67,7 +68,7 @@ def event_json(event: StreamEvent) -> dict:
 
 def result_json(
     result: AgentResult,
-    handle: SessionHandle,
+    handle: Session,
     structured: bool = False,
     streamed: str = "",
     denied: list[dict] | None = None,
@@ -216,7 +217,7 @@ class Printer:
             return
         self.err.flush()
 
-    def result(self, result: AgentResult, handle: SessionHandle) -> None:
+    def result(self, result: AgentResult, handle: Session) -> None:
         if self.output == "text":
             if self.structured and result.stop_reason is StopReason.END_TURN:
                 self.out.write(json.dumps(result.structured, ensure_ascii=False) + "\n")
@@ -236,7 +237,7 @@ class Printer:
 
             self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
 
-    def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
+    def _result_json(self, result: AgentResult, handle: Session) -> dict:
         return result_json(result, handle, self.structured, "".join(self.streamed), self.denied)
 
     def failure(self, error: BaseException) -> None:
@@ -247,7 +248,7 @@ class Printer:
             known["text"] = "".join(self.streamed)
         print_failure(self.output, error, self.out, known)
 
-    def interrupted(self, signum: int, result: AgentResult | None = None, handle: SessionHandle | None = None) -> int:
+    def interrupted(self, signum: int, result: AgentResult | None = None, handle: Session | None = None) -> int:
         """A run stopped by ``signum``: its result when the turn wound down in time (with the signal as its
         ``error``), else a failure object with what had streamed; returns the exit code."""
         code = 128 + signum
@@ -304,7 +305,7 @@ def compaction_line(event: events.Compaction) -> str:
     )
 
 
-def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> SessionHandle:
+def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session:
     from openheim.errors import InvalidArgument
 
     session_id = opts.session
@@ -313,10 +314,12 @@ def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session
         if not metas:
             raise InvalidArgument(f"no earlier session in {cwd} to continue; run without --continue to start one")
         session_id = metas[0].id
-    if session_id and opts.fork:
-        return client.fork_session(session_id)
     if session_id:
         handle, _ = client.resume_session(session_id, cwd)
+        if opts.fork:
+            fork = handle.fork()
+            handle.close()
+            return fork
         return handle
     return client.new_session(cwd)
 
@@ -383,7 +386,7 @@ class _SignalGuard:
     128+signal); SIGINT is KeyboardInterrupt, except a repeat right after the first (the frozen binary's
     bootloader forwards the terminal's SIGINT to us, so one key press can arrive twice)."""
 
-    def __init__(self, handle: SessionHandle) -> None:
+    def __init__(self, handle: Session) -> None:
         self.received = 0
         self._handle = handle
         self._first_interrupt: float | None = None

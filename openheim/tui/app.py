@@ -28,10 +28,11 @@ from openheim.tui.theme import theme_name
 from openheim.tui.transcript import Item, Scroll, Transcript
 
 if TYPE_CHECKING:
-    from openheim.client import OpenheimClient, SessionHandle
+    from openheim.client import OpenheimClient
     from openheim.core.events import StreamEvent
     from openheim.core.permission import Decision, Question
     from openheim.core.tools import ToolView
+    from openheim.runtime.session import Session
     from openheim.runtime.turn import Turn
     from openheim.tui.screen import Row, Screen
 
@@ -49,7 +50,7 @@ GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
 class App:
     """State of the chat screen and the loop that drives it."""
 
-    def __init__(self, client: OpenheimClient, session: SessionHandle, skills: list[str], version: str) -> None:
+    def __init__(self, client: OpenheimClient, session: Session, skills: list[str], version: str) -> None:
         self.client, self.skills, self.version = client, list(skills), version
         self.cwd = str(session.cwd)
         self.gate = AskTheFrontEnd()  # questions arrive as PermissionAsked events; self.questions holds them
