@@ -389,7 +389,7 @@ def image(app: App, arg: str) -> None:
 
 def compact(app: App, arg: str) -> None:
     """Summarise the conversation now, off the UI thread (it is a model call)."""
-    from openheim.tui.app import compaction_text
+    from openheim.tui.frame import compaction_text
 
     app.info("compacting the conversation…")
     session = app.session
