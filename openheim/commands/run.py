@@ -271,7 +271,7 @@ class RunCommand(click.Command):
 )
 @sandbox_options
 @click.pass_context
-def run_command(ctx: click.Context, prompt: str | None, **flags: Any) -> None:
+def run_command(ctx: click.Context, /, prompt: str | None, **flags: Any) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
     try:
         opts = _run_options(prompt, flags)
