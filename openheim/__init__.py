@@ -9,7 +9,7 @@ from openheim.version import __version__
 
 _LAZY = {
     "OpenheimClient": "openheim.client",
-    "SessionHandle": "openheim.client",
+    "Session": "openheim.runtime.session",
     "ToolHandler": "openheim.core.tools",
     "ToolCapabilities": "openheim.core.tools",
     "BaseTool": "openheim.core.tools",
@@ -42,7 +42,6 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would cost e
 if TYPE_CHECKING:  # what type checkers see; at run time the names resolve lazily below
     from openheim.acp.server import serve_acp as serve_acp
     from openheim.client import OpenheimClient as OpenheimClient
-    from openheim.client import SessionHandle as SessionHandle
     from openheim.core.client_io import ClientIo as ClientIo
     from openheim.core.events import StreamEvent as StreamEvent
     from openheim.core.function_tool import FunctionTool as FunctionTool
@@ -67,6 +66,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names resolve lazil
     from openheim.errors import OpenheimError as OpenheimError
     from openheim.memory.embedding import EmbeddingClient as EmbeddingClient
     from openheim.memory.long_term import LongTermMemory as LongTermMemory
+    from openheim.runtime.session import Session as Session
     from openheim.runtime.turn import Turn as Turn
 
 __all__ = ["__version__", *_LAZY]

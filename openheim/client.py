@@ -1,61 +1,47 @@
 """OpenheimClient: the one door to the runtime, used by every front end and by embedders.
 
-A front end opens a session here, starts turns with ``SessionHandle.start_turn`` and renders the
-``Turn``'s events in its own medium. Nothing outside this module reaches the runtime's internals.
+The client is the process: its config, models and tools, and the sessions it opens, loads, lists, reads and
+deletes. Each live conversation is a ``Session`` (openheim/runtime/session.py): a front end starts turns
+with ``session.start_turn`` and renders the ``Turn``'s events in its own medium. Nothing outside this module
+reaches the runtime's internals.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openheim.core.models import (
-    AgentResult,
-    ContentBlock,
-    ImageBlock,
-    Message,
-    TextBlock,
-    Tool,
-    Usage,
-)
+from openheim.config.edit import save_theme
+from openheim.config.public_view import public_view
+from openheim.config.rules import decide
+from openheim.config.schema import McpServerConfig, parse_mcp_server
+from openheim.core.function_tool import FunctionTool
+from openheim.core.models import Message, Tool
+from openheim.core.tools import check_handler
+from openheim.errors import ConfigError
 
 if TYPE_CHECKING:
-    from openheim.checkpoints.store import TurnRecord
-    from openheim.checkpoints.undo import UndoPlan, UndoResult
     from openheim.config.agent_config import AgentConfig
     from openheim.config.rules import Verdict
-    from openheim.config.schema import Config, McpServerConfig
-    from openheim.conversation.compaction import CompactionOutcome
+    from openheim.config.schema import Config
     from openheim.conversation.history import ConversationMeta
     from openheim.conversation.skills import Skill
-    from openheim.core.client_io import ClientIo
-    from openheim.core.events import StreamEvent
     from openheim.core.llm.adapters import BlockingLlm
     from openheim.core.llm.base import LlmClient
-    from openheim.core.permission import PermissionGate
-    from openheim.core.structured import OutputSchema
-    from openheim.core.tools import (
-        ToolCapabilities,
-        ToolExecutor,
-        ToolHandler,
-        ToolView,
-    )
-    from openheim.mcp.prompts import McpPrompt
+    from openheim.core.tools import ToolCapabilities, ToolHandler
     from openheim.mcp.status import McpServerStatus
     from openheim.memory.long_term import LongTermMemory
     from openheim.runtime.runtime import Runtime
-    from openheim.runtime.turn import Turn
+    from openheim.runtime.session import Session
 
 
 def mcp_server_configs(servers: list | tuple | None) -> list[McpServerConfig]:
     """Server configs from McpServerConfig objects or dicts ``{"name", "command", "args", "env"}`` /
     ``{"name", "url", "headers"}`` (a ConfigError says what is wrong with one)."""
-    from openheim.config.schema import McpServerConfig, parse_mcp_server
-    from openheim.errors import ConfigError
-
     configs: list[McpServerConfig] = []
     for i, entry in enumerate(servers or ()):
         if isinstance(entry, McpServerConfig):
@@ -68,229 +54,17 @@ def mcp_server_configs(servers: list | tuple | None) -> list[McpServerConfig]:
     return configs
 
 
-def to_blocks(prompt: str | list[ContentBlock], images: list[tuple[str, str]] | tuple = ()) -> list[ContentBlock]:
-    """Prompt text (empty adds no block) followed by (base64 data, mime type) images, in order."""
-    blocks: list[ContentBlock] = [TextBlock(prompt)] if isinstance(prompt, str) and prompt else []
-    if not isinstance(prompt, str):
-        blocks = list(prompt)
-    blocks.extend(ImageBlock(data, mime) for data, mime in images)
-    return blocks
-
-
-@dataclass(eq=False)
+@dataclass
 class LoadedSession:
-    """What resuming a stored session gives back besides its handle."""
+    """What resuming a stored session gives back besides the session: its messages and any warning."""
 
     messages: list[Message]
     warning: str | None = None  # e.g. its provider is gone and the default one was used
 
 
-class SessionHandle:
-    """One conversation: start turns on it, cancel them, switch its model or mode."""
-
-    def __init__(self, client: OpenheimClient, session_id: str) -> None:
-        self._client = client
-        self.id = session_id
-        self._gate: PermissionGate | None = None
-        self._io: ClientIo | None = None
-        self._context_usage: Usage | None = None
-
-    @property
-    def _state(self) -> Runtime:
-        return self._client.state
-
-    def permission_gate(self, gate: PermissionGate) -> SessionHandle:
-        """Ask ``gate`` before side-effect tool calls (default: allow all)."""
-        from openheim.core.permission import check_gate
-
-        self._gate = check_gate(gate)
-        return self
-
-    def client_io(self, io: ClientIo) -> SessionHandle:
-        """Read and write files (and run commands) through ``io`` where it can."""
-        self._io = io
-        return self
-
-    # --- turns -----------------------------------------------------------------------
-
-    def start_turn(
-        self,
-        prompt: str | list[ContentBlock],
-        *,
-        images: list[tuple[str, str]] | tuple = (),
-        extra_skills: list[str] | tuple[str, ...] = (),
-        gate: PermissionGate | None = None,
-        client_io: ClientIo | None = None,
-        output_schema: dict | OutputSchema | None = None,
-    ) -> Turn:
-        """Start a turn on its own worker thread and return it at once.
-
-        Raises SessionBusy while another turn runs on this session (one that was cancelled is waited
-        for instead). ``gate`` and ``client_io`` override the session's own for this turn. With
-        ``output_schema`` (a JSON Schema) the final answer must be JSON valid against it: the result's
-        ``structured`` holds it, or, after one repair round, stop reason ``invalid_output`` and ``output_error``.
-        """
-        blocks = to_blocks(prompt, images)
-        output = None
-        if output_schema is not None:
-            from openheim.core.structured import OutputSchema
-
-            output = output_schema if isinstance(output_schema, OutputSchema) else OutputSchema.from_dict(output_schema)
-        return self._state.start_turn(self.id, blocks, gate or self._gate, client_io or self._io, extra_skills, output)
-
-    def prompt(
-        self,
-        prompt: str | list[ContentBlock],
-        on_event: Callable[[StreamEvent], None] | None = None,
-        images: list[tuple[str, str]] | tuple = (),
-        extra_skills: list[str] | tuple[str, ...] = (),
-        output_schema: dict | OutputSchema | None = None,
-    ) -> AgentResult:
-        """Shorthand for ``start_turn(...).result``: run one turn to its end; ``on_event`` sees every
-        StreamEvent on the calling thread."""
-        turn = self.start_turn(prompt, images=images, extra_skills=extra_skills, output_schema=output_schema)
-        for batch in turn.batches():
-            if on_event is not None:
-                for event in batch:
-                    on_event(event)
-        result = turn.result
-        self._context_usage = result.context_usage or self._context_usage
-        return result
-
-    def context_usage(self) -> Usage | None:
-        """What the context held at the end of the last prompt() (None before the first one)."""
-        return self._context_usage
-
-    def stream(
-        self,
-        prompt: str | list[ContentBlock],
-        *,
-        images: list[tuple[str, str]] | tuple = (),
-        extra_skills: list[str] | tuple[str, ...] = (),
-        gate: PermissionGate | None = None,
-        client_io: ClientIo | None = None,
-    ) -> Turn:
-        """Deprecated: the same as ``start_turn`` (kept because earlier versions documented it)."""
-        return self.start_turn(prompt, images=images, extra_skills=extra_skills, gate=gate, client_io=client_io)
-
-    def cancel(self) -> None:
-        """Deprecated: cancel the session's running turn, if any; prefer ``turn.cancel()``."""
-        self._state.cancel(self.id)
-
-    @property
-    def busy(self) -> bool:
-        """Whether a turn is running on this session."""
-        return self._state.session(self.id).in_flight
-
-    # --- settings -----------------------------------------------------------------------
-
-    def switch_model(self, provider: str | None, model: str | None = None) -> AgentConfig:
-        return self._state.set_model(self.id, provider, model)
-
-    def set_mode(self, mode: str) -> str:
-        return self._state.set_mode(self.id, mode)
-
-    @property
-    def config(self) -> AgentConfig:
-        return self._state.session(self.id).config
-
-    @property
-    def mode(self) -> str:
-        return self._state.session(self.id).mode
-
-    @property
-    def cwd(self) -> Path:
-        return self._state.session(self.id).cwd
-
-    @property
-    def has_history(self) -> bool:
-        """Whether the conversation has been stored (it is, from its first turn on)."""
-        return self._state.conversations.history.exists(self.id)
-
-    def present(self, tool_name: str, args: dict | None, with_diff: bool = False) -> ToolView:
-        """How a call of ``tool_name`` looks in this session (title, kind, locations; a diff if asked)."""
-        from openheim.core.tools import ViewContext
-
-        where = ViewContext(self.cwd, self._io, with_diff=with_diff, root=self._state.sandbox_for(self.cwd)[0])
-        return self._tools().present(tool_name, args, where)
-
-    def _tools(self) -> ToolExecutor:
-        return self._state.turn_tools(self._state.session(self.id))
-
-    def tools(self) -> list[Tool]:
-        """The tools this session offers now: built-ins, custom tools, delegate_task, and its MCP servers'
-        (those ready)."""
-        return self._tools().definitions()
-
-    def tool_capabilities(self, name: str) -> ToolCapabilities:
-        return self._tools().capabilities(name)
-
-    def suggested_rules(self, tool_name: str, arguments: str) -> list[str]:
-        """The allow rules covering exactly this call, as "allow always" saves them for the project."""
-        from openheim.config.rules import suggested_rules
-        from openheim.core.tools import parse_arguments
-
-        root, cwd = self._state.sandbox_for(self.cwd)
-        return suggested_rules(tool_name, parse_arguments(arguments), str(root), str(cwd))
-
-    def save_project_rules(self, rules: list[str]) -> Path | None:
-        """Append allow rules to the project's ``.openheim/settings.toml`` (the innermost one from the
-        sandbox root down to this session's cwd, else the root's); returns the file."""
-        from openheim.config.project_settings import save_allow_rule
-
-        root, cwd = self._state.sandbox_for(self.cwd)
-        path = None
-        for rule in rules:
-            path = save_allow_rule(root, cwd, rule, self._state.settings.data_dir)
-        return path
-
-    def mcp_servers(self, wait: float = 0.0) -> list[McpServerStatus]:
-        """The MCP servers this session sees (configured, its project's, its own), waiting up to ``wait``
-        seconds for those still starting."""
-        return self._state.mcp_statuses(self._state.session(self.id), wait)
-
-    def mcp_prompts(self, wait: float = 0.0) -> list[McpPrompt]:
-        """The prompts of this session's MCP servers (``server/name``, description, arguments), waiting up to
-        ``wait`` seconds for servers still starting."""
-        return self._state.mcp_prompts(self._state.session(self.id), wait)
-
-    def expand_mcp_prompt(self, name: str, arguments: str = "") -> str:
-        """The text MCP prompt ``name`` (``server/name`` or ``server.name``) makes with ``arguments`` (``key=value``
-        pairs), to send as a prompt. NotFound for an unknown prompt, InvalidArgument for a missing required
-        argument or text that is not a pair, ToolExecutionError when the server fails; each one line."""
-        return self._state.expand_mcp_prompt(self._state.session(self.id), name, arguments)
-
-    def compact(self, on_event: Callable[[StreamEvent], None] | None = None) -> CompactionOutcome:
-        """Summarise the conversation now; the outcome's ``error`` says why when it could not be."""
-        return self._state.compact(self.id, on_event)
-
-    def fork(self) -> SessionHandle:
-        """A new session that starts from this one's current point (history copied, checkpoints shared)."""
-        return self._client.fork_session(self.id)
-
-    def changes(self) -> list[TurnRecord]:
-        """Each turn's changed files (only turns that changed files under the sandbox root)."""
-        return self._client.session_changes(self.id)
-
-    def plan_undo(self, turns: int = 1) -> UndoPlan:
-        """What undoing the last ``turns`` file-changing turns would restore (nothing is written)."""
-        return self._client.plan_undo(self.id, turns)
-
-    def undo(self, turns: int = 1, force: bool = False) -> UndoResult:
-        """Restore the files the last ``turns`` turns changed; files changed since are protected unless ``force``."""
-        if self.busy:
-            from openheim.errors import SessionBusy
-
-            raise SessionBusy(self.id)
-        return self._client.undo(self.plan_undo(turns), force)
-
-    def close(self) -> None:
-        """Cancel what runs and forget the live session (its history stays on disk)."""
-        self._client.close_session(self.id)
-
-
 class OpenheimClient:
-    """The library facade around the runtime. ``state`` is internal: front ends never touch it."""
+    """The process: config, models, tools, and the sessions it opens, loads, lists, reads and deletes.
+    ``state`` (the Runtime) is internal: front ends never touch it."""
 
     def __init__(self, state: Runtime) -> None:
         self.state = state
@@ -317,21 +91,19 @@ class OpenheimClient:
 
     @property
     def config(self) -> Config:
-        return self.state.config
+        return self.state.services.config
 
     @property
     def data_dir(self) -> Path:
-        return self.state.settings.data_dir
+        return self.state.services.settings.data_dir
 
     @property
     def work_dir(self) -> Path | None:
         """The configured sandbox root (canonical), or None: each session is rooted at its cwd."""
-        return self.state.settings.work_dir
+        return self.state.services.settings.work_dir
 
     def public_config(self, work_dir: str | Path | None = None) -> dict:
         """The config as clients may see it: no keys, no data_dir, scrubbed URLs (``work_dir`` if none is set)."""
-        from openheim.config.public_view import public_view
-
         return public_view(self.config, str(self.work_dir or work_dir or Path.cwd()))
 
     # --- sessions ---------------------------------------------------------------------
@@ -344,14 +116,13 @@ class OpenheimClient:
         skills: list[str] | tuple[str, ...] = (),
         mcp_servers: list[McpServerConfig | dict] | None = None,
         hold: bool = False,
-    ) -> SessionHandle:
+    ) -> Session:
         """A new session rooted at ``cwd``. ``mcp_servers`` are its own (started now, in the background,
         and stopped when it closes), added to the configured ones. ``hold``: a connected client shows it,
-        so it is never evicted to make room until ``let_go``; when every live session is running or held
-        and the map is full, TooManySessions."""
+        so it is never evicted to make room until ``session.let_go()``; when every live session is running
+        or held and the map is full, TooManySessions."""
         configs = mcp_server_configs(mcp_servers)
-        session = self.state.new_session(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs, hold)
-        return SessionHandle(self, session.id)
+        return self.state.new(Path(cwd or os.getcwd()).absolute(), model, provider, skills, configs, hold)
 
     def resume_session(
         self,
@@ -359,112 +130,66 @@ class OpenheimClient:
         cwd: str | Path | None = None,
         mcp_servers: list[McpServerConfig | dict] | None = None,
         hold: bool = False,
-    ) -> tuple[SessionHandle, LoadedSession]:
+    ) -> tuple[Session, LoadedSession]:
+        """Load a stored session (a live one keeps its state): the session, and its messages and any warning."""
         configs = mcp_server_configs(mcp_servers) if mcp_servers is not None else None
-        loaded = self.state.load_session(session_id, Path(cwd).absolute() if cwd else None, configs, hold)
-        return SessionHandle(self, loaded.session.id), LoadedSession(loaded.messages, loaded.warning)
+        session, messages, warning = self.state.resume(session_id, Path(cwd).absolute() if cwd else None, configs, hold)
+        return session, LoadedSession(messages, warning)
 
-    def let_go(self, session_id: str) -> None:
-        """A client that held the session (``hold=True``) no longer shows it; it may be evicted once idle."""
-        self.state.sessions.let_go(session_id)
-
-    def session(self, session_id: str) -> SessionHandle:
-        """The handle of a live session (NotFound if there is none with that id)."""
-        return SessionHandle(self, self.state.session(session_id).id)
+    def session(self, session_id: str) -> Session:
+        """A live session (NotFound if there is none with that id)."""
+        return self.state.live(session_id)
 
     def list_sessions(self, cwd: str | None = None, include_failed: bool = False) -> list[ConversationMeta]:
         """Stored sessions, newest first (in ``cwd`` when given); sessions whose first turn failed before any
         reply are left out unless ``include_failed``."""
-        return self.state.list_sessions(cwd, include_failed)
-
-    def get_session(self, session_id: str) -> list[Message]:
-        """Deprecated: the messages of ``stored_session(session_id)``."""
-        return self.stored_session(session_id)[1]
+        return self.state.stored(cwd, include_failed)
 
     def stored_session(self, session_id: str) -> tuple[ConversationMeta, list[Message]]:
         """A stored conversation's metadata and messages (InvalidArgument for a malformed id, NotFound)."""
-        history = self.state.conversations.history
+        history = self.state.services.conversations.history
         conv = history.load(history.resolve_id(session_id))
         return conv.meta, conv.messages
 
     def delete_session(self, session_id: str) -> None:
-        self.state.delete_session(session_id)
-
-    def cancel(self, session_id: str) -> None:
-        """Deprecated: cancel the turn running on ``session_id``, if any (unknown ids are ignored); prefer
-        ``turn.cancel()``."""
-        self.state.cancel(session_id)
-
-    def close_session(self, session_id: str) -> None:
-        """Cancel what runs on a live session and forget it (its history stays on disk)."""
-        self.state.close_session(session_id)
-
-    # --- long sessions: fork, checkpoints and undo ------------------------------------------------
-
-    def fork_session(self, session_id: str) -> SessionHandle:
-        """A new live session starting where the stored ``session_id`` is now (history copied, checkpoints
-        shared)."""
-        return self.resume_session(self.state.fork(session_id))[0]
-
-    def session_changes(self, session_id: str) -> list[TurnRecord]:
-        """The turn records of a session: each file-changing turn's added, modified and deleted files."""
-        from openheim.conversation.history import check_session_id
-
-        return self.state.long_sessions.turns(check_session_id(session_id))
-
-    def plan_undo(self, session_id: str, turns: int = 1) -> UndoPlan:
-        """What undoing the session's last ``turns`` file-changing turns would do (nothing is written)."""
-        from openheim.conversation.history import check_session_id
-
-        return self.state.long_sessions.plan_undo(check_session_id(session_id), turns)
-
-    def undo(self, plan: UndoPlan, force: bool = False) -> UndoResult:
-        """Carry out ``plan``: InvalidArgument naming the files changed since, unless ``force``."""
-        live = self.state.sessions.get(plan.session_id)
-        if live is not None and live.in_flight:
-            from openheim.errors import SessionBusy
-
-            raise SessionBusy(plan.session_id)
-        return self.state.long_sessions.apply_undo(plan, force)
+        """Forget a stored session (SessionBusy while a turn runs on it)."""
+        self.state.discard(session_id)
 
     # --- what the runtime offers ---------------------------------------------------------------
 
     def models(self) -> list[tuple[str, str]]:
         """(provider, model) pairs the config offers."""
-        return self.state.models()
+        return self.state.services.models()
 
     def tools(self) -> list[Tool]:
         """Built-in and custom tools, plus the tools of configured MCP servers that are ready."""
-        return self.state.runtime_tools().definitions()
+        return self.state.services.runtime_tools().definitions()
 
     def tool_capabilities(self, name: str) -> ToolCapabilities:
-        return self.state.runtime_tools().capabilities(name)
+        return self.state.services.runtime_tools().capabilities(name)
 
     def explain_permission(self, tool_name: str, args: object, cwd: str | Path | None = None) -> Verdict:
         """What the permission rules (config, builder, and the project's for ``cwd``) say about a call."""
-        from openheim.config.rules import decide
-
-        user, project, root = self.state.permission_rules(Path(cwd or os.getcwd()).absolute())
-        return decide(tool_name, args, user, project, str(root), str(Path(cwd or os.getcwd()).absolute()))
+        where = Path(cwd or os.getcwd()).absolute()
+        user, project, root = self.state.services.permission_rules(where)
+        return decide(tool_name, args, user, project, str(root), str(where))
 
     def mcp_servers(self, wait: float = 0.0, cwd: str | Path | None = None) -> list[McpServerStatus]:
         """Status of the configured MCP servers (config.toml, builder, --mcp-config), waiting up to ``wait``
         seconds for those still starting. With ``cwd``, also that directory's project ``.mcp.json`` servers:
         started for the check when the file is trusted, listed as untrusted otherwise."""
-        return self.state.mcp_statuses(None, wait, Path(cwd).absolute() if cwd else None)
+        return self.state.mcp_statuses(wait, Path(cwd).absolute() if cwd else None)
 
     def memory(self) -> LongTermMemory | None:
         """The long-term memory behind the remember / search_memory / edit_memory / forget tools."""
-        return self.state.long_term_memory
+        return self.state.services.long_term_memory
 
     def skills(self) -> list[Skill]:
         """The installed skills (name and description)."""
-        return self.state.conversations.skills.list()
+        return self.state.services.conversations.skills.list()
 
     def save_theme(self, name: str) -> None:
         """Save ``name`` as ``[tui].theme_color`` in the config file, keeping its comments and layout."""
-        from openheim.config.edit import save_theme
-
         save_theme(self.config.path, name)
         self.config.theme_color = name
 
@@ -579,8 +304,6 @@ class OpenheimBuilder:
         tool_timeout_secs); it overrides a config.toml server of the same name."""
         (server,) = mcp_server_configs([{"name": name, **config} if isinstance(config, dict) else config])
         if server.name != name:
-            from dataclasses import replace
-
             server = replace(server, name=name)
         self._opts.setdefault("mcp_servers", {})[name] = server
         return self
@@ -596,11 +319,6 @@ class OpenheimBuilder:
 
     def tool(self, handler: ToolHandler | Callable[..., object]) -> OpenheimBuilder:
         """Offer a custom tool: a ToolHandler, or a plain function (described by its hints and docstring)."""
-        import inspect
-
-        from openheim.core.function_tool import FunctionTool
-        from openheim.core.tools import check_handler
-
         if not isinstance(handler, FunctionTool) and inspect.isfunction(handler):
             handler = FunctionTool(handler)
         self._tools.append(check_handler(handler))
@@ -616,6 +334,6 @@ class OpenheimBuilder:
         return self
 
     def build(self) -> OpenheimClient:
-        from openheim.runtime.build import build_state
+        from openheim.runtime.build import build_state  # the runtime loads with the first client (start-up seam)
 
         return OpenheimClient(build_state(self._opts, self._tools, self._llm_factory))

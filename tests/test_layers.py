@@ -39,7 +39,7 @@ LAYERS = {
     "__main__": 9,
 }
 FRONT_END = LAYERS["acp"]  # this layer and those above it are front ends
-PUBLIC_RUNTIME = {"openheim.runtime.turn"}  # the Turn a front end iterates is part of the door
+PUBLIC_RUNTIME = {"openheim.runtime.turn", "openheim.runtime.session"}  # the Session and Turn are part of the door
 MAX_CIRCLES = 1  # the chat: tui/app.py, commands.py and frame.py import each other in functions
 
 

@@ -122,7 +122,7 @@ from typing import assert_type
 import openheim
 from openheim import (AgentResult, BaseTool, CancelToken, Choice, ClientIo, Decision, EmbeddingClient,
                       FunctionTool, LlmClient, Message, OpenheimClient, PermissionGate, PermissionRequest,
-                      SessionHandle, StreamEvent, ToolCapabilities, ToolHandler, ToolView, TurnContext, serve_acp,
+                      Session, StreamEvent, ToolCapabilities, ToolHandler, ToolView, TurnContext, serve_acp,
                       tool)
 from openheim.core import events
 from openheim.core.llm.base import OnChunk
@@ -187,13 +187,13 @@ client = (OpenheimClient.builder().api_key("k").model("m").max_iterations(3).too
           .llm_factory(lambda config: Echo()).build())
 with client:
     session = client.new_session().permission_gate(gate)
-    assert_type(session, SessionHandle)
+    assert_type(session, Session)
     result = session.prompt("hi")
     assert_type(result, AgentResult)
     received: queue.Queue[StreamEvent] = queue.Queue()
     session.prompt("again", on_event=received.put)
     usage = session.context_usage()
-    for event in session.stream("more"):
+    for event in session.start_turn("more"):
         if isinstance(event, events.ToolCall):
             print(event.tool_name, event.arguments)
     io: ClientIo | None = None

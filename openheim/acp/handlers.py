@@ -15,11 +15,12 @@ from openheim.acp.mcp_servers import mcp_servers
 from openheim.acp.prompt import ClientFeatures, PromptRun
 from openheim.acp.util import invalid_params, require_str
 from openheim.core.models import TextBlock
-from openheim.errors import NotFound, SessionBusy
+from openheim.errors import NotFound, OpenheimError, SessionBusy
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import OpenheimClient, SessionHandle
+    from openheim.client import OpenheimClient
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class Handlers:
         if latest != sent and session_id in self.held:  # not closed meanwhile
             self._send_update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": latest})
 
-    def commands(self, session: SessionHandle | None = None, wait: float = 0.0) -> list[dict]:
+    def commands(self, session: Session | None = None, wait: float = 0.0) -> list[dict]:
         """/compact and /undo, then one slash command per installed skill (`/name args` runs the turn with that
         skill added), then one per prompt of the session's MCP servers (`/server.name args`, waiting up to
         ``wait`` seconds for servers still starting)."""
@@ -193,7 +194,10 @@ class Handlers:
     def close_session(self, request_id: Any, params: dict) -> dict:
         session_id = require_str(params, "sessionId")
         self.cancel(session_id)
-        self.client.close_session(session_id)
+        try:
+            self.client.session(session_id).close()
+        except NotFound:  # not live: closed already, or evicted
+            pass
         self.held.discard(session_id)
         return {}
 
@@ -227,13 +231,13 @@ class Handlers:
         self._start_run(session, request_id, blocks, extra)
         return DEFERRED
 
-    def _start_run(self, session: SessionHandle, request_id: Any, blocks: list, extra: list[str]) -> None:
+    def _start_run(self, session: Session, request_id: Any, blocks: list, extra: list[str]) -> None:
         run = PromptRun(session, self.conn, request_id, blocks, extra, self.features, on_done=self._run_done)
         with self._runs_lock:
             run.start()  # SessionBusy while a turn that was not cancelled runs
             self.runs[session.id] = run
 
-    def _expand_then_run(self, session: SessionHandle, request_id: Any, blocks: list, name: str, args: str) -> None:
+    def _expand_then_run(self, session: Session, request_id: Any, blocks: list, name: str, args: str) -> None:
         """Fetch the prompt, then run the turn with its text (see ``mcp_prompts.Expansion``)."""
         expansion = mcp_prompts.Expansion(self.conn, request_id, session, blocks, name, args)
         with self._runs_lock:
@@ -283,7 +287,10 @@ class Handlers:
         if run is not None:
             run.cancel()
         elif self.lazy_client.built is not None:
-            self.lazy_client.built.cancel(session_id)
+            try:
+                self.lazy_client.built.session(session_id).cancel()
+            except OpenheimError:  # a malformed id, or a session that is not live: nothing runs
+                pass
 
     def let_go_all(self) -> None:
         """The connection ended: the sessions it showed may be evicted again once idle."""
@@ -291,7 +298,10 @@ class Handlers:
         held, self.held = self.held, set()
         if built is not None:
             for session_id in held:
-                built.let_go(session_id)
+                try:
+                    built.session(session_id).let_go()
+                except OpenheimError:  # closed or evicted meanwhile
+                    pass
 
     def cancel_all(self) -> list[PromptRun]:
         with self._runs_lock:

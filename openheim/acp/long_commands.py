@@ -13,8 +13,8 @@ from openheim.acp.util import error_for
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import SessionHandle
     from openheim.core.events import Compaction
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,7 @@ def parse(text: str) -> tuple[str, str] | None:
     return (name, rest.strip()) if name in NAMES else None
 
 
-def run(
-    conn: Connection, request_id: Any, session: SessionHandle, name: str, arg: str, send: Callable[[dict], None]
-) -> None:
+def run(conn: Connection, request_id: Any, session: Session, name: str, arg: str, send: Callable[[dict], None]) -> None:
     """Answer the session/prompt request on a thread of its own (``/compact`` asks the model)."""
 
     def work() -> None:
@@ -80,7 +78,7 @@ def run(
     threading.Thread(target=work, name=f"acp-/{name}", daemon=True).start()
 
 
-def _compact(session: SessionHandle, send: Callable[[dict], None]) -> str:
+def _compact(session: Session, send: Callable[[dict], None]) -> str:
     from openheim.core.events import Compaction
 
     outcome = session.compact(lambda e: send(compaction_update(e)) if isinstance(e, Compaction) else None)
@@ -89,7 +87,7 @@ def _compact(session: SessionHandle, send: Callable[[dict], None]) -> str:
     return f"Compacted: {outcome.record.keep_from} earlier messages are now a summary."
 
 
-def _undo(session: SessionHandle, arg: str) -> str:
+def _undo(session: Session, arg: str) -> str:
     words = arg.lower().split()
     turns = next((int(w) for w in words if w.isdigit()), 1)
     plan = session.plan_undo(turns)

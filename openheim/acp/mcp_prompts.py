@@ -16,13 +16,13 @@ from openheim.core.models import TextBlock
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import SessionHandle
     from openheim.core.models import ContentBlock
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
 
-def commands(session: SessionHandle, wait: float = 0.0) -> list[dict[str, Any]]:
+def commands(session: Session, wait: float = 0.0) -> list[dict[str, Any]]:
     """One available command per prompt: its name ``server.name``, its description, its arguments as the hint."""
     try:
         prompts = session.mcp_prompts(wait)
@@ -41,7 +41,7 @@ def commands(session: SessionHandle, wait: float = 0.0) -> list[dict[str, Any]]:
     return found
 
 
-def parse(session: SessionHandle, blocks: list[ContentBlock]) -> tuple[str, str] | None:
+def parse(session: Session, blocks: list[ContentBlock]) -> tuple[str, str] | None:
     """(command, arguments) when the prompt's first block is ``/server.name ...`` naming one of the session's
     MCP prompts."""
     first = blocks[0] if blocks else None
@@ -69,7 +69,7 @@ class Expansion:
         self,
         conn: Connection,
         request_id: Any,
-        session: SessionHandle,
+        session: Session,
         blocks: list[ContentBlock],
         name: str,
         arguments: str,

@@ -17,8 +17,8 @@ from openheim.errors import Cancelled, OpenheimError
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
     from openheim.acp.toolcalls import ToolCallTracker
-    from openheim.client import SessionHandle
     from openheim.core.turn_context import CancelToken
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def options_for(rules: list[str]) -> list[dict]:
 class ProjectRules:
     """What "allow always" saves: the exact rules for a call, appended to the project's settings file."""
 
-    def __init__(self, handle: SessionHandle) -> None:
+    def __init__(self, handle: Session) -> None:
         self.handle = handle
 
     def suggest(self, req: PermissionRequest) -> list[str]:

@@ -19,8 +19,8 @@ from openheim.core.models import Message
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
-    from openheim.client import SessionHandle
     from openheim.core.models import ContentBlock
+    from openheim.runtime.session import Session
     from openheim.runtime.turn import Turn
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class PromptRun:
 
     def __init__(
         self,
-        handle: SessionHandle,
+        handle: Session,
         conn: Connection,
         request_id: object,
         blocks: list[ContentBlock],

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from openheim.acp.util import MODES
 
 if TYPE_CHECKING:
-    from openheim.client import OpenheimClient, SessionHandle
+    from openheim.client import OpenheimClient
+    from openheim.runtime.session import Session
 
 
 def modes_state(current: str) -> dict:
@@ -18,7 +19,7 @@ def model_value(provider: str, model: str) -> str:
     return f"{provider}/{model}"
 
 
-def config_options(client: OpenheimClient, session: SessionHandle) -> list[dict]:
+def config_options(client: OpenheimClient, session: Session) -> list[dict]:
     """The full option list: the model picker first, then the mode picker."""
     options = [
         {"value": model_value(p, m), "name": m, "description": p, "_meta": {"provider": p}} for p, m in client.models()
@@ -62,6 +63,6 @@ def parse_model_value(client: OpenheimClient, value: str) -> tuple[str | None, s
     return None, value
 
 
-def session_setup(client: OpenheimClient, session: SessionHandle) -> dict:
+def session_setup(client: OpenheimClient, session: Session) -> dict:
     """The modes and config options every session/new, load and resume answer carries."""
     return {"modes": modes_state(session.mode), "configOptions": config_options(client, session)}

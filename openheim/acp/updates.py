@@ -16,9 +16,9 @@ from openheim.acp.toolcalls import (
 from openheim.core import events
 
 if TYPE_CHECKING:
-    from openheim.client import SessionHandle
     from openheim.core.events import StreamEvent
     from openheim.core.models import Message, Usage
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def notice_update(event: events.Notice) -> dict:
     return update
 
 
-def acp_updates(session: SessionHandle, send: Callable[[dict], None]) -> AcpUpdates:
+def acp_updates(session: Session, send: Callable[[dict], None]) -> AcpUpdates:
     """An ``on_event`` for ``session.prompt``/``start_turn`` that maps the session's events to ACP
     ``session/update`` payloads for ``send`` (events with no ACP equivalent are dropped)."""
     return AcpUpdates(
@@ -121,7 +121,7 @@ def acp_updates(session: SessionHandle, send: Callable[[dict], None]) -> AcpUpda
     )
 
 
-def acp_replay(session: SessionHandle, messages: list[Message], send: Callable[[dict], None]) -> None:
+def acp_replay(session: Session, messages: list[Message], send: Callable[[dict], None]) -> None:
     """Send a stored conversation to ``send`` as the ACP updates a live turn would have sent."""
     from openheim.acp.convert import replay
 

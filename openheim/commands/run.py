@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -10,36 +9,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
+from openheim.client import OpenheimClient
+from openheim.commands.run_output import EXIT_CODES, Printer, print_failure
 from openheim.commands.sandbox import chosen, sandbox_options
-from openheim.core import events
-from openheim.core.control_chars import one_line, visible
-from openheim.core.models import AgentResult, StopReason, TextBlock, Usage
+from openheim.core.models import TextBlock
 from openheim.core.signals import SignalRoute, ignore
 from openheim.errors import EXIT_CODE_HELP
 
 if TYPE_CHECKING:
-    from openheim.client import OpenheimClient, SessionHandle
-    from openheim.core.events import StreamEvent
     from openheim.core.models import ContentBlock, ImageBlock
     from openheim.core.structured import OutputSchema
+    from openheim.runtime.session import Session
     from openheim.runtime.turn import Turn
 
-SCHEMA_VERSION = 1
 DOUBLE_INTERRUPT = 0.25  # seconds within which a second SIGINT is the same key press
-EXIT_CODES = {
-    StopReason.END_TURN: 0,
-    StopReason.NO_CONTENT: 0,
-    StopReason.MAX_ITERATIONS: 3,
-    StopReason.MAX_TOKENS: 4,
-    StopReason.REFUSAL: 5,
-    StopReason.BUDGET: 6,
-    StopReason.INVALID_OUTPUT: 7,
-    StopReason.CANCELLED: 130,
-}
 
 
 @dataclass(eq=False)
@@ -59,260 +46,7 @@ class RunOptions:
     fork: bool = False  # run on a copy of the resumed session (history copied, checkpoints shared)
 
 
-def event_json(event: StreamEvent) -> dict:
-    """A StreamEvent as a stream-json line: ``type`` is the event name."""
-    data = event.to_dict()
-    data["type"] = data.pop("event_type")
-    data["schema_version"] = SCHEMA_VERSION
-    return data
-
-
-def result_json(
-    result: AgentResult,
-    handle: SessionHandle,
-    structured: bool = False,
-    streamed: str = "",
-    denied: list[dict] | None = None,
-) -> dict:
-    """The run's result object; ``structured``: the run had an output schema (the key is always there).
-
-    A reply cut short (cancelled, a budget) carries what had streamed (``streamed``, when the turn had no
-    text of its own to give), ``error`` {message, kind} and ``exit_code``, as a failure does."""
-    cfg = handle.config
-    cut = _cut_short(result)
-    text = result.final_response or (streamed if cut is not None else "")
-    out: dict[str, object] = {
-        "text": text,
-        "stop_reason": result.stop_reason.value,
-        "iterations": result.iterations_used,
-        "usage": result.usage.to_dict(),
-        "session_id": handle.id,
-        "model": cfg.model,
-        "provider": cfg.provider_name,
-        "denied": list(denied or []),
-    }
-    if result.budget is not None:
-        out["budget"] = result.budget.to_dict()
-    if structured:
-        out["structured"] = result.structured
-    if result.output_error is not None:
-        out["output_error"] = result.output_error
-    if result.cost is not None:
-        out["cost"] = round(result.cost, 6)
-    if cut is not None:
-        out["error"], out["exit_code"] = cut, EXIT_CODES[result.stop_reason]
-    return out
-
-
-def _cut_short(result: AgentResult) -> dict | None:
-    """The ``error`` of a reply that was stopped before it ended (None: it ended on its own)."""
-    if result.stop_reason is StopReason.CANCELLED:
-        return {"message": "interrupted (cancelled)", "kind": "interrupted"}
-    if result.stop_reason is StopReason.BUDGET:
-        notice = result.budget.notice if result.budget is not None else result.stop_reason.notice
-        return {"message": notice, "kind": "budget"}
-    return None
-
-
-def failure_json(error: BaseException, known: dict | None = None) -> dict:
-    """A failed run for scripts: ``error`` {message, kind}, ``exit_code``, and whatever else is known."""
-    from openheim.errors import error_kind, error_message, exit_code_for
-
-    if isinstance(error, Interrupted):
-        message, kind, code = str(error), "interrupted", 128 + error.signum
-    else:
-        message, kind, code = error_message(error), error_kind(error), exit_code_for(error)
-    return {"error": {"message": message, "kind": kind}, "exit_code": code, **(known or {})}
-
-
-def print_failure(output: str, error: BaseException, out: TextIO | None = None, known: dict | None = None) -> None:
-    """``--output json``: the failure object; ``stream-json``: the same as a last ``error`` line; text: nothing
-    (the one-line message goes to stderr, printed by the CLI)."""
-    if output == "text":
-        return
-    obj = failure_json(error, known)
-    if output == "stream-json":
-        # ``message`` stays where schema_version 1 put it; ``error`` carries the same with its kind
-        obj = {"type": "error", "schema_version": SCHEMA_VERSION, "message": obj["error"]["message"], **obj}
-    out = out or sys.stdout
-    out.write(_dumps(obj) + "\n")
-    out.flush()
-
-
-def _dumps(obj: dict) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-class Interrupted(Exception):
-    """The run was stopped by a signal before it had a result (reported, never raised)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
-
-
-class Printer:
-    """Turns events into output: reply text on stdout, activity on stderr."""
-
-    def __init__(self, output: str, verbose: bool, out: TextIO, err: TextIO, structured: bool = False) -> None:
-        self.output, self.verbose, self.out, self.err = output, verbose, out, err
-        self.structured = structured  # an output schema: text mode prints only the validated JSON, at the end
-        self.ends_with_newline = True
-        self.known: dict = {}  # session_id, model, provider once the session is open
-        self.usage: Usage | None = None  # what the turn reported so far
-        self.streamed: list[str] = []  # the reply text of the running model call so far
-        self.denied: list[dict] = []  # the tool calls the permission gate refused
-        self.terminal = _isatty(out)  # the model's reply reaches a terminal: control characters are filtered
-
-    def events(self, batch: list[StreamEvent]) -> None:
-        """Write a batch of events, then flush once."""
-        for event in batch:
-            self.event(event)
-        self.out.flush()
-
-    def event(self, event: StreamEvent) -> None:
-        if isinstance(event, events.LlmResponse):  # most events of a stream: a fragment of the reply's text
-            self.streamed.append(event.content)
-            if self.output == "stream-json":
-                self.out.write(_dumps(event_json(event)) + "\n")
-            elif self.output == "text" and not self.structured and event.content:
-                self.out.write(visible(event.content) if self.terminal else event.content)
-                self.ends_with_newline = event.content.endswith("\n")
-            return  # it carries no usage, and verbose activity shows none of it
-        used = events.usage_of(event)
-        if used is not None:
-            self.usage = used if self.usage is None else self.usage + used
-        if isinstance(event, events.IterationStart):
-            self.streamed = []
-        elif isinstance(event, events.ToolDenied):
-            self.denied.append(denied_json(event))
-        elif isinstance(event, events.Notice):  # one stderr line in every output mode (stream-json: also a line)
-            self.err.write(f"openheim: {_preview(event.text, 400)}\n")
-            self.err.flush()
-        if self.output == "stream-json":
-            self.out.write(_dumps(event_json(event)) + "\n")
-        if self.verbose:
-            self._activity(event)
-
-    def _activity(self, event: StreamEvent) -> None:
-        if isinstance(event, events.SubagentEvent):
-            inner = event.event
-            if isinstance(inner, events.UsageReport):
-                return
-            if isinstance(inner, events.ToolCall):
-                self.err.write(
-                    f"  ⚙ [{_preview(event.subagent)}] {_preview(inner.tool_name)} {_preview(inner.arguments)}\n"
-                )
-            else:
-                mark = "✗" if inner.is_error else "→"
-                self.err.write(f"    {mark} {_preview(inner.result)}\n")
-        elif isinstance(event, events.ToolCall):
-            self.err.write(f"⚙ {_preview(event.tool_name)} {_preview(event.arguments)}\n")
-        elif isinstance(event, events.ToolResult):
-            mark = "✗" if event.is_error else "→"
-            self.err.write(f"  {mark} {_preview(event.result)}\n")
-        elif isinstance(event, events.ContextTrimmed):
-            self.err.write(f"[{event.dropped} earlier messages left out to fit the context window]\n")
-        elif isinstance(event, events.Compaction):
-            self.err.write(f"[{compaction_line(event)}]\n")
-        else:
-            return
-        self.err.flush()
-
-    def result(self, result: AgentResult, handle: SessionHandle) -> None:
-        if self.output == "text":
-            if self.structured and result.stop_reason is StopReason.END_TURN:
-                self.out.write(json.dumps(result.structured, ensure_ascii=False) + "\n")
-            elif not self.ends_with_newline:
-                self.out.write("\n")
-        elif self.output == "json":
-            self.out.write(_dumps(self._result_json(result, handle)) + "\n")
-        else:
-            line = {"type": "result", "schema_version": SCHEMA_VERSION, **self._result_json(result, handle)}
-            self.out.write(_dumps(line) + "\n")
-        self.out.flush()
-        notice = _notice(result)
-        if notice:
-            self.err.write(f"openheim: {notice}\n")
-        if self.verbose and result.cost is not None:
-            from openheim.config.prices import dollars
-
-            self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
-
-    def _result_json(self, result: AgentResult, handle: SessionHandle) -> dict:
-        return result_json(result, handle, self.structured, "".join(self.streamed), self.denied)
-
-    def failure(self, error: BaseException) -> None:
-        known = dict(self.known)
-        if self.usage is not None:
-            known["usage"] = self.usage.to_dict()
-        if self.streamed and "text" not in known:  # a reply that broke off: what had arrived
-            known["text"] = "".join(self.streamed)
-        print_failure(self.output, error, self.out, known)
-
-    def interrupted(self, signum: int, result: AgentResult | None = None, handle: SessionHandle | None = None) -> int:
-        """A run stopped by ``signum``: its result when the turn wound down in time (with the signal as its
-        ``error``), else a failure object with what had streamed; returns the exit code."""
-        code = 128 + signum
-        if result is None or handle is None:
-            self.failure(Interrupted(signum))
-            return code
-        if self.output == "text":
-            if not self.ends_with_newline:
-                self.out.write("\n")
-        else:
-            obj = {
-                **self._result_json(result, handle),
-                "exit_code": code,
-                "error": {"message": str(Interrupted(signum)), "kind": "interrupted"},
-            }
-            if self.output == "stream-json":
-                obj = {"type": "result", "schema_version": SCHEMA_VERSION, **obj}
-            self.out.write(_dumps(obj) + "\n")
-        self.out.flush()
-        return code
-
-
-def denied_json(event: events.ToolDenied) -> dict:
-    """A refused call in the result's ``denied`` list: the tool, who refused it (rule or mode) and why."""
-    out = event.to_dict()
-    del out["event_type"]
-    return out
-
-
-def _notice(result: AgentResult) -> str | None:
-    """The one stderr line a result needs, if any."""
-    if result.budget is not None:
-        return result.budget.notice
-    if result.output_error is not None:
-        return f"{result.output_error} (after one repair round; see --output-schema)"
-    return result.stop_reason.notice
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _preview(text: str, limit: int = 200) -> str:
-    """One line of at most ``limit`` characters, without terminal control sequences (as the chat shows it)."""
-    flat = one_line(text)
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def compaction_line(event: events.Compaction) -> str:
-    """One line saying a compaction happened (or why it could not)."""
-    if event.error is not None:
-        return f"the conversation was not compacted: {event.error}"
-    return (
-        f"conversation compacted: {event.keep_from} earlier messages summarised by {event.model or 'the model'}"
-        f" ({len(event.summary)} characters); the full record stays in the session log"
-    )
-
-
-def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> SessionHandle:
+def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session:
     from openheim.errors import InvalidArgument
 
     session_id = opts.session
@@ -321,10 +55,12 @@ def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session
         if not metas:
             raise InvalidArgument(f"no earlier session in {cwd} to continue; run without --continue to start one")
         session_id = metas[0].id
-    if session_id and opts.fork:
-        return client.fork_session(session_id)
     if session_id:
         handle, _ = client.resume_session(session_id, cwd)
+        if opts.fork:
+            fork = handle.fork()
+            handle.close()
+            return fork
         return handle
     return client.new_session(cwd)
 
@@ -391,7 +127,7 @@ class _SignalGuard:
     128+signal); SIGINT is KeyboardInterrupt, except a repeat right after the first (the frozen binary's
     bootloader forwards the terminal's SIGINT to us, so one key press can arrive twice)."""
 
-    def __init__(self, handle: SessionHandle) -> None:
+    def __init__(self, handle: Session) -> None:
         self.received = 0
         self._handle = handle
         self._first_interrupt: float | None = None
@@ -536,78 +272,15 @@ class RunCommand(click.Command):
 )
 @sandbox_options
 @click.pass_context
-def run_command(
-    ctx: click.Context,
-    prompt: str | None,
-    model: str | None,
-    provider: str | None,
-    max_iterations: int | None,
-    max_tokens_total: int | None,
-    turn_timeout: float | None,
-    max_cost: float | None,
-    images: tuple[str, ...],
-    output_schema: str | None,
-    cwd: str | None,
-    output: str,
-    approve: str,
-    session_id: str | None,
-    resume_latest: bool,
-    verbose: bool,
-    record: str | None = None,
-    replay: str | None = None,
-    allow_rules: tuple[str, ...] = (),
-    deny_rules: tuple[str, ...] = (),
-    fail_on_deny: bool = False,
-    sandbox_mode: str | None = None,
-    sandbox_required: bool | None = None,
-    fork: bool = False,
-) -> None:
+def run_command(ctx: click.Context, /, prompt: str | None, **flags: Any) -> None:
     """Run one prompt headless. With no PROMPT, piped stdin is the prompt; with both, stdin is added as context."""
-    from openheim.client import OpenheimClient
-
     try:
-        if session_id and resume_latest:
-            raise click.UsageError("use either --session or --continue, not both")
-        if fork and not (session_id or resume_latest):
-            raise click.UsageError("--fork needs the session to copy: add --session ID or --continue")
-        if record and replay:
-            raise click.UsageError("use either --record or --replay, not both")
-        schema = _output_schema(output_schema)
-        blocks = _images(images)
-        text = _prompt_text(prompt)
-        client = (
-            OpenheimClient.builder()
-            .config_path(ctx.obj.get("config_path"))
-            .mcp_config(ctx.obj.get("mcp_config"))
-            .provider(provider)
-            .model(model)
-            .max_iterations(max_iterations)
-            .max_tokens_total(max_tokens_total)
-            .max_cost(max_cost)
-            .turn_timeout_secs(turn_timeout)
-            .record(record)
-            .replay(replay)
-            .permissions(allow_rules, deny_rules, "command line")
-            .sandbox(*chosen(ctx, sandbox_mode, sandbox_required))
-            .build()
-        )
+        opts = _run_options(prompt, flags)
+        client = _build_client(ctx, flags)
     except Exception as e:  # --output json/stream-json: scripts get an object for this failure too
-        print_failure(output, e)
+        print_failure(flags["output"], e)
         raise
     collect_from_now_on()
-    opts = RunOptions(
-        text,
-        output,
-        verbose,
-        approve,
-        Path(cwd) if cwd else None,
-        session_id,
-        resume_latest,
-        output_schema=schema,
-        fail_on_deny=fail_on_deny,
-        images=blocks,
-        fork=fork,
-    )
     try:
         code = run_prompt(client, opts)
     except BrokenPipeError:  # `| head` went away: from now on nothing is printed, not even a warning
@@ -616,6 +289,51 @@ def run_command(
     finally:  # the answer is out: MCP servers stop on their own time, not the user's
         client.close(wait_for_servers=False)
     exit_now(code)
+
+
+def _run_options(prompt: str | None, flags: dict[str, Any]) -> RunOptions:
+    """The flags checked together, then the schema, images and prompt read, before anything is built."""
+    if flags["session_id"] and flags["resume_latest"]:
+        raise click.UsageError("use either --session or --continue, not both")
+    if flags["fork"] and not (flags["session_id"] or flags["resume_latest"]):
+        raise click.UsageError("--fork needs the session to copy: add --session ID or --continue")
+    if flags["record"] and flags["replay"]:
+        raise click.UsageError("use either --record or --replay, not both")
+    schema = _output_schema(flags["output_schema"])
+    blocks = _images(flags["images"])
+    return RunOptions(
+        _prompt_text(prompt),
+        flags["output"],
+        flags["verbose"],
+        flags["approve"],
+        Path(flags["cwd"]) if flags["cwd"] else None,
+        flags["session_id"],
+        flags["resume_latest"],
+        output_schema=schema,
+        fail_on_deny=flags["fail_on_deny"],
+        images=blocks,
+        fork=flags["fork"],
+    )
+
+
+def _build_client(ctx: click.Context, flags: dict[str, Any]) -> OpenheimClient:
+    """The client of this run: the config file and --mcp-config, overridden by the run's flags."""
+    return (
+        OpenheimClient.builder()
+        .config_path(ctx.obj.get("config_path"))
+        .mcp_config(ctx.obj.get("mcp_config"))
+        .provider(flags["provider"])
+        .model(flags["model"])
+        .max_iterations(flags["max_iterations"])
+        .max_tokens_total(flags["max_tokens_total"])
+        .max_cost(flags["max_cost"])
+        .turn_timeout_secs(flags["turn_timeout"])
+        .record(flags.get("record"))
+        .replay(flags.get("replay"))
+        .permissions(flags.get("allow_rules", ()), flags.get("deny_rules", ()), "command line")
+        .sandbox(*chosen(ctx, flags.get("sandbox_mode"), flags.get("sandbox_required")))
+        .build()
+    )
 
 
 def collect_from_now_on() -> None:
@@ -632,8 +350,6 @@ def exit_now(code: int) -> NoReturn:
     its CPU time, and half a second with the MCP SDK loaded. Everything is saved and closed by now (no atexit
     hook of ours is left to run; every thread is a daemon); MCP servers see their stdin close as this process
     ends."""
-    import logging
-
     from openheim.errors import BROKEN_PIPE
 
     logging.shutdown()

@@ -44,7 +44,8 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
             if not metas:
                 raise InvalidArgument(f"no session started in {cwd}; pass --session ID (see `openheim sessions list`)")
             session_id = metas[0].id
-        plan = client.plan_undo(session_id, turns)
+        session, _ = client.resume_session(session_id)
+        plan = session.plan_undo(turns)
         numbers = ", ".join(str(r.turn) for r in plan.turns)
         click.echo(visible(f"undo of turn {numbers} of session {plan.session_id} in {plan.turns[-1].root}:"))
         for line in plan.diffstat():
@@ -61,7 +62,7 @@ def undo_command(ctx: click.Context, session_id: str | None, turns: int, yes: bo
             if not click.confirm("Restore these files?", default=False):
                 click.echo("nothing changed")
                 return
-        result = client.undo(plan, force)
+        result = session.undo(plan=plan, force=force)
     _report(result)
 
 

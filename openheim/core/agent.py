@@ -85,67 +85,99 @@ def run_turn(
     """Run one user turn to a stop reason; appends every new message to ``history``. With ``output``, the
     final answer must be JSON valid against it (one repair round, then stop reason INVALID_OUTPUT). With
     ``compactor``, old history may be replaced by a summary before a request (the summary call counts in usage)."""
-    if fitter is None:
-        fitter = ContextFitter(cfg.context_window)
-    state = _TurnState(spend=ctx.spend, compactor=compactor)
     native = output is not None and getattr(llm, "native_output", False)
     if output is not None and not native:
         system = _with_instructions(system, output)
     extra: dict[str, Any] = {"output": output} if native else {}
     if ctx.session_id and getattr(llm, "session_cache", False):
         extra["session_id"] = ctx.session_id
+    state = _TurnState(spend=ctx.spend, compactor=compactor)
+    loop = _Loop(llm, executor, cfg, history, ctx, on_event, system, fitter or ContextFitter(cfg.context_window))
+    loop.output, loop.state, loop.extra = output, state, extra
     for iteration in range(1, cfg.max_iterations + 1):
+        result = loop.iterate(iteration)
+        if result is not None:
+            return result
+    return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
+
+
+@dataclass
+class _Loop:
+    """One turn's agent loop: each iteration asks the model, then runs its tool calls or settles its answer."""
+
+    llm: LlmClient
+    executor: ToolExecutor
+    cfg: AgentConfig
+    history: list[Message]
+    ctx: TurnContext
+    on_event: OnEvent
+    system: Message | None
+    fitter: ContextFitter
+    output: OutputSchema | None = None
+    state: _TurnState = field(default_factory=lambda: _TurnState())
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def iterate(self, iteration: int) -> AgentResult | None:
+        """One model call and what follows it; None: go on with the next iteration."""
+        ctx, on_event, state = self.ctx, self.on_event, self.state
         if ctx.cancel.cancelled:
             return _finish(on_event, state, None, iteration - 1, StopReason.CANCELLED)
-        spent = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
+        spent = _token_budget_reached(self.cfg, ctx) or _cost_budget_reached(self.cfg, ctx.spend)
         if spent is not None:  # subagents may have used it up meanwhile
             return _finish(on_event, state, None, iteration - 1, StopReason.BUDGET, spent)
         on_event(events.IterationStart(iteration))
-        tools = executor.definitions()  # each request: a session's MCP tools change as its servers come up
+        tools = self.executor.definitions()  # each request: a session's MCP tools change as its servers come up
         try:
-            choice = _call_model(llm, fitter, history, system, tools, ctx, on_event, state, extra)
+            choice = _call_model(
+                self.llm, self.fitter, self.history, self.system, tools, ctx, on_event, state, self.extra
+            )
         except Cancelled:
-            partial = _keep_interrupted(history, state, ctx.cancel.reason, on_event)
+            partial = _keep_interrupted(self.history, state, ctx.cancel.reason, on_event)
             return _finish(on_event, state, partial, iteration, StopReason.CANCELLED)
         except OpenheimError as e:  # the stream broke off (a timeout, a dropped connection): keep what came
-            _keep_interrupted(history, state, f"the stream failed: {describe(e)}", on_event)
+            _keep_interrupted(self.history, state, f"the stream failed: {describe(e)}", on_event)
             raise
-        _append(history, choice.message, on_event)
+        _append(self.history, choice.message, on_event)
+        self._count(choice)
+        return self._after_reply(choice, iteration)
+
+    def _count(self, choice: Choice) -> None:
         if choice.usage is not None:
-            state.usage = state.usage + choice.usage
-            state.last_usage = choice.usage
-            ctx.usage.add(choice.usage)
-            cost = ctx.spend.add(cfg, choice.usage)
-            on_event(events.UsageReport(choice.usage, cost, ctx.spend.total if cost is not None else None))
-            notice = ctx.spend.estimate_notice(choice.usage)
+            self.state.usage = self.state.usage + choice.usage
+            self.state.last_usage = choice.usage
+            self.ctx.usage.add(choice.usage)
+            cost = self.ctx.spend.add(self.cfg, choice.usage)
+            self.on_event(events.UsageReport(choice.usage, cost, self.ctx.spend.total if cost is not None else None))
+            notice = self.ctx.spend.estimate_notice(choice.usage)
             if notice is not None:
-                on_event(events.Notice(notice, "warning"))
+                self.on_event(events.Notice(notice, "warning"))
+
+    def _after_reply(self, choice: Choice, iteration: int) -> AgentResult | None:
+        """Over budget, the reply's tool calls, a paused reply, or the answer."""
         calls = choice.message.tool_calls()
-        over = _token_budget_reached(cfg, ctx) or _cost_budget_reached(cfg, ctx.spend)
+        over = _token_budget_reached(self.cfg, self.ctx) or _cost_budget_reached(self.cfg, self.ctx.spend)
         if over is not None and (calls or choice.finish_reason == FinishReason.PAUSED):
             for call in calls:  # the reply's calls get a result, so the history has no dangling call
-                _append(
-                    history,
-                    Message.tool_result(call.id, call.name, TOKEN_BUDGET_SKIP.format(limit=over.limit), True),
-                    on_event,
-                )
-            return _finish(on_event, state, None, iteration, StopReason.BUDGET, over)
+                skipped = TOKEN_BUDGET_SKIP.format(limit=over.limit)
+                _append(self.history, Message.tool_result(call.id, call.name, skipped, True), self.on_event)
+            return _finish(self.on_event, self.state, None, iteration, StopReason.BUDGET, over)
         if calls:
+            cut_off = choice.finish_reason == FinishReason.MAX_TOKENS
             finished = run_tool_calls(
-                executor,
-                calls,
-                ctx,
-                on_event,
-                cut_off=choice.finish_reason == FinishReason.MAX_TOKENS,
-                max_parallel=cfg.max_parallel_tools,
+                self.executor, calls, self.ctx, self.on_event, cut_off=cut_off, max_parallel=self.cfg.max_parallel_tools
             )
             for message in finished.messages:
-                _append(history, message, on_event)
+                _append(self.history, message, self.on_event)
             if finished.cancelled:
-                return _finish(on_event, state, None, iteration, StopReason.CANCELLED)
-            continue
+                return _finish(self.on_event, self.state, None, iteration, StopReason.CANCELLED)
+            return None
         if choice.finish_reason == FinishReason.PAUSED:
-            continue
+            return None
+        return self._answer(choice, iteration)
+
+    def _answer(self, choice: Choice, iteration: int) -> AgentResult | None:
+        """The final answer; with an output schema, checked (one repair round, then INVALID_OUTPUT)."""
+        on_event, state, output = self.on_event, self.state, self.output
         text = choice.message.text()
         reason = _stop_reason(choice, text)
         if output is None or reason not in (StopReason.END_TURN, StopReason.NO_CONTENT):
@@ -156,8 +188,8 @@ def run_turn(
         if state.repaired:
             return _finish(on_event, state, text, iteration, StopReason.INVALID_OUTPUT, output_error=error)
         state.repaired = True
-        _append(history, Message.user(output.repair_prompt(error)), on_event)
-    return _finish(on_event, state, None, cfg.max_iterations, StopReason.MAX_ITERATIONS)
+        _append(self.history, Message.user(output.repair_prompt(error)), on_event)
+        return None
 
 
 def _token_budget_reached(cfg: AgentConfig, ctx: TurnContext) -> Budget | None:
@@ -208,16 +240,7 @@ def _call_model(
     """Fit, send and stream one model call; shrinks and resends on a context overflow."""
     fitter.reset_call()
     state.streamed = []
-    if state.compactor is not None:
-        seen, summary_usage = state.compactor.request(
-            history, system, tools, fitter.bytes_per_token, ctx.cancel, on_event
-        )
-        if summary_usage is not None:
-            state.usage = state.usage + summary_usage
-            ctx.usage.add(summary_usage)  # the turn's token budget and reported usage include the summary call
-        request = repair_missing_results(seen)
-    else:
-        request = repair_missing_results(history)
+    request = _request(history, system, tools, fitter, ctx, on_event, state)
 
     def on_chunk(chunk: Chunk) -> None:
         if chunk.kind == "text":
@@ -243,6 +266,25 @@ def _call_model(
         if choice.usage is not None:
             fitter.calibrate(fit.sent_bytes, choice.usage)
         return choice
+
+
+def _request(
+    history: list[Message],
+    system: Message | None,
+    tools: list,
+    fitter: ContextFitter,
+    ctx: TurnContext,
+    on_event: OnEvent,
+    state: _TurnState,
+) -> list[Message]:
+    """The messages to send: compacted first when the compactor says so (its summary call counts in usage)."""
+    if state.compactor is None:
+        return repair_missing_results(history)
+    seen, summary_usage = state.compactor.request(history, system, tools, fitter.bytes_per_token, ctx.cancel, on_event)
+    if summary_usage is not None:
+        state.usage = state.usage + summary_usage
+        ctx.usage.add(summary_usage)  # the turn's token budget and reported usage include the summary call
+    return repair_missing_results(seen)
 
 
 def _keep_interrupted(history: list[Message], state: _TurnState, reason: str | None, on_event: OnEvent) -> str | None:

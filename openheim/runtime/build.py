@@ -16,7 +16,8 @@ from openheim.config.schema import Config, McpServerConfig, ProviderConfig
 from openheim.core.child_env import register_secrets
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
-from openheim.runtime.runtime import Runtime, RuntimeSettings
+from openheim.runtime.runtime import Runtime
+from openheim.runtime.services import RuntimeSettings
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
@@ -126,9 +127,11 @@ def build_state(
     registry = _build_registry(config, ltm, tools, hidden)
     state = Runtime(settings, registry, llm_factory, ltm)
     if opts.get("check_model", True):
-        state.resolve_model(settings.default_provider, settings.default_model)  # fail fast: model, provider, key
+        state.services.resolve_model(
+            settings.default_provider, settings.default_model
+        )  # fail fast: model, provider, key
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
-        state.mcp.start(list(config.mcp_servers.values()))
+        state.services.mcp.start(list(config.mcp_servers.values()))
     return state
 
 

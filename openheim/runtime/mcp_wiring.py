@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from openheim.mcp.project import KeyPolicy
     from openheim.mcp.prompts import McpPrompt
     from openheim.mcp.status import McpServerStatus
-    from openheim.runtime.session import SessionState
+    from openheim.runtime.live import SessionState
 
 PROJECT_FILE = ".mcp.json"
 

@@ -1,7 +1,7 @@
 """Turn: one prompt running on its own worker thread, its events handed to the front end's thread.
 
 Every front end (run, ACP, the TUI, serve, an embedder) starts turns through
-``SessionHandle.start_turn`` and consumes the same thing: a bounded batch queue of StreamEvents,
+``Session.start_turn`` and consumes the same thing: a bounded batch queue of StreamEvents,
 ``cancel()`` from any thread, and an outcome that is known at the latest ``CANCEL_GRACE`` seconds
 after a cancel, even if something below will not let go.
 """

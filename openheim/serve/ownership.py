@@ -28,9 +28,9 @@ from openheim.errors import InvalidArgument, TooManySessions
 from openheim.tools.sandbox import is_inside
 
 if TYPE_CHECKING:
-    from openheim.checkpoints.undo import UndoPlan, UndoResult
-    from openheim.client import LoadedSession, OpenheimClient, SessionHandle
+    from openheim.client import LoadedSession, OpenheimClient
     from openheim.conversation.history import ConversationMeta
+    from openheim.runtime.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +166,8 @@ class Scope:
 
 class ConnectionClient:
     """One connection's door: the OpenheimClient API (attributes not defined here are the client's), with
-    ownership checked on every call that names a session and the listing limited to the served directory.
-    Calls that only read stored sessions (stored_session, session_changes, plan_undo) are the client's own."""
+    ownership checked on every call that names a session and on every session it hands out, and the listing
+    limited to the served directory. Calls that only read stored sessions (stored_session) are the client's own."""
 
     def __init__(self, client: OpenheimClient, owners: Owners, scope: Scope) -> None:
         self.inner = client
@@ -190,69 +190,42 @@ class ConnectionClient:
         skills: list[str] | tuple[str, ...] = (),
         mcp_servers: list | None = None,
         hold: bool = False,
-    ) -> SessionHandle:
+    ) -> OwnedSession:
         self.scope.check(cwd)
         with self.owners.opening(self):
             session = self.inner.new_session(
                 cwd, model=model, provider=provider, skills=skills, mcp_servers=mcp_servers, hold=hold
             )
             self.owners.claim(session.id, self, counted=True)
-        return session
+        return OwnedSession(session, self)
 
     def resume_session(
         self, session_id: str, cwd: str | Path | None = None, mcp_servers: list | None = None, hold: bool = False
-    ) -> tuple[SessionHandle, LoadedSession]:
+    ) -> tuple[OwnedSession, LoadedSession]:
         sid = self._resolve(session_id)
         self.scope.check(cwd)
         fresh = self.owners.claim(sid, self)  # before loading: a session live elsewhere is not touched
         try:
-            return self.inner.resume_session(sid, cwd, mcp_servers=mcp_servers, hold=hold)
+            session, loaded = self.inner.resume_session(sid, cwd, mcp_servers=mcp_servers, hold=hold)
         except BaseException:
             if fresh:
                 self.owners.release(sid, self)
             raise
-
-    def fork_session(self, session_id: str) -> SessionHandle:
-        with self.owners.opening(self):
-            session = self.inner.fork_session(session_id)
-            self.owners.claim(session.id, self, counted=True)
-        return session
+        return OwnedSession(session, self), loaded
 
     # --- using ------------------------------------------------------------------------------
 
-    def session(self, session_id: str) -> SessionHandle:
+    def session(self, session_id: str) -> OwnedSession:
+        """A live session this connection holds; another client's is refused ("in use by another client")."""
         self.owners.check(canonical(session_id), self)
-        return self.inner.session(session_id)
-
-    def cancel(self, session_id: str) -> None:
-        """session/cancel is a notification (nothing can answer it): another client's session is left alone."""
-        if self.owners.held_elsewhere(canonical(session_id), self):
-            log.info("ignored a cancel of session %s, which another client holds", canonical(session_id))
-            return
-        self.inner.cancel(session_id)
-
-    def undo(self, plan: UndoPlan, force: bool = False) -> UndoResult:
-        self.owners.check(canonical(plan.session_id), self)
-        return self.inner.undo(plan, force)
+        return OwnedSession(self.inner.session(session_id), self)
 
     # --- letting go ---------------------------------------------------------------------------
-
-    def close_session(self, session_id: str) -> None:
-        sid = canonical(session_id)
-        self.owners.check(sid, self)
-        self.inner.close_session(session_id)
-        self.owners.release(sid, self)
 
     def delete_session(self, session_id: str) -> None:
         sid = self._resolve(session_id)
         self.owners.check(sid, self)
         self.inner.delete_session(sid)
-        self.owners.release(sid, self)
-
-    def let_go(self, session_id: str) -> None:
-        sid = canonical(session_id)
-        if not self.owners.held_elsewhere(sid, self):
-            self.inner.let_go(session_id)
         self.owners.release(sid, self)
 
     def let_go_all(self) -> None:
@@ -270,3 +243,33 @@ class ConnectionClient:
             return str(uuid.UUID(session_id))
         except (ValueError, AttributeError, TypeError):
             return self.inner.stored_session(session_id)[0].id
+
+
+class OwnedSession:
+    """A live Session as one connection sees it: every operation is the session's own, and closing, letting go
+    or forking also keeps the connection's share of live sessions right."""
+
+    def __init__(self, session: Session, connection: ConnectionClient) -> None:
+        self.inner = session
+        self.connection = connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"OwnedSession({self.inner.id!r})"
+
+    def fork(self) -> OwnedSession:
+        owners = self.connection.owners
+        with owners.opening(self.connection):
+            forked = self.inner.fork()
+            owners.claim(forked.id, self.connection, counted=True)
+        return OwnedSession(forked, self.connection)
+
+    def close(self) -> None:
+        self.inner.close()
+        self.connection.owners.release(self.inner.id, self.connection)
+
+    def let_go(self) -> None:
+        self.inner.let_go()
+        self.connection.owners.release(self.inner.id, self.connection)

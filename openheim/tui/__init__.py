@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 def run_tui(client: OpenheimClient, skills: list[str], version: str) -> int:
     """Open a session and run the chat until the user quits; returns the process exit code."""
-    from openheim.tui.app import App, environment_has_no_color
-    from openheim.tui.screen import Screen, terminal
+    from openheim.tui.app import App
+    from openheim.tui.screen import Screen, environment_has_no_color, terminal
 
     session = client.new_session(os.getcwd(), skills=skills)
     app = App(client, session, skills, version)

@@ -7,7 +7,6 @@ other thread calls curses. Commands (``:models`` ...) live in ``commands.py``.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import signal
 import threading
@@ -17,21 +16,26 @@ from typing import TYPE_CHECKING, Any
 
 from openheim.core import events
 from openheim.core.asking import AskTheFrontEnd
+from openheim.core.control_chars import one_line
+from openheim.core.images import load_image, looks_like_image_path
 from openheim.core.models import ImageBlock, TextBlock, Usage
+from openheim.errors import OpenheimError, describe
 from openheim.tui import commands
 from openheim.tui.editor import InputLine
-from openheim.tui.frame import call_key, compose, present, tool_line
+from openheim.tui.frame import call_key, compaction_text, compose, present, tool_line
 from openheim.tui.gate import Questions
+from openheim.tui.history import PromptHistory
 from openheim.tui.keys import Key, KeyDecoder
-from openheim.tui.overlay import ANSWERED, PERMISSION_OPTIONS, ListView
+from openheim.tui.overlay import ANSWERED, PERMISSION_OPTIONS, WHEEL, ListView, overlay_key
 from openheim.tui.theme import theme_name
 from openheim.tui.transcript import Item, Scroll, Transcript
 
 if TYPE_CHECKING:
-    from openheim.client import OpenheimClient, SessionHandle
+    from openheim.client import OpenheimClient
     from openheim.core.events import StreamEvent
     from openheim.core.permission import Decision, Question
     from openheim.core.tools import ToolView
+    from openheim.runtime.session import Session
     from openheim.runtime.turn import Turn
     from openheim.tui.screen import Row, Screen
 
@@ -41,7 +45,7 @@ TICK = 0.08  # seconds per spinner frame
 KEY_WAIT_MS = 40  # how long one loop waits for a key (and so the longest delay before new text shows)
 KEY_BURST = 4096  # keys taken in one go (a paste) before the screen is drawn again
 CHAT_PAGE = 20
-WHEEL = 3  # lines per wheel notch
+SCROLLS = {"scroll-up": -1, "scroll-down": 1, "wheel-up": -WHEEL, "wheel-down": WHEEL}
 STOP_WAIT = 3.0  # seconds a hang-up or quit waits for a cancelled turn to save and let go
 GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
 
@@ -49,7 +53,7 @@ GONE_AFTER = 50  # reads in a row that fail at once: the terminal is gone
 class App:
     """State of the chat screen and the loop that drives it."""
 
-    def __init__(self, client: OpenheimClient, session: SessionHandle, skills: list[str], version: str) -> None:
+    def __init__(self, client: OpenheimClient, session: Session, skills: list[str], version: str) -> None:
         self.client, self.skills, self.version = client, list(skills), version
         self.cwd = str(session.cwd)
         self.gate = AskTheFrontEnd()  # questions arrive as PermissionAsked events; self.questions holds them
@@ -213,8 +217,6 @@ class App:
 
     def send(self, text: str) -> None:
         """Show the user's message and start the turn."""
-        from openheim.errors import OpenheimError
-
         images, self.images = self.images, []
         shown = text + "".join(f"\n[image {i + 1}: {b.mime_type}]" for i, b in enumerate(images))
         self.transcript.add("user", shown)
@@ -228,8 +230,6 @@ class App:
 
     def attach(self, path: str) -> None:
         """Attach an image file to the next message (a one-line error when it is not a usable image)."""
-        from openheim.core.images import load_image
-
         block = load_image(path)
         self.images.append(block)
         size = len(block.data) * 3 // 4
@@ -254,27 +254,15 @@ class App:
             self._finish(turn)
 
     def on_event(self, turn: Turn, event: StreamEvent) -> None:
-        if isinstance(event, events.LlmResponse):
-            if event.content:
-                self.transcript.stream("assistant", event.content)
-                self.phase = "streaming" if self.phase != "cancelling" else self.phase
-        elif isinstance(event, events.ThinkingContent):
-            if event.content:
-                self.transcript.stream("thinking", event.content)
-                self.phase = "thinking" if self.phase != "cancelling" else self.phase
+        """Show one event of the running turn."""
+        if isinstance(event, (events.LlmResponse, events.ThinkingContent)):
+            self._stream(event)
         elif isinstance(event, events.ToolCall):
             self._tool_call(turn, event, event.id, 0, "")
         elif isinstance(event, events.ToolResult):
             self._tool_result(event, event.id, 0)
         elif isinstance(event, events.SubagentEvent):
-            inner = event.event
-            key = f"{event.subagent}:{event.parent_tool_call_id}:{getattr(inner, 'id', '')}"  # as call_key() makes it
-            if isinstance(inner, events.UsageReport):
-                self.cost, self.calls = self.cost + inner.usage, self.calls + 1  # :cost counts subagents too
-            elif isinstance(inner, events.ToolCall):
-                self._tool_call(turn, inner, key, 1, f"[{event.subagent}] ")
-            else:
-                self._tool_result(inner, key, 1)
+            self._subagent(turn, event)
         elif isinstance(event, events.UsageReport):
             self.context = event.usage
             self.cost, self.calls = self.cost + event.usage, self.calls + 1
@@ -297,10 +285,25 @@ class App:
             self.questions.add(event.question)
             self._watch_permission()
 
+    def _stream(self, event: events.LlmResponse | events.ThinkingContent) -> None:
+        if event.content:
+            kind = "assistant" if isinstance(event, events.LlmResponse) else "thinking"
+            self.transcript.stream(kind, event.content)
+            if self.phase != "cancelling":
+                self.phase = "streaming" if kind == "assistant" else "thinking"
+
+    def _subagent(self, turn: Turn, event: events.SubagentEvent) -> None:
+        inner = event.event
+        key = f"{event.subagent}:{event.parent_tool_call_id}:{getattr(inner, 'id', '')}"  # as call_key() makes it
+        if isinstance(inner, events.UsageReport):
+            self.cost, self.calls = self.cost + inner.usage, self.calls + 1  # :cost counts subagents too
+        elif isinstance(inner, events.ToolCall):
+            self._tool_call(turn, inner, key, 1, f"[{event.subagent}] ")
+        else:
+            self._tool_result(inner, key, 1)
+
     def _notice(self, event: events.Notice) -> None:
         """In the status line while the turn waits; a warning also stays in the transcript."""
-        from openheim.core.control_chars import one_line
-
         text = one_line(event.text)
         if self.phase != "cancelling":
             self.phase = self.notice = text
@@ -400,48 +403,22 @@ class App:
     def _overlay_key(self, key: Key) -> None:
         overlay = self.overlay
         assert overlay is not None
-        height = self.chat_height()
-        moves = {
-            "up": -1,
-            "down": 1,
-            "pgup": -5,
-            "pgdn": 5,
-            "home": -(10**9),
-            "end": 10**9,
-            "wheel-up": -WHEEL,
-            "wheel-down": WHEEL,
-        }
-        if key.kind == "key" and key.value in moves:
-            overlay.move(moves[key.value], height)
-        elif key.kind == "text" and key.value in "kj" and not overlay.picker:
-            overlay.move(-1 if key.value == "k" else 1, height)
-        elif key.value == "enter" and overlay.picker:
+        outcome = overlay_key(overlay, key, self.chat_height())
+        if outcome is not None:
             self.overlay = None
+        if outcome == "pick":
             assert overlay.on_pick is not None
             self.safely(overlay.title, overlay.on_pick, overlay.chosen())
-        elif key.value in ("esc", "enter") or (key.kind == "text" and key.value == "q"):
-            self.overlay = None
 
     def _chat_key(self, key: Key) -> None:
         line = self.input
         if key.kind in ("text", "paste"):
             line.insert(key.value)
             return
-        edits: dict[str, Callable[[], None]] = {
-            "left": line.left,
-            "right": line.right,
-            "home": line.home,
-            "backspace": line.backspace,
-            "delete": line.delete,
-            "ctrl-u": line.clear,
-            "ctrl-w": line.delete_word,
-            "ctrl-k": line.kill_to_end,
-        }
         name = key.value
-        page = max(1, min(CHAT_PAGE, self.chat_height() - 2))
-        if name in edits:
-            edits[name]()
-        elif name == "end":
+        if line.edit(name):
+            return
+        if name == "end":
             line.end() if line.text else self.scroll.to_bottom()
         elif name == "enter":
             self.submit()
@@ -451,16 +428,11 @@ class App:
             recalled = self.prompts.older(line.text) if name == "up" else self.prompts.newer()
             if recalled is not None:
                 line.set(recalled)
-        elif name in ("scroll-up", "scroll-down", "wheel-up", "wheel-down", "pgup", "pgdn"):
-            delta = {
-                "scroll-up": -1,
-                "scroll-down": 1,
-                "wheel-up": -WHEEL,
-                "wheel-down": WHEEL,
-                "pgup": -page,
-                "pgdn": page,
-            }[name]
-            self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
+        else:
+            page = max(1, min(CHAT_PAGE, self.chat_height() - 2))
+            delta = SCROLLS.get(name, 0) or {"pgup": -page, "pgdn": page}.get(name, 0)
+            if delta:
+                self.scroll.by(delta, len(self.transcript.lines(self._width())), self.chat_height())
 
     def submit(self) -> None:
         """Enter: a command, or a message when no reply is running (empty input is ignored)."""
@@ -472,8 +444,6 @@ class App:
             self.input.take()
             commands.run(self, text.strip())
             return
-        from openheim.core.images import looks_like_image_path
-
         pasted = looks_like_image_path(text)
         if pasted is not None:  # a pasted (or dropped) image file: attached, not sent
             self.input.take()
@@ -486,8 +456,6 @@ class App:
 
     def safely(self, what: str, fn: Callable[..., None], *args: Any) -> None:
         """Run a command or a pick: its errors become one line in the chat (a bug's details go to the log)."""
-        from openheim.errors import OpenheimError
-
         try:
             fn(*args)
         except OpenheimError as e:
@@ -503,8 +471,6 @@ class App:
         self.dirty = True
 
     def error(self, error: BaseException | str) -> None:
-        from openheim.errors import describe
-
         self.transcript.add("error", error if isinstance(error, str) else describe(error))
         self.dirty = True
 
@@ -526,56 +492,3 @@ class App:
     def frame(self, h: int, w: int) -> tuple[list[Row], tuple[int, int] | None]:
         """Every row of the screen at size h×w, and where the cursor goes (None: hidden)."""
         return compose(self, h, w)
-
-
-class PromptHistory:
-    """What was typed before, for ↑/↓: the newest last; the line being written is kept while browsing."""
-
-    def __init__(self, limit: int = 500) -> None:
-        self.entries: list[str] = []
-        self.limit = limit
-        self.index: int | None = None  # the entry shown, None: the draft
-        self.draft = ""
-
-    def add(self, text: str) -> None:
-        if not self.entries or self.entries[-1] != text:
-            self.entries.append(text)
-            del self.entries[: -self.limit]
-        self.index = None
-
-    def older(self, current: str) -> str | None:
-        """The entry before the one shown (the newest first); None when there is none."""
-        if not self.entries:
-            return None
-        if self.index is None:
-            self.draft, self.index = current, len(self.entries) - 1
-        elif self.index > 0:
-            self.index -= 1
-        else:
-            return None
-        return self.entries[self.index]
-
-    def newer(self) -> str | None:
-        """The entry after the one shown, then the draft; None when not browsing."""
-        if self.index is None:
-            return None
-        if self.index < len(self.entries) - 1:
-            self.index += 1
-            return self.entries[self.index]
-        self.index = None
-        return self.draft
-
-
-def environment_has_no_color() -> bool:
-    """NO_COLOR set to anything non-empty turns colours off (https://no-color.org)."""
-    return bool(os.environ.get("NO_COLOR"))
-
-
-def compaction_text(event: events.Compaction) -> str:
-    """The one line the chat shows for a compaction."""
-    if event.error is not None:
-        return f"the conversation was not compacted: {event.error}"
-    return (
-        f"conversation compacted: {event.keep_from} earlier messages summarised "
-        f"({len(event.summary)} characters); the full record stays in the session log"
-    )

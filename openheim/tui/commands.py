@@ -21,11 +21,11 @@ from openheim.tui.overlay import HELP, ListView
 from openheim.tui.theme import THEMES
 
 if TYPE_CHECKING:
-    from openheim.client import SessionHandle
     from openheim.conversation.history import ConversationMeta
     from openheim.core.events import PlanUpdate
     from openheim.core.models import Message
     from openheim.mcp.status import McpServerStatus
+    from openheim.runtime.session import Session
     from openheim.tui.app import App
 
 BUSY = "wait for the reply to finish (or press Ctrl-C to cancel it) before using :{name}"
@@ -74,12 +74,12 @@ def new(app: App, arg: str) -> None:
     app.transcript.add("rule", "new session")
 
 
-def switch_to(app: App, handle: SessionHandle) -> None:
+def switch_to(app: App, handle: Session) -> None:
     """Make ``handle`` the chat's session; the old one is closed (its history stays on disk)."""
     old = app.session
     app.session = handle.permission_gate(app.gate)
     if old.id != handle.id:
-        app.client.close_session(old.id)
+        old.close()
     app.context, app.cost, app.calls, app.dollars, app.plan = None, Usage(), 0, None, None
     app.scroll.to_bottom()
 
@@ -389,7 +389,7 @@ def image(app: App, arg: str) -> None:
 
 def compact(app: App, arg: str) -> None:
     """Summarise the conversation now, off the UI thread (it is a model call)."""
-    from openheim.tui.app import compaction_text
+    from openheim.tui.frame import compaction_text
 
     app.info("compacting the conversation…")
     session = app.session
@@ -431,7 +431,7 @@ def undo(app: App, arg: str) -> None:
 def fork(app: App, arg: str) -> None:
     """Continue in a copy of this session; the original stays as it is."""
     original = app.session.id
-    handle = app.client.fork_session(original)
+    handle = app.session.fork()
     switch_to(app, handle)
     app.transcript.add("rule", f"forked: this is a new session; {original[:8]}… stays as it was")
 

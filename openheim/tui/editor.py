@@ -26,6 +26,23 @@ class InputLine:
 
     # --- editing -------------------------------------------------------------------
 
+    def edit(self, key: str) -> bool:
+        """Apply an editing key (arrows, Home, Backspace, Delete, Ctrl-U/W/K); False when ``key`` is none."""
+        edits = {
+            "left": self.left,
+            "right": self.right,
+            "home": self.home,
+            "backspace": self.backspace,
+            "delete": self.delete,
+            "ctrl-u": self.clear,
+            "ctrl-w": self.delete_word,
+            "ctrl-k": self.kill_to_end,
+        }
+        if key not in edits:
+            return False
+        edits[key]()
+        return True
+
     def insert(self, s: str) -> None:
         self.text = self.text[: self.cursor] + s + self.text[self.cursor :]
         self.cursor += len(s)

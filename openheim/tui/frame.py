@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from openheim.core import events
 from openheim.core.tools import ToolView, parse_arguments
 from openheim.tui.overlay import (
     diff_lines,
@@ -119,3 +120,13 @@ def tool_line(view: ToolView, name: str, arguments: str) -> str:
     if view.title != name or not arguments.strip():
         return view.title
     return f"{name} {flatten(arguments, 120)}"
+
+
+def compaction_text(event: events.Compaction) -> str:
+    """The one line the chat shows for a compaction."""
+    if event.error is not None:
+        return f"the conversation was not compacted: {event.error}"
+    return (
+        f"conversation compacted: {event.keep_from} earlier messages summarised "
+        f"({len(event.summary)} characters); the full record stays in the session log"
+    )

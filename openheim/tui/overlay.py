@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openheim.core.permission import Decision
+from openheim.tui.keys import Key
 from openheim.tui.text import clean, ellipsize, flatten, width
 from openheim.tui.transcript import Line
 
@@ -179,3 +180,29 @@ def footer_text(left: str, right: str, cells: int) -> str:
         return ellipsize(left, cells)
     right = ellipsize(right, room) if width(right) > room else right
     return left + " " * (cells - width(left) - width(right)) + right
+
+
+WHEEL = 3  # lines per wheel notch
+MOVES = {
+    "up": -1,
+    "down": 1,
+    "pgup": -5,
+    "pgdn": 5,
+    "home": -(10**9),
+    "end": 10**9,
+    "wheel-up": -WHEEL,
+    "wheel-down": WHEEL,
+}
+
+
+def overlay_key(overlay: ListView, key: Key, height: int) -> str | None:
+    """A key on an open list: moves it, or says "pick" (Enter on a picker) or "close" (Esc, Enter, q)."""
+    if key.kind == "key" and key.value in MOVES:
+        overlay.move(MOVES[key.value], height)
+    elif key.kind == "text" and key.value in "kj" and not overlay.picker:
+        overlay.move(-1 if key.value == "k" else 1, height)
+    elif key.value == "enter" and overlay.picker:
+        return "pick"
+    elif key.value in ("esc", "enter") or (key.kind == "text" and key.value == "q"):
+        return "close"
+    return None

@@ -281,3 +281,8 @@ def _key_names(curses: Any) -> dict[int, str]:
         "KEY_SF": "scroll-down",  # Shift+↑/↓
     }
     return {getattr(curses, k): v for k, v in names.items() if hasattr(curses, k)}
+
+
+def environment_has_no_color() -> bool:
+    """NO_COLOR set to anything non-empty turns colours off (https://no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))

@@ -131,3 +131,29 @@ def wrap_prefixed(text: str, cells: int, first: str, rest: str | None = None) ->
     rest = " " * width(first) if rest is None else rest
     body = wrap(text, max(1, cells - width(first)))
     return [(first if i == 0 else rest) + line for i, line in enumerate(body)]
+
+
+_COLUMN = re.compile(r"^(\s*\S.*?\s{2,})\S")  # "  :name ARGS    description": the description's column
+
+
+def hanging_indent(line: str, cells: int) -> int:
+    """Where a wrapped line of ``line`` goes on: under its second column (help, pickers) or its own indent."""
+    found = _COLUMN.match(line)
+    if found is not None and width(found.group(1)) <= cells // 2:
+        return width(found.group(1))
+    return len(line) - len(line.lstrip(" "))
+
+
+def wrap_hanging(text: str, cells: int) -> list[str]:
+    """``text`` wrapped to ``cells`` with a hanging indent: a line's continuation starts under its second column
+    (the description of a ``:command    description`` line) or, without one, under its own indent."""
+    cells = max(1, cells)
+    out: list[str] = []
+    for paragraph in text.split("\n"):
+        first = wrap_line(paragraph, cells)[0]
+        out.append(first)
+        rest = paragraph[len(first) :].strip() if width(paragraph) > cells else ""
+        if rest:
+            hang = hanging_indent(paragraph, cells)
+            out.extend(" " * hang + line for line in wrap_line(rest, max(1, cells - hang)))
+    return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from openheim.tui.text import clean, flatten, width, wrap, wrap_prefixed
+from openheim.tui.text import clean, flatten, width, wrap, wrap_hanging, wrap_prefixed
 
 USER_BOX = 50  # widest a user message box gets
 RESULT_CHARS = 200  # a tool result preview: its first characters, flattened
@@ -79,7 +79,7 @@ def render(item: Item, cells: int) -> list[Line]:
         return [Line(s, "error") for s in wrap_prefixed(text, cells, "  error: ", "  ")]
     if item.kind == "rule":
         return [Line(f"─── {text}" if text else "───", "rule")]
-    return [Line(s, "info") for s in wrap_prefixed(text, cells, "  ")]
+    return [Line("  " + s, "info") for s in wrap_hanging(text, cells - 2)]
 
 
 def _markdown(text: str, cells: int) -> list[Line]:

@@ -356,7 +356,7 @@ def bridge_calls(script: str, calls: int, tmp: Path) -> float:
     )
     with client:
         assert client.mcp_servers(wait=60)[0].connected
-        tools, ctx = client.state.runtime_tools(), TurnContext()
+        tools, ctx = client.state.services.runtime_tools(), TurnContext()
         for _ in range(20):
             tools.execute("s__echo", '{"text": "x"}', ctx)
         times = []
@@ -393,7 +393,7 @@ def oversized_result(tmp: Path, mib: int = 100) -> tuple[float, float]:
     )
     with client:
         assert client.mcp_servers(wait=60)[0].connected
-        tools, ctx = client.state.runtime_tools(), TurnContext()
+        tools, ctx = client.state.services.runtime_tools(), TurnContext()
         tools.execute("big__echo", '{"text": "warm"}', ctx)
         before = peak_mb()
         start = time.perf_counter()

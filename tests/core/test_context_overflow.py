@@ -53,7 +53,7 @@ def test_long_conversation_is_fitted_not_failed(wire, isolated_home, tmp_path):
         accepted = [r for r in srv.requests if len(r.raw) <= LIMIT]
         assert len(accepted) == 2 * TURNS
         last = accepted[-1].body
-        stored = len(client.get_session(session.id))
+        stored = len(client.stored_session(session.id)[1])
         dropped = omitted(wire, last)
         assert dropped is not None and dropped > 0
         assert all(tool_pairs_intact(wire, r.body) for r in accepted)

@@ -108,14 +108,14 @@ def test_send_only_provider_gets_a_streaming_wrapper(tmp_path):
         .build()
     )
     with client:
-        events = list(client.new_session(cwd=tmp_path).stream("hello"))
+        events = list(client.new_session(cwd=tmp_path).start_turn("hello"))
     assert [e.content for e in events if isinstance(e, LlmResponse)] == ["you said: hello"]
 
 
 def test_stream_iterates_events_on_the_calling_thread(srv, tmp_path):
     srv.enqueue(Reply(text="one two three"))
     with client_for(srv, tmp_path) as client:
-        turn = client.new_session(cwd=tmp_path).stream("count")
+        turn = client.new_session(cwd=tmp_path).start_turn("count")
         seen = [(threading.current_thread().name, e.kind) for e in turn]
     assert all(name == threading.current_thread().name for name, _ in seen)
     assert turn.result.final_response == "one two three"
@@ -232,7 +232,7 @@ def test_acp_updates_and_replay_speak_valid_acp(srv, tmp_path):
         session = client.new_session(cwd=tmp_path)
         session.prompt("write it", on_event=acp_updates(session, live.append))
         replayed: list[dict] = []
-        acp_replay(session, client.get_session(session.id), replayed.append)
+        acp_replay(session, client.stored_session(session.id)[1], replayed.append)
     for update in live + replayed:
         check("SessionUpdate", update)
     kinds = [u["sessionUpdate"] for u in live if u["sessionUpdate"] != "usage_update"]  # the window is known

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cli_helpers import write_config
@@ -13,7 +14,7 @@ from fake_client import ScriptedLlm, text_reply, tool_reply
 from openheim.client import OpenheimClient
 from openheim.core.models import StopReason
 from openheim.errors import ConfigError, InvalidArgument, NotFound, SessionBusy, TooManySessions
-from openheim.runtime.session import SessionMap, SessionState
+from openheim.runtime.live import SessionMap, SessionState
 
 
 def make_client(home: Path, llm: ScriptedLlm, extra: str = "", **opts) -> OpenheimClient:
@@ -34,12 +35,12 @@ def test_turn_is_persisted_and_reloads_in_a_new_client(isolated_home, tmp_path):
     metas = other.list_sessions()
     assert [m.id for m in metas] == [session.id]
     assert metas[0].title == "look around" and metas[0].cwd == str(tmp_path) and metas[0].model == "fake-model"
-    messages = other.get_session(session.id)
+    messages = other.stored_session(session.id)[1]
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     handle, loaded = other.resume_session(session.id, tmp_path)
     assert loaded.warning is None and len(loaded.messages) == 4
     handle.prompt("and now?")
-    assert [m.role for m in other.get_session(session.id)][-2:] == ["user", "assistant"]
+    assert [m.role for m in other.stored_session(session.id)[1]][-2:] == ["user", "assistant"]
 
 
 def test_second_prompt_on_a_busy_session_is_refused(isolated_home, tmp_path):
@@ -56,7 +57,7 @@ def test_second_prompt_on_a_busy_session_is_refused(isolated_home, tmp_path):
     session.cancel()
     worker.join(5)
     assert not worker.is_alive()
-    assert [m.role for m in client.get_session(session.id)] == ["user"]
+    assert [m.role for m in client.stored_session(session.id)[1]] == ["user"]
 
 
 def test_model_and_mode_switches_persist(isolated_home, tmp_path):
@@ -81,7 +82,10 @@ def test_architect_mode_exposes_only_read_only_tools(isolated_home, tmp_path):
     session.prompt("x")
     session.set_mode("architect")
     session.prompt("y")
-    assert "write_file" in client.state.registry.names() and "execute_command" in client.state.registry.names()
+    assert (
+        "write_file" in client.state.services.registry.names()
+        and "execute_command" in client.state.services.registry.names()
+    )
 
 
 def test_unknown_model_and_bad_ids(isolated_home, tmp_path):
@@ -89,9 +93,9 @@ def test_unknown_model_and_bad_ids(isolated_home, tmp_path):
     with pytest.raises(ConfigError, match="Model 'nope' not found"):
         client.new_session(tmp_path, model="nope")
     with pytest.raises(InvalidArgument, match="invalid session id format"):
-        client.state.start_turn("not-a-uuid", [])
+        client.session("not-a-uuid")
     with pytest.raises(NotFound, match="session not found"):
-        client.state.start_turn("8b3f0c8e-1111-4222-8333-444455556666", [])
+        client.session("8b3f0c8e-1111-4222-8333-444455556666")
 
 
 def test_work_dir_bounds_every_session(isolated_home, tmp_path):
@@ -107,9 +111,9 @@ def test_unrestorable_provider_falls_back_with_warning(isolated_home, tmp_path):
     client = make_client(isolated_home, ScriptedLlm([text_reply("a")]))
     session = client.new_session(tmp_path)
     session.prompt("hi")
-    conv = client.state.conversations.history.load(session.id)
+    conv = client.state.services.conversations.history.load(session.id)
     conv.meta.provider = "gone"
-    client.state.conversations.history.save_meta(conv)
+    client.state.services.conversations.history.save_meta(conv)
     fresh = make_client(isolated_home, ScriptedLlm([]))
     _, loaded = fresh.resume_session(session.id, tmp_path)
     assert loaded.warning.startswith("[warning] Could not restore this session's provider 'gone'")
@@ -133,11 +137,11 @@ class FlakyHistory:
 
 def test_failed_append_falls_back_to_a_full_rewrite(isolated_home, tmp_path):
     client = make_client(isolated_home, ScriptedLlm([tool_reply(("list_dir", {})), text_reply("done")]))
-    client.state.conversations.history = FlakyHistory(client.state.conversations.history)
+    client.state.services.conversations.history = FlakyHistory(client.state.services.conversations.history)
     session = client.new_session(tmp_path)
     session.prompt("go")
     fresh = make_client(isolated_home, ScriptedLlm([]))
-    assert [m.role for m in fresh.get_session(session.id)] == ["user", "assistant", "tool", "assistant"]
+    assert [m.role for m in fresh.stored_session(session.id)[1]] == ["user", "assistant", "tool", "assistant"]
 
 
 class RunningTurn:
@@ -147,21 +151,26 @@ class RunningTurn:
     cancelled = False
 
 
+def entry(state: SessionState) -> SimpleNamespace:
+    """What the map holds for a session: its id and its live state (a Session, less the operations)."""
+    return SimpleNamespace(id=state.id, live=state)
+
+
 def test_session_map_eviction_spares_in_flight_and_held_sessions():
     live = SessionMap(idle_limit=100, capacity=2)
     sessions = [SessionState(f"s{i}", None, Path("/")) for i in range(4)]
     sessions[0].turn = RunningTurn()  # type: ignore[assignment]
     for s in sessions:
-        live.insert(s)
+        live.insert(entry(s))
     assert len(live) == 2 and "s0" in live and "s3" in live
     sessions[3].last_active -= 1000  # idle past the limit: dropped first
-    live.insert(SessionState("new", None, Path("/")), hold=True)
+    live.insert(entry(SessionState("new", None, Path("/"))), hold=True)
     assert "s3" not in live and "new" in live
     with pytest.raises(TooManySessions):  # one running, one held by a client: nothing may go
-        live.insert(SessionState("more", None, Path("/")))
+        live.insert(entry(SessionState("more", None, Path("/"))))
     assert "more" not in live and len(live) == 2
     live.let_go("new")
-    live.insert(SessionState("more", None, Path("/")))
+    live.insert(entry(SessionState("more", None, Path("/"))))
     assert "new" not in live and "more" in live and "s0" in live
 
 
@@ -176,4 +185,4 @@ def test_live_session_rereads_history_another_client_appended(isolated_home, tmp
     session.prompt("a again")  # the cached conversation is stale: it must be re-read, not diverge
     sent = [m.text() for m in llm_a.sent[-1] if m.role != "system"]
     assert sent == ["from a", "a1", "from b", "b1", "a again"]
-    assert len(first.get_session(session.id)) == 6
+    assert len(first.stored_session(session.id)[1]) == 6

@@ -217,7 +217,7 @@ def test_library_sees_subagent_events(srv, isolated_home, tmp_path):
         Reply(text="ok"),
     )
     with OpenheimClient.builder().build() as client:
-        events = list(client.new_session(cwd=tmp_path).stream("go"))
+        events = list(client.new_session(cwd=tmp_path).start_turn("go"))
     sub = [e for e in events if isinstance(e, SubagentEvent) and not isinstance(e.event, UsageReport)]
     assert [type(e.event).__name__ for e in sub] == ["ToolCall", "ToolResult"]
     assert sub[1].event.result == "alpha\n" and sub[1].parent_tool_call_id == "p1"
