@@ -14,13 +14,13 @@ from ws_client import TOKEN, WsAcp, running_server
 
 from openheim.acp.handlers import Handlers
 from openheim.client import OpenheimClient
-from openheim.serve.ownership import ConnectionClient
+from openheim.serve.ownership import ConnectionClient, OwnedSession
 
 IN_USE = "is in use by another client"
 # every ACP method that names no session (the rest must be refused on another client's live session)
 UNNAMED = {"initialize", "authenticate", "session/new", "session/list"}
 # OpenheimClient calls that name a session but only read what is stored (or act on a plan's session)
-READ_ONLY = {"stored_session", "get_session", "session_changes", "plan_undo"}
+READ_ONLY = {"stored_session"}
 
 
 def _pair(server) -> tuple[WsAcp, WsAcp]:
@@ -151,18 +151,21 @@ def test_one_client_filling_its_share_leaves_room_for_the_others(srv, project):
 
 
 def test_every_client_call_naming_a_session_goes_through_the_ownership_check():
-    """The choke point: each OpenheimClient method that takes a session id (or an undo plan) is defined by
-    ConnectionClient itself, or only reads stored sessions."""
+    """The choke point: each OpenheimClient method that takes a session id is defined by ConnectionClient itself,
+    or only reads stored sessions; every live Session it hands out is an OwnedSession, whose closing, letting go
+    and forking keep the connection's share right."""
     named = {
         name
         for name, member in inspect.getmembers(OpenheimClient, inspect.isfunction)
         if not name.startswith("_") and {"session_id", "plan"} & set(inspect.signature(member).parameters)
     }
-    assert {"session", "resume_session", "close_session", "delete_session", "cancel", "let_go"} <= named
+    assert {"session", "resume_session", "delete_session"} <= named
     unchecked = sorted(n for n in named - READ_ONLY if n not in vars(ConnectionClient))
     assert not unchecked, f"OpenheimClient.{unchecked} reach live sessions without ConnectionClient's check"
-    new = {"new_session", "fork_session"}  # calls that open a session count against the client's share
-    assert new <= set(vars(ConnectionClient))
+    assert {"new_session", "resume_session", "session"} <= set(vars(ConnectionClient))
+    for opener in ("new_session", "resume_session", "session"):
+        assert "OwnedSession(" in inspect.getsource(getattr(ConnectionClient, opener))
+    assert {"fork", "close", "let_go"} <= set(vars(OwnedSession))
 
 
 def test_serve_hands_every_connection_its_own_connection_client():
