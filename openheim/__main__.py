@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import sys
 
+from openheim.version import version_line
+
 
 def main() -> None:
     if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, no CLI imported
@@ -13,8 +15,6 @@ def main() -> None:
         sys.exit(helper(sys.argv[3:]))
     try:
         if sys.argv[1:] in (["--version"], ["-V"]):
-            from openheim.version import version_line
-
             sys.stdout.write(version_line() + "\n")
             sys.stdout.flush()
             return

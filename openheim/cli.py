@@ -15,6 +15,7 @@ from openheim.commands.sandbox import sandbox_options
 from openheim.config.load import data_dir, load_config
 from openheim.config.secrecy import RedactingFilter, redact
 from openheim.config.unknown_keys import STRICT_ENV
+from openheim.core.control_chars import visible
 from openheim.errors import BROKEN_PIPE, EXIT_CODE_HELP, OpenheimError, describe, error_message, exit_code_for
 from openheim.memory.setup import long_term_memory
 from openheim.version import __version__, version_line
@@ -150,7 +151,6 @@ def setup_logging() -> None:
 
 def fail(message: str, code: int) -> NoReturn:
     """Print one line on stderr (secrets redacted) and exit."""
-    from openheim.core.control_chars import visible
 
     click.echo(visible(f"Error: {redact(message)}"), err=True)
     sys.exit(code)

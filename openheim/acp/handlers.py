@@ -16,6 +16,7 @@ from openheim.acp.prompt import ClientFeatures, PromptRun
 from openheim.acp.util import invalid_params, require_str
 from openheim.core.models import TextBlock
 from openheim.errors import NotFound, OpenheimError, SessionBusy
+from openheim.version import __version__
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
@@ -63,7 +64,6 @@ class Handlers:
 
     def initialize(self, request_id: Any, params: dict) -> dict:
         """Any requested protocolVersion gets 1, the only version spoken here."""
-        from openheim.version import __version__
 
         read, write, terminal = client_capabilities(params.get("clientCapabilities"))
         self.features = ClientFeatures(read, write, terminal)

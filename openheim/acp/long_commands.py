@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from openheim.acp.convert import text_chunk
 from openheim.acp.util import error_for
+from openheim.core.events import Compaction
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
@@ -79,7 +80,6 @@ def run(conn: Connection, request_id: Any, session: Session, name: str, arg: str
 
 
 def _compact(session: Session, send: Callable[[dict], None]) -> str:
-    from openheim.core.events import Compaction
 
     outcome = session.compact(lambda e: send(compaction_update(e)) if isinstance(e, Compaction) else None)
     if outcome.record is None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from openheim.acp.convert import text_chunk
 from openheim.acp.util import error_for
 from openheim.core.models import TextBlock
+from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
     from openheim.acp.connection import Connection
@@ -95,7 +96,6 @@ class Expansion:
         self._settle(lambda: self.conn.respond(self.request_id, {"stopReason": "cancelled"}))
 
     def _fetch_then(self, run_turn: Callable[[list[ContentBlock]], None]) -> None:
-        from openheim.errors import OpenheimError
 
         try:
             text = self.session.expand_mcp_prompt(self.name, self.arguments)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from openheim.acp.util import invalid_params
+from openheim.client import mcp_server_configs
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,6 @@ def mcp_servers(params: dict, allow_commands: bool = True) -> list:
     Without ``allow_commands`` (a network client of `openheim serve`) a stdio entry, which would run a
     command on this machine, fails the request with invalid params; http entries stay allowed.
     """
-    from openheim.client import mcp_server_configs
 
     entries = params.get("mcpServers", [])
     if entries is None:

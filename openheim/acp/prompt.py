@@ -13,6 +13,7 @@ from openheim.acp.permission import AcpQuestions, ProjectRules
 from openheim.acp.terminal import Terminals
 from openheim.acp.updates import AcpUpdates
 from openheim.acp.util import error_for, stop_reason
+from openheim.conversation.history import now_rfc3339, title_from
 from openheim.core.asking import AskTheFrontEnd
 from openheim.core.events import PermissionAsked
 from openheim.core.models import Message
@@ -119,7 +120,6 @@ class PromptRun:
 
     def _announce_title(self) -> None:
         """session_info_update after the first exchange, so the client's history shows a title."""
-        from openheim.conversation.history import now_rfc3339, title_from
 
         title = title_from([Message("user", list(self.blocks))])
         if title:

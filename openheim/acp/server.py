@@ -24,6 +24,7 @@ from openheim.acp.util import (
     RpcError,
     error_for,
 )
+from openheim.errors import OpenheimError
 
 if TYPE_CHECKING:
     from openheim.acp.lazy import LazyClient
@@ -168,7 +169,6 @@ class AcpServer:
 
     @staticmethod
     def _log_failure(method: str, error: Exception) -> None:
-        from openheim.errors import OpenheimError
 
         if isinstance(error, (RpcError, OpenheimError)):
             log.info("%s failed: %s", method, error)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openheim.core.tools import parse_arguments
+from openheim.core.tools import ToolView, parse_arguments
 
 if TYPE_CHECKING:
     from openheim.core.tools import ToolView
@@ -99,8 +99,6 @@ class ToolCallTracker:
     ) -> None:
         """Announce a call; ``view`` is the tool's own presentation, taken before the call ran."""
         from dataclasses import replace
-
-        from openheim.core.tools import ToolView
 
         args = parse_arguments(arguments)
         if view is None:

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from openheim.acp.convert import text_chunk
+from openheim.acp.convert import replay, text_chunk
+from openheim.acp.long_commands import compaction_update
 from openheim.acp.toolcalls import (
     Present,
     ToolCallTracker,
@@ -67,8 +68,6 @@ class AcpUpdates:
                 }
             )
         elif isinstance(event, events.Compaction):
-            from openheim.acp.long_commands import compaction_update
-
             self.send(compaction_update(event))
         elif isinstance(event, events.Notice):
             self.send(notice_update(event))
@@ -123,7 +122,6 @@ def acp_updates(session: Session, send: Callable[[dict], None]) -> AcpUpdates:
 
 def acp_replay(session: Session, messages: list[Message], send: Callable[[dict], None]) -> None:
     """Send a stored conversation to ``send`` as the ACP updates a live turn would have sent."""
-    from openheim.acp.convert import replay
 
     for update in replay(messages, session.present):
         send(update)

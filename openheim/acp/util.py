@@ -5,6 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from openheim.core.models import StopReason
+from openheim.errors import (
+    ConfigError,
+    InvalidArgument,
+    NotFound,
+    OpenheimError,
+    SessionBusy,
+    SessionLocked,
+    TooManySessions,
+    Unavailable,
+    file_error,
+)
 
 PROTOCOL_VERSION = 1
 
@@ -52,17 +63,6 @@ def invalid_params(message: str) -> RpcError:
 
 def error_for(exc: BaseException) -> RpcError:
     """The JSON-RPC error an exception becomes (the one place errors are mapped)."""
-    from openheim.errors import (
-        ConfigError,
-        InvalidArgument,
-        NotFound,
-        OpenheimError,
-        SessionBusy,
-        SessionLocked,
-        TooManySessions,
-        Unavailable,
-        file_error,
-    )
 
     if isinstance(exc, RpcError):
         return exc

@@ -23,11 +23,17 @@ from openheim.client import OpenheimClient
 from openheim.commands.doctor_host import check_ca_bundle, check_locale, check_terminal, check_vectors, check_version
 from openheim.commands.doctor_reach import Reach, probe_all
 from openheim.commands.doctor_report import Check, as_json, as_lines, exit_code
-from openheim.config.load import config_path, default_home
-from openheim.config.resolve import resolve_api_key
+from openheim.config.load import config_path, data_dir, default_home, read_config
+from openheim.config.private_data import problem as privacy_problem
+from openheim.config.providers import COMPATIBLE, KINDS
+from openheim.config.resolve import resolve_api_key, validate_provider
+from openheim.config.schema import SandboxConfig
+from openheim.config.secrecy import redact, shown_url
 from openheim.config.unknown_keys import UnknownKey, tell
 from openheim.core.control_chars import visible
 from openheim.errors import ConfigError
+from openheim.sandbox.policy import Sandbox
+from openheim.sandbox.support import probe, summary
 
 if TYPE_CHECKING:
     from openheim.config.schema import Config, ProviderConfig
@@ -37,8 +43,6 @@ def run_checks(
     config_path: str | None, mcp_config: str | None, mcp_timeout: float, offline: bool = False
 ) -> list[Check]:
     """Every check, in the order the human output shows them."""
-    from openheim.config.load import read_config
-    from openheim.errors import ConfigError
 
     checks = [check_version(), check_home()]
     config = None
@@ -109,9 +113,6 @@ def _unknown_keys_check(explicit: str | None, unknown: list[UnknownKey]) -> Chec
 
 
 def check_data_dir(config: Config | None) -> Check:
-    from openheim.config.load import data_dir
-    from openheim.config.private_data import problem as privacy_problem
-    from openheim.errors import ConfigError
 
     try:
         path = data_dir(config)
@@ -181,10 +182,6 @@ def key_source(p: ProviderConfig) -> tuple[str | None, str]:
 
 
 def _provider_check(p: ProviderConfig, is_default: bool) -> Check:
-    from openheim.config.providers import COMPATIBLE, KINDS
-    from openheim.config.resolve import validate_provider
-    from openheim.config.secrecy import shown_url
-    from openheim.errors import ConfigError
 
     source, said = key_source(p)
     facts = {
@@ -276,10 +273,6 @@ LAYERS = (
 
 def check_sandbox(config: Config | None) -> Check:
     """What the kernel enforces of [sandbox] here, as the sandbox helper itself reports it."""
-    from openheim.config.load import data_dir
-    from openheim.config.schema import SandboxConfig
-    from openheim.sandbox.policy import Sandbox
-    from openheim.sandbox.support import probe, summary
 
     hidden = (str(data_dir(config)), str(config.path)) if config is not None and config.path else ()
     sandbox = Sandbox.from_config(config.sandbox if config is not None else SandboxConfig(), hidden)
@@ -325,8 +318,6 @@ def check_sandbox(config: Config | None) -> Check:
 def doctor_command(ctx: click.Context, json_output: bool, timeout: float, offline: bool) -> None:
     """Check this installation: config, providers and keys, vectors, MCP servers, CA bundle, terminal, locale."""
     import json
-
-    from openheim.config.secrecy import redact
 
     checks = run_checks(ctx.obj.get("config_path"), ctx.obj.get("mcp_config"), timeout, offline)
     if json_output:

@@ -10,10 +10,10 @@ from types import ModuleType
 from typing import IO, Any
 
 from openheim.commands.doctor_report import Check
+from openheim.version import __version__
 
 
 def check_version() -> Check:
-    from openheim.version import __version__
 
     frozen = bool(getattr(sys, "frozen", False))
     python = ".".join(map(str, sys.version_info[:3]))

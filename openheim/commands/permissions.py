@@ -13,11 +13,11 @@ from openheim.client import OpenheimClient
 from openheim.config.hooks import hooks_for
 from openheim.config.load import data_dir, load_config
 from openheim.config.project_hooks import load_project_hooks
-from openheim.config.project_settings import settings_files, trust_file, untrust_file
+from openheim.config.project_settings import TRUST_FILE, settings_files, trust_file, untrust_file
 from openheim.config.rules import ALLOW, DENY, MAIN_ARGUMENTS, PROJECT_ALLOW, Verdict, exposed_tool_name
-from openheim.config.trust import real_path
+from openheim.config.trust import pinned_files, real_path
 from openheim.core.control_chars import visible
-from openheim.errors import InvalidArgument, OpenheimError
+from openheim.errors import ConfigError, InvalidArgument, OpenheimError
 
 if TYPE_CHECKING:
     from openheim.client import OpenheimClient
@@ -93,8 +93,6 @@ def explain(
     with _client(ctx, allow, deny) as client:
         offered, read_only = _offered(client, tool, where)
         if tool not in offered and tool not in MAIN_ARGUMENTS:
-            from openheim.errors import InvalidArgument
-
             raise InvalidArgument(
                 f"unknown tool '{tool}' (offered: {', '.join(sorted(offered))}; MCP tools are named server__tool)"
             )
@@ -112,7 +110,6 @@ def explain(
 
 def _json_object(text: str) -> dict:
     """ARGS_JSON as an object; a one-line error saying what to pass otherwise."""
-    from openheim.errors import InvalidArgument
 
     try:
         args = json.loads(text)
@@ -127,7 +124,6 @@ def _json_object(text: str) -> dict:
 
 
 def _client(ctx: click.Context, allow: tuple[str, ...], deny: tuple[str, ...]) -> OpenheimClient:
-    from openheim.client import OpenheimClient
 
     builder = (
         OpenheimClient.builder()
@@ -199,9 +195,6 @@ def trust(ctx: click.Context, file: str | None, cwd: str | None) -> None:
     Its allow rules approve calls without asking, so read them first; until you trust the file only its
     deny rules apply, and any later change to it needs trusting again.
     """
-    from openheim.config.project_settings import TRUST_FILE
-    from openheim.config.trust import pinned_files, real_path
-    from openheim.errors import ConfigError
 
     data_dir, files = _project_files(ctx, file, cwd)
     for path in files:

@@ -16,9 +16,12 @@ import click
 from openheim.client import OpenheimClient
 from openheim.commands.run_output import EXIT_CODES, Printer, print_failure
 from openheim.commands.sandbox import chosen, sandbox_options
+from openheim.core.images import load_image
 from openheim.core.models import TextBlock
+from openheim.core.permission import PolicyGate
 from openheim.core.signals import SignalRoute, ignore
-from openheim.errors import EXIT_CODE_HELP
+from openheim.core.structured import load_output_schema
+from openheim.errors import BROKEN_PIPE, DENIED, EXIT_CODE_HELP, InvalidArgument
 
 if TYPE_CHECKING:
     from openheim.core.models import ContentBlock, ImageBlock
@@ -47,7 +50,6 @@ class RunOptions:
 
 
 def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session:
-    from openheim.errors import InvalidArgument
 
     session_id = opts.session
     if opts.resume_latest:
@@ -67,7 +69,6 @@ def open_session(client: OpenheimClient, opts: RunOptions, cwd: Path) -> Session
 
 def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Run one turn, printing its events on this thread as they arrive; returns the exit code."""
-    from openheim.core.permission import PolicyGate
 
     cwd = (opts.cwd or Path(os.getcwd())).absolute()
     printer = Printer(opts.output, opts.verbose, out, err, opts.output_schema is not None)
@@ -96,8 +97,6 @@ def run_prompt(client: OpenheimClient, opts: RunOptions, out: TextIO = sys.stdou
     printer.result(result, handle)
     code = EXIT_CODES[result.stop_reason]
     if opts.fail_on_deny and printer.denied and code == 0:
-        from openheim.errors import DENIED
-
         err.write(f"openheim: {len(printer.denied)} tool call(s) denied; exiting {DENIED} (--fail-on-deny)\n")
         return DENIED
     return code
@@ -350,7 +349,6 @@ def exit_now(code: int) -> NoReturn:
     its CPU time, and half a second with the MCP SDK loaded. Everything is saved and closed by now (no atexit
     hook of ours is left to run; every thread is a daemon); MCP servers see their stdin close as this process
     ends."""
-    from openheim.errors import BROKEN_PIPE
 
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -367,7 +365,6 @@ def _output_schema(path: str | None) -> OutputSchema | None:
     """The --output-schema file, checked before anything runs (imported only when the option is used)."""
     if path is None:
         return None
-    from openheim.core.structured import load_output_schema
 
     return load_output_schema(path)
 
@@ -376,7 +373,6 @@ def _images(paths: tuple[str, ...]) -> list[ImageBlock]:
     """The -i files as image blocks, each checked before anything runs (type by content, size capped)."""
     if not paths:
         return []
-    from openheim.core.images import load_image
 
     return [load_image(p) for p in paths]
 

@@ -7,9 +7,11 @@ import signal
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from openheim.config.prices import dollars
 from openheim.core import events
 from openheim.core.control_chars import one_line, visible
 from openheim.core.models import AgentResult, StopReason, Usage
+from openheim.errors import error_kind, error_message, exit_code_for
 
 if TYPE_CHECKING:
     from openheim.core.events import StreamEvent
@@ -85,7 +87,6 @@ def _cut_short(result: AgentResult) -> dict | None:
 
 def failure_json(error: BaseException, known: dict | None = None) -> dict:
     """A failed run for scripts: ``error`` {message, kind}, ``exit_code``, and whatever else is known."""
-    from openheim.errors import error_kind, error_message, exit_code_for
 
     if isinstance(error, Interrupted):
         message, kind, code = str(error), "interrupted", 128 + error.signum
@@ -204,8 +205,6 @@ class Printer:
         if notice:
             self.err.write(f"openheim: {notice}\n")
         if self.verbose and result.cost is not None:
-            from openheim.config.prices import dollars
-
             self.err.write(f"openheim: this turn cost {dollars(result.cost)}\n")
 
     def _result_json(self, result: AgentResult, handle: Session) -> dict:

@@ -10,14 +10,18 @@ from typing import TYPE_CHECKING
 
 from openheim.config.load import data_dir as resolve_data_dir
 from openheim.config.load import load_config
+from openheim.config.mcp_json import load_mcp_file
 from openheim.config.private_data import secure as secure_data_dir
-from openheim.config.rules import RuleSet
-from openheim.config.schema import Config, McpServerConfig, ProviderConfig
+from openheim.config.providers import KINDS, REPLAY, infer_kind
+from openheim.config.rules import RuleError, RuleSet, parse_rule
+from openheim.config.schema import REPLAY_BASE, Config, McpServerConfig, ProviderConfig, sandbox_mode
 from openheim.core.child_env import register_secrets
 from openheim.core.tools import ToolRegistry
 from openheim.errors import ConfigError
 from openheim.runtime.runtime import Runtime
 from openheim.runtime.services import RuntimeSettings
+from openheim.sandbox.environ import scrub_initial_environ
+from openheim.tools.sandbox import keep_private
 
 if TYPE_CHECKING:
     from openheim.config.agent_config import AgentConfig
@@ -41,7 +45,6 @@ _OVERRIDES = (
 
 def programmatic_config(opts: dict) -> Config:
     """A one-provider config from builder options (no config file)."""
-    from openheim.config.providers import KINDS, REPLAY, infer_kind
 
     name = opts.get("provider") or "openai"
     if name == REPLAY:
@@ -63,8 +66,6 @@ def programmatic_config(opts: dict) -> Config:
 
 def _replay_config(opts: dict) -> Config:
     """``.provider("replay").replay(path)``: one provider serving the recording (see docs/pipelines.md)."""
-    from openheim.config.providers import REPLAY
-    from openheim.config.schema import REPLAY_BASE
 
     if not opts.get("replay"):
         raise ConfigError("provider 'replay' needs a recording; call .replay(path) on the builder")
@@ -138,7 +139,6 @@ def build_state(
 def _keep_private(data_dir: Path, config_file: Path | None) -> None:
     """The data dir (config, keys, every project's history) and the config file are never reachable
     through a file tool or the fs channel, whatever the sandbox root."""
-    from openheim.tools.sandbox import keep_private
 
     secure_data_dir(data_dir)  # 0700/0600 whatever the umask; an old one is repaired once
     keep_private(data_dir)
@@ -148,7 +148,6 @@ def _keep_private(data_dir: Path, config_file: Path | None) -> None:
 
 def _record_and_replay(config: Config, opts: dict) -> None:
     """``record``/``replay`` options onto the config, and a fresh tape for each file this build uses."""
-    from openheim.config.providers import REPLAY
 
     if opts.get("record") and opts.get("replay"):
         raise ConfigError("record and replay cannot be combined; record once, then replay that file")
@@ -165,7 +164,6 @@ def _record_and_replay(config: Config, opts: dict) -> None:
 
 def _builder_rules(opts: dict) -> RuleSet:
     """The builder's (and so ``openheim run --allow/--deny``'s) rules; a ConfigError names a malformed one."""
-    from openheim.config.rules import RuleError, parse_rule
 
     try:
         allow = tuple(parse_rule(r, source) for r, source in opts.get("allow", ()))
@@ -181,8 +179,6 @@ def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:
     servers = dict(config.mcp_servers)
     servers.update(opts.get("mcp_servers") or {})
     if opts.get("mcp_config"):
-        from openheim.config.mcp_json import load_mcp_file
-
         for name, server in load_mcp_file(opts["mcp_config"], "mcp-config").items():
             if name in servers:
                 log.info("MCP server '%s' of %s is not used: config.toml names one too", name, opts["mcp_config"])
@@ -193,7 +189,6 @@ def _mcp_servers(config: Config, opts: dict) -> dict[str, McpServerConfig]:
 
 def _keep_secrets_from_children(names: frozenset[str]) -> None:
     """The key variables' values leave this process's initial environment block (/proc/PID/environ)."""
-    from openheim.sandbox.environ import scrub_initial_environ
 
     register_secrets(names)
     scrub_initial_environ(names)
@@ -201,7 +196,6 @@ def _keep_secrets_from_children(names: frozenset[str]) -> None:
 
 def _sandbox_overrides(config: Config, opts: dict) -> None:
     """``--sandbox``/``--sandbox-required`` (builder ``sandbox()``) over ``[sandbox]``."""
-    from openheim.config.schema import sandbox_mode
 
     if opts.get("sandbox_mode") is not None:
         config.sandbox.mode = sandbox_mode(opts["sandbox_mode"], "--sandbox")

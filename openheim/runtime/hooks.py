@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.config.project_hooks import load_project_hooks
 from openheim.core.models import AgentResult, ContentBlock, Message, TextBlock
 from openheim.errors import PromptBlocked
 
@@ -23,7 +24,6 @@ def turn_hooks(
     config: Config, data_dir: Path, session_id: str, root: Path, cwd: Path, secret_env_vars: frozenset[str]
 ) -> HookRunner | None:
     """The runner for one turn, or None when no hook is configured for it."""
-    from openheim.config.project_hooks import load_project_hooks
 
     hooks = config.hooks + load_project_hooks(root, cwd, data_dir)
     if not hooks:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.conversation.compaction import Compactor
+
 if TYPE_CHECKING:
     from openheim.checkpoints.store import CheckpointStore, TurnRecord
     from openheim.checkpoints.turn import TurnCheckpoint
@@ -39,7 +41,6 @@ class LongSessions:
         self, cfg: AgentConfig, conv: Conversation, resolve: ResolveModel, llm_for: Callable[[AgentConfig], LlmClient]
     ) -> Compactor:
         """The compactor of a turn on ``conv``: the session's model, or ``compaction_model``, writes summaries."""
-        from openheim.conversation.compaction import Compactor
 
         settings = self.config.compaction
         summary_cfg = self._summary_model(cfg, resolve)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openheim.errors import NotFound
 from openheim.runtime.session_tools import SessionTools
 
 if TYPE_CHECKING:
@@ -122,7 +123,6 @@ class McpWiring:
     def expand_prompt(self, session: SessionState, name: str, arguments: str, cancel: CancelToken | None = None) -> str:
         """The user message that MCP prompt ``name`` (``server/name`` or ``server.name``) makes with ``arguments``
         (``key=value ...``): NotFound, InvalidArgument or ToolExecutionError, each in one line."""
-        from openheim.errors import NotFound
         from openheim.mcp.prompts import find, parse_arguments
 
         prompts = self.prompts(session)

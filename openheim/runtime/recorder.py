@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from openheim.conversation.log_events import CompactionRecord
 from openheim.core.events import Compaction, MessageAppended, StreamEvent
 from openheim.errors import FileAccessError, OpenheimError, file_error
 
@@ -51,7 +52,6 @@ class TurnRecorder:
         self.on_event(event)
 
     def _write_compaction(self, event: Compaction) -> None:
-        from openheim.conversation.log_events import CompactionRecord
 
         record = CompactionRecord(event.at, event.keep_from, event.summary, event.model, event.usage, event.manual)
         if self.failed:

@@ -8,6 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from openheim.core.tools import LayeredExecutor, ToolRegistry
+from openheim.errors import ToolExecutionError
 
 if TYPE_CHECKING:
     from openheim.core.models import Tool
@@ -112,7 +113,6 @@ class SessionTools:
     def prompt_text(self, prompt: McpPrompt, arguments: dict[str, str], cancel: CancelToken | None = None) -> str:
         """prompts/get of ``prompt`` with ``arguments``, as the text of a user message (ToolExecutionError when
         the server fails)."""
-        from openheim.errors import ToolExecutionError
         from openheim.mcp.prompts import get_prompt, prompt_text
 
         server = next((s for s in self.servers() if s.name == prompt.server), None)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from openheim.config.prices import dollars
+from openheim.config.resolve import key_problem
+from openheim.config.secrecy import scrub_url
+from openheim.core.events import Compaction
 from openheim.core.models import (
     ImageBlock,
     TextBlock,
@@ -16,7 +20,8 @@ from openheim.core.models import (
 )
 from openheim.core.tools import parse_arguments
 from openheim.errors import OpenheimError
-from openheim.tui.frame import tool_line
+from openheim.tools.plan import plan_text
+from openheim.tui.frame import compaction_text, tool_line
 from openheim.tui.overlay import HELP, ListView
 from openheim.tui.theme import THEMES
 
@@ -167,7 +172,6 @@ def models(app: App, arg: str) -> None:
 
 def _provider_problems(app: App) -> dict[str, str | None]:
     """Why each provider cannot be used now (no key), by name."""
-    from openheim.config.resolve import key_problem
 
     return {name: key_problem(p) for name, p in app.client.config.providers.items()}
 
@@ -281,7 +285,6 @@ def _send_prompt(app: App, name: str, outcome: Any) -> None:
 
 def _where(server: Any) -> str:
     """How a configured server is reached; a command's arguments are counted, not shown (they may hold secrets)."""
-    from openheim.config.secrecy import scrub_url
 
     if server.url:
         return f"http  {scrub_url(server.url)}"
@@ -347,7 +350,6 @@ def plan(app: App, arg: str) -> None:
 
 
 def plan_lines(update: PlanUpdate) -> str:
-    from openheim.tools.plan import plan_text
 
     steps = tuple((e["step"], e["status"]) for e in update.entries)
     head = "plan" + (f": {update.explanation}" if update.explanation else "")
@@ -355,7 +357,6 @@ def plan_lines(update: PlanUpdate) -> str:
 
 
 def cost(app: App, arg: str) -> None:
-    from openheim.config.prices import dollars
 
     u = app.cost
     cfg = app.session.config
@@ -389,7 +390,6 @@ def image(app: App, arg: str) -> None:
 
 def compact(app: App, arg: str) -> None:
     """Summarise the conversation now, off the UI thread (it is a model call)."""
-    from openheim.tui.frame import compaction_text
 
     app.info("compacting the conversation…")
     session = app.session
@@ -400,8 +400,6 @@ def compact(app: App, arg: str) -> None:
         elif outcome.record is None:
             app.info(f"the conversation was not compacted: {outcome.error}")
         else:
-            from openheim.core.events import Compaction
-
             record = outcome.record
             app.info(
                 compaction_text(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from openheim.tui.text import width, wrap_line
+from openheim.tui.text import clip, width, wrap_line
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -284,7 +284,6 @@ def _merged(row: Row) -> Row:
 
 
 def _clip_cells(word: str, cells: int) -> str:
-    from openheim.tui.text import clip
 
     return clip(word, cells)
 

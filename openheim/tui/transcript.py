@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from openheim.tui.markdown import render_markdown
 from openheim.tui.text import clean, flatten, width, wrap, wrap_hanging, wrap_prefixed
 
 USER_BOX = 50  # widest a user message box gets
@@ -85,8 +86,6 @@ def render(item: Item, cells: int) -> list[Line]:
 def _markdown(text: str, cells: int) -> list[Line]:
     """A reply rendered from its Markdown (plain wrapped text if the parser is missing or fails)."""
     try:
-        from openheim.tui.markdown import render_markdown
-
         rows = render_markdown(text.strip("\n"), cells)
     except Exception:  # a reply must always show, whatever it holds
         import logging
