@@ -65,7 +65,8 @@ class Bridge:
 
     async def sdk(self) -> str | None:
         """On the loop: wait for the SDK's import; the reason it failed, or None."""
-        return await asyncio.wrap_future(self._sdk)
+        # shielded: a waiter that is cancelled (a server given up on) must not cancel the import's future itself
+        return await asyncio.shield(asyncio.wrap_future(self._sdk))
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
