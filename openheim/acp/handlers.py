@@ -13,7 +13,7 @@ from openheim.acp.convert import prompt_blocks, replay, text_chunk
 from openheim.acp.lazy import LazyClient
 from openheim.acp.mcp_servers import mcp_servers
 from openheim.acp.prompt import ClientFeatures, PromptRun
-from openheim.acp.util import invalid_params, require_str
+from openheim.acp.util import RpcError, invalid_params, require_str
 from openheim.core.models import TextBlock
 from openheim.errors import NotFound, OpenheimError, SessionBusy
 from openheim.version import __version__
@@ -289,7 +289,7 @@ class Handlers:
         elif self.lazy_client.built is not None:
             try:
                 self.lazy_client.built.session(session_id).cancel()
-            except OpenheimError:  # a malformed id, or a session that is not live: nothing runs
+            except (OpenheimError, RpcError):  # a malformed id, a session not live, or another client's: left alone
                 pass
 
     def let_go_all(self) -> None:

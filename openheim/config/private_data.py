@@ -13,6 +13,7 @@ import logging
 import os
 import stat
 from pathlib import Path
+from typing import IO, Any
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -35,10 +36,12 @@ def make_private(directory: str | os.PathLike) -> Path:
     return Path(directory)
 
 
-def open_private(path: str | os.PathLike, how: str = "w", *, binary: bool = True):
+def open_private(path: str | os.PathLike, how: str = "w", *, binary: bool = True) -> IO[Any]:
     """``open(path, how)`` for a file of the data directory: created 0600, never through a symlink."""
     fd = os.open(path, _OPEN[how] | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-    return open(fd, how + ("b" if binary else ""), **({} if binary else {"encoding": "utf-8"}))
+    if binary:
+        return open(fd, how + "b")
+    return open(fd, how, encoding="utf-8")
 
 
 def repair(directory: str | os.PathLike, *, limit: int = 200_000) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
 
 from openheim.errors import FileAccessError, InvalidArgument, NotFound, ParseError
@@ -89,7 +89,7 @@ def handle(client: OpenheimClient | ConnectionClient, path: str) -> tuple[int, A
     route = ROUTES.get(path)
     try:
         if route is not None:
-            return 200, route(client)
+            return 200, route(cast("OpenheimClient", client))
         if known(path):
             return _session(client, unquote(path[len(SESSION_PREFIX) :]))
     except Exception:

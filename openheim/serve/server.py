@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from openheim.acp.connection import Sink, Writer
@@ -341,7 +341,7 @@ class OpenheimServer:
         """`/acp`: bare JSON-RPC frames, the same ACP server as stdio."""
         limit = self.options.max_message_bytes
         peer.acp = AcpServer(
-            peer.client,
+            cast("OpenheimClient", peer.client),  # the connection's door: the client's API, ownership checked
             frames(peer.ws, limit),
             peer.out,
             limit,
@@ -356,7 +356,7 @@ class OpenheimServer:
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         peer.agent_writer = Writer(lambda lines: out.send_lines(AGENT_PREFIX + line[:-1] + b"}\n" for line in lines))
         peer.acp = AcpServer(
-            peer.client,
+            cast("OpenheimClient", peer.client),  # the connection's door: the client's API, ownership checked
             iter(inbox.get, _END),
             peer.agent_writer,
             self.options.max_message_bytes,

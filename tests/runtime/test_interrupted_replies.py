@@ -42,7 +42,7 @@ def test_signal_keeps_the_streamed_text(srv, tmp_path, isolated_home, sig, code)
     assert obj["error"]["kind"] == "interrupted"
     assert obj["text"].startswith("word word") and "NEVER" not in obj["text"]
     shown = openheim("sessions", "show", obj["session_id"]).stdout
-    assert "word word" in shown and "[Reply interrupted: stopped by the user." in shown
+    assert "word word" in shown and "(note) Reply interrupted: stopped by the user." in shown
     srv.enqueue(Reply(text="continued"))
     r = openheim("run", "--continue", "go on", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == "continued\n"
@@ -59,7 +59,7 @@ def test_time_budget_keeps_the_streamed_text(srv, tmp_path):
     assert obj["stop_reason"] == "budget" and obj["exit_code"] == 6 and obj["error"]["kind"] == "budget"
     assert obj["text"].startswith("word word") and "NEVER" not in obj["text"]
     shown = openheim("sessions", "show", obj["session_id"]).stdout
-    assert "word word" in shown and "[Reply interrupted: the turn's time budget (0.6s) ran out." in shown
+    assert "word word" in shown and "(note) Reply interrupted: the turn's time budget (0.6s) ran out." in shown
 
 
 def test_a_reply_that_ended_has_no_error(srv, tmp_path):
@@ -76,7 +76,7 @@ def test_a_stream_that_breaks_off_keeps_what_came(srv, tmp_path):
     streamed = "first words of a reply that never ends"[:24]  # 6 chunks of 4 characters
     assert obj["text"] == streamed and obj["error"]["kind"] in ("incomplete_response", "transport_error")
     shown = openheim("sessions", "show", obj["session_id"]).stdout
-    assert streamed in shown and "[Reply interrupted: the stream failed:" in shown
+    assert streamed in shown and "(note) Reply interrupted: the stream failed:" in shown
     srv.enqueue(Reply(text="again"))
     assert openheim("run", "--continue", "go on", cwd=tmp_path).stdout == "again\n"
     assert "Reply interrupted" in srv.requests[-1].body["messages"][-2]["content"]

@@ -171,5 +171,5 @@ def test_every_client_call_naming_a_session_goes_through_the_ownership_check():
 def test_serve_hands_every_connection_its_own_connection_client():
     source = (Path(__file__).resolve().parents[2] / "openheim" / "serve" / "server.py").read_text()
     calls = source.split("AcpServer(")[1:]
-    assert len(calls) == 2 and all(call.lstrip().startswith("peer.client,") for call in calls)
+    assert len(calls) == 2 and all(call.lstrip().startswith('cast("OpenheimClient", peer.client),') for call in calls)
     assert "peer = Peer(ws, self.options.max_pending, ConnectionClient(" in source
