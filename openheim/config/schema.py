@@ -18,7 +18,17 @@ from openheim.config.prices import Price, parse_prices
 from openheim.config.providers import REPLAY, infer_kind, provider_kind
 from openheim.config.rules import RuleError, RuleSet, parse_rules
 from openheim.config.secrecy import scrub_url
-from openheim.config.unknown_keys import note_unknown
+from openheim.config.toml_values import (
+    get_bool,
+    get_int,
+    get_seconds,
+    get_str,
+    get_str_list,
+    get_str_map,
+    get_table,
+    present_int,
+    warn_unknown,
+)
 from openheim.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -160,86 +170,6 @@ class Config:
 # --- field readers -----------------------------------------------------------
 
 
-def _where(section: str, key: str) -> str:
-    return f"{section}.{key}" if section else key
-
-
-def _get_str(d: dict, key: str, section: str = "", required: bool = False) -> str | None:
-    value = d.get(key)
-    if value is None:
-        if required:
-            raise ConfigError(f"missing required key '{_where(section, key)}'; add it to config.toml")
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"'{_where(section, key)}' must be a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: int | None) -> int:
-    """A value read with a default, which therefore is never None."""
-    assert value is not None
-    return value
-
-
-def _get_int(
-    d: dict, key: str, section: str = "", default: int | None = None, minimum: int = 1, maximum: int | None = None
-) -> int | None:
-    value = d.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"'{_where(section, key)}' must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"'{_where(section, key)}' must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"'{_where(section, key)}' must be at most {maximum}, got {value}")
-    return value
-
-
-def _get_seconds(d: dict, key: str, section: str = "") -> float | None:
-    """A positive number of seconds (integer or decimal), or None when absent."""
-    value = d.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"'{_where(section, key)}' must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _get_bool(d: dict, key: str, section: str = "", default: bool = False) -> bool:
-    value = d.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"'{_where(section, key)}' must be true or false, got {value!r}")
-    return value
-
-
-def _get_str_list(d: dict, key: str, section: str = "") -> list[str]:
-    value = d.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"'{_where(section, key)}' must be a list of strings")
-    return list(value)
-
-
-def _get_str_map(d: dict, key: str, section: str = "") -> dict[str, str]:
-    value = d.get(key, {})
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ConfigError(f"'{_where(section, key)}' must be a table of strings")
-    return dict(value)
-
-
-def _get_table(d: dict, key: str) -> dict:
-    value = d.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"'{key}' must be a table ([{key}])")
-    return value
-
-
-def _warn_unknown(d: dict, known: set[str], section: str) -> None:
-    note_unknown(d, known, section)
-
-
-# --- sections ---------------------------------------------------------------
-
 _PROVIDER_KEYS = {
     "kind",
     "api_base",
@@ -260,27 +190,27 @@ def parse_provider(name: str, d: dict) -> ProviderConfig:
     if not isinstance(d, dict):
         raise ConfigError(f"[providers.{name}] must be a table")
     section = f"providers.{name}"
-    _warn_unknown(d, _PROVIDER_KEYS, section)
-    kind = provider_kind(_get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
+    warn_unknown(d, _PROVIDER_KEYS, section)
+    kind = provider_kind(get_str(d, "kind", section) or infer_kind(name), f"{section}.kind")
     replay = kind.name == REPLAY
-    if replay and not _get_str(d, "recording", section):
+    if replay and not get_str(d, "recording", section):
         raise ConfigError(f'[{section}] has kind = "replay" but no \'recording\'; set recording = "path/to/file.jsonl"')
     thinking = d.get("thinking", "adaptive" if kind.thinking else "off")
     if thinking not in ("adaptive", "off"):
         raise ConfigError(f'\'{section}.thinking\' must be "adaptive" or "off", got {thinking!r}')
     return ProviderConfig(
         name=name,
-        api_base=_get_str(d, "api_base", section, required=not replay) or (REPLAY_BASE if replay else ""),
-        default_model=_get_str(d, "default_model", section, required=not replay) or "",
-        models=_get_str_list(d, "models", section),
+        api_base=get_str(d, "api_base", section, required=not replay) or (REPLAY_BASE if replay else ""),
+        default_model=get_str(d, "default_model", section, required=not replay) or "",
+        models=get_str_list(d, "models", section),
         kind=kind.name,
-        env_var=_get_str(d, "env_var", section),
-        api_key=_get_str(d, "api_key", section),
-        timeout_secs=_get_int(d, "timeout_secs", section, default=120, maximum=MAX_TIMEOUT_SECS) or 120,
-        max_tokens=_get_int(d, "max_tokens", section),
-        context_window=_get_int(d, "context_window", section),
+        env_var=get_str(d, "env_var", section),
+        api_key=get_str(d, "api_key", section),
+        timeout_secs=get_int(d, "timeout_secs", section, default=120, maximum=MAX_TIMEOUT_SECS) or 120,
+        max_tokens=get_int(d, "max_tokens", section),
+        context_window=get_int(d, "context_window", section),
         thinking=thinking == "adaptive",
-        recording=_get_str(d, "recording", section),
+        recording=get_str(d, "recording", section),
         context_windows=_get_windows(d, section),
     )
 
@@ -312,20 +242,20 @@ def parse_mcp_server(name: str, d: dict, section: str | None = None) -> McpServe
     section = section or f"mcp_servers.{name}"
     if not isinstance(d, dict):
         raise ConfigError(f"[{section}] must be a table")
-    _warn_unknown(d, _MCP_KEYS, section)
+    warn_unknown(d, _MCP_KEYS, section)
     if d.get("tool_timeout_secs") == 0:
         raise ConfigError(f"MCP server '{name}' has tool_timeout_secs = 0; it must be at least 1")
     server = McpServerConfig(
         name=name,
-        command=_get_str(d, "command", section),
-        args=_get_str_list(d, "args", section),
-        env=_get_str_map(d, "env", section),
-        url=_get_str(d, "url", section),
-        headers=_get_str_map(d, "headers", section),
-        tool_timeout_secs=_get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
-        sandbox=sandbox_mode(_get_str(d, "sandbox", section) or "off", f"{section}.sandbox"),
+        command=get_str(d, "command", section),
+        args=get_str_list(d, "args", section),
+        env=get_str_map(d, "env", section),
+        url=get_str(d, "url", section),
+        headers=get_str_map(d, "headers", section),
+        tool_timeout_secs=get_int(d, "tool_timeout_secs", section, default=600, maximum=MAX_TIMEOUT_SECS) or 600,
+        sandbox=sandbox_mode(get_str(d, "sandbox", section) or "off", f"{section}.sandbox"),
     )
-    transport = _get_str(d, "transport", section)
+    transport = get_str(d, "transport", section)
     if transport not in (None, "http", "sse"):
         raise ConfigError(
             f"MCP server '{name}' has transport '{transport}'; use \"http\" (streamable HTTP) or "
@@ -360,24 +290,24 @@ def check_mcp_url(name: str, url: str, has_headers: bool) -> None:
 
 
 def parse_memory(d: dict) -> MemoryConfig:
-    _warn_unknown(d, {"embedding_provider", "embedding_model", "db_path", "top_k"}, "memory")
-    provider = _get_str(d, "embedding_provider", "memory")
-    model = _get_str(d, "embedding_model", "memory")
+    warn_unknown(d, {"embedding_provider", "embedding_model", "db_path", "top_k"}, "memory")
+    provider = get_str(d, "embedding_provider", "memory")
+    model = get_str(d, "embedding_model", "memory")
     if model and model.strip() and not provider:
         raise ConfigError("[memory] embedding_model is set but embedding_provider is not")
     if provider and not (model and model.strip()):
         raise ConfigError("[memory] embedding_model is required when embedding_provider is set")
-    db_path = _get_str(d, "db_path", "memory")
+    db_path = get_str(d, "db_path", "memory")
     if db_path is not None and not Path(db_path).is_absolute():
         raise ConfigError(f"[memory] db_path '{db_path}' must be an absolute path")
-    top_k = _get_int(d, "top_k", "memory", default=5, minimum=0) or 5
+    top_k = get_int(d, "top_k", "memory", default=5, minimum=0) or 5
     return MemoryConfig(provider, model, Path(db_path) if db_path else None, top_k)
 
 
 def parse_serve(d: dict) -> ServeConfig:
     from urllib.parse import urlsplit
 
-    _warn_unknown(
+    warn_unknown(
         d,
         {
             "host",
@@ -390,11 +320,11 @@ def parse_serve(d: dict) -> ServeConfig:
         },
         "serve",
     )
-    port = _get_int(d, "port", "serve", minimum=0)
+    port = get_int(d, "port", "serve", minimum=0)
     if port is not None and port > 65535:
         raise ConfigError(f"'serve.port' must be at most 65535, got {port}")
-    token_env = _get_str(d, "token_env", "serve") or "OPENHEIM_SERVE_TOKEN"
-    origins = _get_str_list(d, "cors_origins", "serve")
+    token_env = get_str(d, "token_env", "serve") or "OPENHEIM_SERVE_TOKEN"
+    origins = get_str_list(d, "cors_origins", "serve")
     for origin in origins:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/") or parts.query:
@@ -403,11 +333,11 @@ def parse_serve(d: dict) -> ServeConfig:
                 "(scheme, host and optional port; no path, no wildcard)"
             )
     sizes = {
-        key: _get_int(d, key, "serve", minimum=1024, maximum=1 << 30) for key in ("max_message_bytes", "max_file_bytes")
+        key: get_int(d, key, "serve", minimum=1024, maximum=1 << 30) for key in ("max_message_bytes", "max_file_bytes")
     }
-    allow_commands = _get_bool(d, "allow_client_mcp_commands", "serve")
+    allow_commands = get_bool(d, "allow_client_mcp_commands", "serve")
     return ServeConfig(
-        _get_str(d, "host", "serve"),
+        get_str(d, "host", "serve"),
         port,
         token_env,
         [o.rstrip("/") for o in origins],
@@ -427,19 +357,19 @@ SANDBOX_LIMITS = ("address_space_mb", "file_size_mb", "processes", "cpu_secs")
 
 def parse_sandbox(d: dict) -> SandboxConfig:
     keys = {"mode", "network", "writable_roots", "required", "keep_env", "allow_unix_sockets", "limits"}
-    _warn_unknown(d, keys, "sandbox")
-    roots = _get_str_list(d, "writable_roots", "sandbox")
+    warn_unknown(d, keys, "sandbox")
+    roots = get_str_list(d, "writable_roots", "sandbox")
     for root in roots:
         if not Path(root).expanduser().is_absolute():
             raise ConfigError(f"'sandbox.writable_roots' entry '{root}' must be an absolute directory")
     return SandboxConfig(
-        sandbox_mode(_get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
-        _get_bool(d, "network", "sandbox"),
+        sandbox_mode(get_str(d, "mode", "sandbox") or "workspace-write", "sandbox.mode"),
+        get_bool(d, "network", "sandbox"),
         [str(Path(r).expanduser()) for r in roots],
-        _get_bool(d, "required", "sandbox"),
-        _get_str_list(d, "keep_env", "sandbox"),
+        get_bool(d, "required", "sandbox"),
+        get_str_list(d, "keep_env", "sandbox"),
         _unix_sockets(d),
-        _sandbox_limits(_get_table(d, "limits")),
+        _sandbox_limits(get_table(d, "limits")),
     )
 
 
@@ -447,7 +377,7 @@ def _unix_sockets(d: dict) -> list[str] | bool:
     """``allow_unix_sockets``: true (every named socket) or a list of absolute socket paths."""
     if isinstance(d.get("allow_unix_sockets"), bool):
         return d["allow_unix_sockets"]
-    paths = _get_str_list(d, "allow_unix_sockets", "sandbox")
+    paths = get_str_list(d, "allow_unix_sockets", "sandbox")
     for path in paths:
         if not Path(path).expanduser().is_absolute():
             raise ConfigError(f"'sandbox.allow_unix_sockets' entry '{path}' must be an absolute path (or use true)")
@@ -455,22 +385,22 @@ def _unix_sockets(d: dict) -> list[str] | bool:
 
 
 def _sandbox_limits(d: dict) -> dict[str, int]:
-    _warn_unknown(d, set(SANDBOX_LIMITS), "sandbox.limits")
-    return {k: v for k in SANDBOX_LIMITS if (v := _get_int(d, k, "sandbox.limits", minimum=0)) is not None}
+    warn_unknown(d, set(SANDBOX_LIMITS), "sandbox.limits")
+    return {k: v for k in SANDBOX_LIMITS if (v := get_int(d, k, "sandbox.limits", minimum=0)) is not None}
 
 
 def parse_permissions(d: dict, source: str) -> RuleSet:
     """``[permissions]`` allow / deny lists of rules (``source`` names the file in each rule)."""
-    _warn_unknown(d, {"allow", "deny"}, "permissions")
+    warn_unknown(d, {"allow", "deny"}, "permissions")
     try:
-        return parse_rules(_get_str_list(d, "allow", "permissions"), _get_str_list(d, "deny", "permissions"), source)
+        return parse_rules(get_str_list(d, "allow", "permissions"), get_str_list(d, "deny", "permissions"), source)
     except RuleError as e:
         raise ConfigError(str(e)) from None
 
 
 def parse_budgets(d: dict) -> float | None:
     """``[budgets]``: ``max_cost``, the US dollars one turn may spend (the chat, serve and ACP; run has --max-cost)."""
-    _warn_unknown(d, {"max_cost"}, "budgets")
+    warn_unknown(d, {"max_cost"}, "budgets")
     value = d.get("max_cost")
     if value is None:
         return None
@@ -511,41 +441,41 @@ _TOP_KEYS = {
 
 def parse_config(d: dict, path: Path | None = None) -> Config:
     """Build a Config from the parsed TOML dict; raises ConfigError naming the offending key."""
-    _warn_unknown(d, _TOP_KEYS, "")
-    providers = {name: parse_provider(name, p) for name, p in sorted(_get_table(d, "providers").items())}
-    default_provider = _get_str(d, "default_provider", required=True) or ""
-    tui = _get_table(d, "tui")
-    theme = _get_str(tui, "theme_color", "tui") or _get_str(d, "theme_color")
-    work_dir = _get_str(d, "work_dir")
-    data_dir = _get_str(d, "data_dir")
+    warn_unknown(d, _TOP_KEYS, "")
+    providers = {name: parse_provider(name, p) for name, p in sorted(get_table(d, "providers").items())}
+    default_provider = get_str(d, "default_provider", required=True) or ""
+    tui = get_table(d, "tui")
+    theme = get_str(tui, "theme_color", "tui") or get_str(d, "theme_color")
+    work_dir = get_str(d, "work_dir")
+    data_dir = get_str(d, "data_dir")
     memory = d.get("memory")
     if memory is not None and not isinstance(memory, dict):
         raise ConfigError("'memory' must be a table ([memory])")
     return Config(
         default_provider=default_provider,
         providers=providers,
-        max_iterations=_get_int(d, "max_iterations", default=10) or 10,
-        max_tokens_total=_get_int(d, "max_tokens_total"),
-        turn_timeout_secs=_get_seconds(d, "turn_timeout_secs"),
-        max_parallel_tools=_get_int(d, "max_parallel_tools", default=8) or 8,
-        max_parallel_subagents=_get_int(d, "max_parallel_subagents", default=4) or 4,
-        default_skills=_get_str_list(d, "default_skills"),
+        max_iterations=get_int(d, "max_iterations", default=10) or 10,
+        max_tokens_total=get_int(d, "max_tokens_total"),
+        turn_timeout_secs=get_seconds(d, "turn_timeout_secs"),
+        max_parallel_tools=get_int(d, "max_parallel_tools", default=8) or 8,
+        max_parallel_subagents=get_int(d, "max_parallel_subagents", default=4) or 4,
+        default_skills=get_str_list(d, "default_skills"),
         work_dir=Path(work_dir).expanduser() if work_dir else None,
-        allow_shell=_get_bool(d, "allow_shell"),
+        allow_shell=get_bool(d, "allow_shell"),
         data_dir=Path(data_dir).expanduser() if data_dir else None,
         theme_color=theme,
-        mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(_get_table(d, "mcp_servers").items())},
-        mcp_startup_timeout_secs=_int(_get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
-        mcp_max_message_mib=_int(_get_int(d, "mcp_max_message_mib", default=8, minimum=1)),
+        mcp_servers={n: parse_mcp_server(n, s) for n, s in sorted(get_table(d, "mcp_servers").items())},
+        mcp_startup_timeout_secs=present_int(get_int(d, "mcp_startup_timeout_secs", default=10, minimum=0)),
+        mcp_max_message_mib=present_int(get_int(d, "mcp_max_message_mib", default=8, minimum=1)),
         mcp_project_key_vars=_key_vars(d.get("mcp_project_key_vars", {})),
         memory=parse_memory(memory) if isinstance(memory, dict) else None,
-        serve=parse_serve(_get_table(d, "serve")),
-        permissions=parse_permissions(_get_table(d, "permissions"), str(path) if path else "config"),
-        compaction=parse_compaction(_get_table(d, "compaction")),
-        checkpoints=parse_checkpoints(_get_table(d, "checkpoints")),
-        sandbox=parse_sandbox(_get_table(d, "sandbox")),
-        prices=parse_prices(_get_table(d, "prices")),
-        max_cost=parse_budgets(_get_table(d, "budgets")),
+        serve=parse_serve(get_table(d, "serve")),
+        permissions=parse_permissions(get_table(d, "permissions"), str(path) if path else "config"),
+        compaction=parse_compaction(get_table(d, "compaction")),
+        checkpoints=parse_checkpoints(get_table(d, "checkpoints")),
+        sandbox=parse_sandbox(get_table(d, "sandbox")),
+        prices=parse_prices(get_table(d, "prices")),
+        max_cost=parse_budgets(get_table(d, "budgets")),
         hooks=parse_hooks(d.get("hooks"), str(path) if path else "config"),
         path=path,
     )
