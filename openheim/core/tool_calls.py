@@ -168,6 +168,21 @@ def _start_workers(
         threading.Thread(target=work, name="tool", daemon=True).start()
 
 
+def _announce(
+    executor: ToolExecutor, calls: list[ToolUseBlock], ctx: TurnContext, on_event: Callable[[StreamEvent], None]
+) -> None:
+    """Each call is presented before any of them runs (a diff shows the file as it was), and every call is
+    announced before any of them talks to the client."""
+    where = ViewContext(ctx.effective_cwd, ctx.client_io, ctx.cancel, root=ctx.work_dir)
+    if ctx.sync is not None:
+        ctx.sync()
+    for call in calls:
+        view = executor.present(call.name, parse_arguments(call.arguments), where)
+        on_event(ToolCall(call.id, call.name, call.arguments, view))
+    if ctx.sync is not None:
+        ctx.sync()
+
+
 def run_tool_calls(
     executor: ToolExecutor,
     calls: list[ToolUseBlock],
@@ -178,14 +193,7 @@ def run_tool_calls(
 ) -> FinishedCalls:
     """Run calls concurrently, at most ``max_parallel`` at once and the rest queued in call order;
     events in completion order, result messages in call order."""
-    where = ViewContext(ctx.effective_cwd, ctx.client_io, ctx.cancel, root=ctx.work_dir)
-    if ctx.sync is not None:
-        ctx.sync()
-    for call in calls:  # each call is presented before any of them runs: a diff shows the file as it was
-        view = executor.present(call.name, parse_arguments(call.arguments), where)
-        on_event(ToolCall(call.id, call.name, call.arguments, view))
-    if ctx.sync is not None:
-        ctx.sync()  # every call is announced before any of them talks to the client
+    _announce(executor, calls, ctx, on_event)
     done: queue.Queue[tuple[int, ToolOutcome]] = queue.Queue()
     _start_workers(executor, calls, ctx, cut_off, max_parallel, done)
     outcomes: dict[int, ToolOutcome] = {}

@@ -96,18 +96,7 @@ def canonical_work_dir(path: str | Path | None) -> Path | None:
 def build_state(
     opts: dict, tools: list[ToolHandler], llm_factory: Callable[[AgentConfig], LlmClient | BlockingLlm] | None
 ) -> Runtime:
-    programmatic = bool(
-        opts.get("api_key")
-        or opts.get("api_base")
-        or (opts.get("provider") == "replay" and not opts.get("config_path"))
-    )
-    config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
-    if opts.get("default_skills"):
-        config.default_skills = opts["default_skills"]
-    if opts.get("allow_shell") is not None:
-        config.allow_shell = bool(opts["allow_shell"])
-    _sandbox_overrides(config, opts)
-    config.permissions = config.permissions + _builder_rules(opts)
+    config = _config(opts)
     overrides = {k: opts[k] for k in _OVERRIDES if opts.get(k) is not None}
     settings = RuntimeSettings(
         config=config,
@@ -127,13 +116,28 @@ def build_state(
     hidden = tuple(str(p) for p in (settings.data_dir, config.path) if p)
     registry = _build_registry(config, ltm, tools, hidden)
     state = Runtime(settings, registry, llm_factory, ltm)
-    if opts.get("check_model", True):
-        state.services.resolve_model(
-            settings.default_provider, settings.default_model
-        )  # fail fast: model, provider, key
+    if opts.get("check_model", True):  # fail fast: model, provider, key
+        state.services.resolve_model(settings.default_provider, settings.default_model)
     if config.mcp_servers:  # they connect in the background while the first prompt is prepared
         state.services.mcp.start(list(config.mcp_servers.values()))
     return state
+
+
+def _config(opts: dict) -> Config:
+    """The config file's (or, given a key or an api_base, the builder's own), with the builder's overrides."""
+    programmatic = bool(
+        opts.get("api_key")
+        or opts.get("api_base")
+        or (opts.get("provider") == "replay" and not opts.get("config_path"))
+    )
+    config = programmatic_config(opts) if programmatic else load_config(opts.get("config_path"))
+    if opts.get("default_skills"):
+        config.default_skills = opts["default_skills"]
+    if opts.get("allow_shell") is not None:
+        config.allow_shell = bool(opts["allow_shell"])
+    _sandbox_overrides(config, opts)
+    config.permissions = config.permissions + _builder_rules(opts)
+    return config
 
 
 def _keep_private(data_dir: Path, config_file: Path | None) -> None:

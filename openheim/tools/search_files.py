@@ -68,11 +68,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def iter_files(root: str) -> Iterator[str]:
-    """Regular files under ``root`` in sorted depth-first order, skipping hidden, ignored and symlinks.
-
-    Directories are opened one below the other without following symlinks, so one swapped for a
-    symlink while the walk runs is skipped, not followed.
-    """
+    """Regular files under ``root`` in sorted depth-first order, skipping hidden, ignored and symlinks. Each
+    directory is opened below the one before without following links: one swapped for a link is skipped."""
     in_repo, base_levels = _repo_levels(root)
     try:
         root_fd = open_dir(root, listing=True)
@@ -97,23 +94,32 @@ def iter_files(root: str) -> Iterator[str]:
                 stack.pop()
                 os.close(fd)
                 continue
-            if entry.name.startswith(".") or entry.is_symlink():
-                continue
-            is_dir = entry.is_dir(follow_symlinks=False)
-            path = os.path.join(directory, entry.name)
-            if levels and is_ignored(levels, path, is_dir):
+            path, is_dir = _visible(entry, directory, levels, root)
+            if path is None:
                 continue
             if is_dir:
-                if is_private(path, root):  # openheim's data dir: never searched from a root above it
-                    continue
                 sub = _open_subdir(fd, entry.name)
                 if sub is not None:
                     enter(sub, path, levels, repo)
-            elif entry.is_file(follow_symlinks=False):
+            else:
                 yield path
     finally:
         for *_, fd in stack:
             os.close(fd)
+
+
+def _visible(entry: os.DirEntry, directory: str, levels: list[RuleSet], root: str) -> tuple[str | None, bool]:
+    """The entry's path and whether it is a directory to enter; None for what the walk skips: hidden names,
+    links, ignored paths, openheim's data dir (never searched from a root above it), anything not a regular file."""
+    if entry.name.startswith(".") or entry.is_symlink():
+        return None, False
+    is_dir = entry.is_dir(follow_symlinks=False)
+    path = os.path.join(directory, entry.name)
+    if levels and is_ignored(levels, path, is_dir):
+        return None, False
+    if is_dir:
+        return (None if is_private(path, root) else path), True
+    return (path if entry.is_file(follow_symlinks=False) else None), False
 
 
 def collect_files(root: str, limit: int | None = None) -> tuple[list[str], bool]:
