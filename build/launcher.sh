@@ -11,17 +11,24 @@ mine() {
     [ -z "$(find "$@" -prune \( -perm -020 -o -perm -002 \) -print 2>&1)" ]
 }
 # A complete copy: its marker is written only after a verified unpack, and nobody else can have changed it.
-ready() { [ -d "$1/$id" ] && [ -f "$1/$id/.unpacked" ] && [ -x "$1/$id/openheim" ] && mine "$1" "$1/$id" "$1/$id/openheim"; }
+# The marker holds the number of files unpacked: a copy that lost some (a cache cleaner) is unpacked again.
+ready() { [ -d "$1/$id" ] && [ -f "$1/$id/.unpacked" ] && [ -x "$1/$id/openheim" ] && mine "$1" "$1/$id" "$1/$id/openheim" \
+    && [ "$(files "$1/$id")" = "$(cat "$1/$id/.unpacked" 2>/dev/null)" ]; }
+files() { find "$1" -type f ! -name .unpacked | wc -l | tr -d ' '; }
+# Left by a start that was killed (the name holds its process id): removed by the next start.
+sweep() {
+    for old in "$1"/.unpack.*; do
+        pid=${old##*/.unpack.}; pid=${pid%%.*}
+        [ -e "$old" ] && ! kill -0 "$pid" 2>/dev/null && rm -rf "$old"
+    done
+}
 # Make (or tighten) the base directory; false when it cannot be private (a symlink, someone else's).
 claim() {
     [ -L "$1" ] || [ -e "$1" ] || (umask 077; mkdir -p "$1") 2>/dev/null
     [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] && chmod 700 "$1" 2>/dev/null && mine "$1"
 }
 unpack() {
-    for old in "$1"/.unpack.*; do  # left by a start that was killed (the name holds its process id)
-        pid=${old##*/.unpack.}; pid=${pid%%.*}
-        [ -e "$old" ] && ! kill -0 "$pid" 2>/dev/null && rm -rf "$old"
-    done
+    sweep "$1"
     tmp=$(mktemp -d "$1/.unpack.$$.XXXXXX") || return 1
     mkdir "$tmp/$id" || return 1
     { tail -n +@SKIP@ "$0" | gzip -dc 2>/dev/null; echo $? >"$tmp/status"; } | tar -xf - -C "$tmp/$id" 2>/dev/null
@@ -30,7 +37,7 @@ unpack() {
         rm -rf "$tmp"; say "$0 is damaged (its payload fails its checksum); download it again"; exit 1
     fi
     [ "$gz" = 0 ] && [ "$untar" = 0 ] && [ -x "$tmp/$id/openheim" ] || { rm -rf "$tmp"; return 1; }
-    : >"$tmp/$id/.unpacked" || { rm -rf "$tmp"; return 1; }
+    count=$(files "$tmp/$id") && echo "$count" >"$tmp/$id/.unpacked" || { rm -rf "$tmp"; return 1; }
     # An incomplete copy is set aside; a rename never replaces a non-empty directory, so of two starts
     # at once the first one's copy stays.
     if [ -e "$1/$id" ] || [ -L "$1/$id" ]; then ready "$1" || mv "$1/$id" "$tmp/old" 2>/dev/null; fi
@@ -57,5 +64,6 @@ if ! ready "$base"; then
         ready "$base" || { say "could not unpack into $base (disk full or not writable?); set OPENHEIM_CACHE_DIR"; exit 1; }
     fi
 fi
+sweep "$base"
 exec "$base/$id/openheim" "$@"
 exit 127

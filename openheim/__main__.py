@@ -9,8 +9,8 @@ from openheim.version import version_line
 
 
 def main() -> None:
-    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper: single-threaded, no CLI imported
-        from openheim.sandbox.helper import main as helper
+    if sys.argv[1:3] == ["sandbox", "exec"]:  # the sandbox helper (one command or the fork server): no CLI
+        from openheim.sandbox.launch import main as helper
 
         sys.exit(helper(sys.argv[3:]))
     try:

@@ -143,6 +143,29 @@ def test_stale_unpack_dirs_of_killed_starts_are_removed(binary, tmp_path):
         live.wait()
 
 
+def test_a_copy_that_lost_a_file_is_unpacked_again_with_one_line(binary, tmp_path):
+    cache = tmp_path / "cache"
+    assert start(binary, "x", OPENHEIM_CACHE_DIR=str(cache)).returncode == 0
+    copy = cache / launcher_id(binary)
+    extra = copy / "lib.so"  # a file of the copy that a cache cleaner deleted
+    extra.write_text("x")
+    (copy / ".unpacked").write_text(str(int((copy / ".unpacked").read_text()) + 1) + "\n")
+    extra.unlink()
+    r = start(binary, "x", OPENHEIM_CACHE_DIR=str(cache))
+    assert r.returncode == 0 and r.stdout == f"ran {copy}/openheim x\n"
+    assert r.stderr == f"openheim: the copy in {copy} is incomplete or was changed; unpacking it again\n"
+    assert start(binary, "x", OPENHEIM_CACHE_DIR=str(cache)).stderr == ""
+
+
+def test_a_stale_unpack_dir_beside_a_complete_copy_is_removed(binary, tmp_path):
+    cache = tmp_path / "cache"
+    assert start(binary, "x", OPENHEIM_CACHE_DIR=str(cache)).returncode == 0
+    (cache / ".unpack.999999999.abcdef" / "x").mkdir(parents=True)
+    r = start(binary, "x", OPENHEIM_CACHE_DIR=str(cache))
+    assert r.returncode == 0 and r.stderr == ""
+    assert names(cache) == [launcher_id(binary)]
+
+
 def test_a_symlinked_cache_dir_is_never_followed(binary, tmp_path):
     target = tmp_path / "target"
     target.mkdir(mode=0o755)
