@@ -31,7 +31,9 @@ class UnknownKey:
 
     @property
     def dotted(self) -> str:
-        return f"{self.section}.{self.key}" if self.section else self.key
+        """The key as written, dotted below its table; control characters shown as escapes (it reaches a terminal)."""
+        name = f"{self.section}.{self.key}" if self.section else self.key
+        return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
 
     def message(self, ignored: bool = True) -> str:
         where = f"{self.file}:{self.line}: " if self.file and self.line else f"{self.file}: " if self.file else ""

@@ -83,3 +83,10 @@ def test_key_line_reads_tables_quoted_keys_and_comments():
     assert key_line(text, "providers.my.llm", "timeout") == 4
     assert key_line(text, "tools", "allow_shell") == 6
     assert key_line(text, "tools", "nope") is None
+
+
+def test_a_key_holding_control_characters_reaches_the_terminal_escaped(isolated_home, tmp_path):
+    with fake_provider("openai_compatible", isolated_home, extra='"x\\u001b]52;c;aGk=\\u0007" = 1\n') as _:
+        r = openheim("run", "hi", cwd=tmp_path)
+    assert r.returncode == 0 and "\x1b" not in r.stderr and "\x07" not in r.stderr
+    assert "unknown key 'x\\x1b]52;c;aGk=\\x07' ignored" in r.stderr
