@@ -3,6 +3,14 @@ goes on under its description, not at the left edge."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+from cli_helpers import write_config
+from fake_llm import FakeLLMServer
+from test_tui import start
+from tmux_pane import have_tmux
+
 from openheim.tui.overlay import HELP
 from openheim.tui.text import width, wrap_hanging
 from openheim.tui.transcript import Item, render
@@ -28,3 +36,20 @@ def test_the_chat_renders_help_with_the_hanging_indent():
     assert all(width(row) <= 100 for row in rows)
     image = next(i for i, row in enumerate(rows) if row.lstrip().startswith(":undo"))
     assert rows[image + 1].startswith(" " * rows[image].index("show"))
+
+
+@pytest.mark.skipif(not have_tmux() and not os.environ.get("CI"), reason="tmux is not installed")
+def test_help_in_a_real_100_column_terminal_hangs_under_the_description(isolated_home, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeLLMServer(wire="openai") as server:
+        write_config(isolated_home, server.base_url)
+        with start(tmp_path, isolated_home, work, width=100, height=50) as pane:
+            pane.line(":help")
+            screen = pane.wait_for(":undo")
+            rows = screen.split("\n")
+            undo = next(i for i, row in enumerate(rows) if row.lstrip().startswith(":undo"))
+            column = rows[undo].index("show")
+            follow = rows[undo + 1]
+            assert follow[:column].strip() == "" and follow[column : column + 1].strip(), screen
+            pane.line(":q")
