@@ -134,3 +134,20 @@ def test_the_url_serve_prints_opens_the_page_without_asking_for_the_token(browse
         assert "token" not in browser.current_url  # kept for the tab, dropped from the address bar
         browser.refresh()
         wait(browser, lambda d: find("#status").text == "connected")
+
+
+def test_the_page_lists_only_the_sessions_this_server_can_open(browser, srv, project, tmp_path):
+    """A session started in another directory is not offered by a server started here (issue 42, item 2)."""
+    from cli_helpers import openheim
+    from selenium.webdriver.common.by import By
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert openheim("run", "a prompt from here", cwd=project).returncode == 0
+    assert openheim("run", "a prompt from elsewhere", cwd=elsewhere).returncode == 0
+    find = lambda selector: browser.find_element(By.CSS_SELECTOR, selector)
+    with serve_process(project) as served:
+        browser.get(f"{served.base}/?token={served.token}")
+        wait(browser, lambda d: find("#status").text == "connected")
+        wait(browser, lambda d: "a prompt from here" in texts(d, "#sessions .title"))
+        assert not any("elsewhere" in title for title in texts(browser, "#sessions .title"))
