@@ -29,16 +29,19 @@ def script() -> list[Reply]:
 
 
 def reference_conversation(home, tmp_path):
-    """A complete, unkilled run of the same script: what every prefix is checked against."""
+    """A complete, unkilled run of the same script: what every prefix is checked against, and how long it took
+    (the kills land within that time, so a busy machine does not push them all before the session starts)."""
     work = tmp_path / "reference"
     work.mkdir()
     with FakeLLMServer(wire="openai") as srv:
         write_config(home, srv.base_url, extra="allow_shell = true")
         srv.enqueue(*script())
+        started = time.monotonic()
         r = openheim("run", "-o", "json", "go", cwd=work)
+        took = time.monotonic() - started
         assert r.returncode == 0, r.stderr
         session_id = json.loads(r.stdout)["session_id"]
-    return HistoryManager(home / "history").load(session_id).messages
+    return HistoryManager(home / "history").load(session_id).messages, took
 
 
 def newest_session(home) -> str | None:
@@ -48,7 +51,8 @@ def newest_session(home) -> str | None:
 
 @pytest.mark.slow
 def test_kill_at_random_points_then_resume(isolated_home, tmp_path):
-    expected = [m.to_dict() for m in reference_conversation(isolated_home, tmp_path)]
+    messages, took = reference_conversation(isolated_home, tmp_path)
+    expected = [m.to_dict() for m in messages]
     rng = random.Random(1234)
     history = HistoryManager(isolated_home / "history")
     stored_lengths = []
@@ -60,7 +64,7 @@ def test_kill_at_random_points_then_resume(isolated_home, tmp_path):
             srv.enqueue(*script())
             before = {m.id for m in history.list()}
             proc = spawn("run", "go", cwd=work)
-            time.sleep(rng.uniform(0.2, 1.2))
+            time.sleep(rng.uniform(0.3, 1.1) * max(took, 1.0))
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             proc.stdout.close()
